@@ -1,0 +1,38 @@
+package v1alpha1
+
+// Labels and annotations the generator puts on every workload object it renders. The webhook
+// uses them to find what it guards (objects without LabelTenant pass untouched) and the xDS
+// server uses them to group VMIs into replicas of a job.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedByValue = "inferplane"
+
+	LabelTenant      = "inferplane.io/tenant"
+	LabelJob         = "inferplane.io/job"
+	LabelReplica     = "inferplane.io/replica"
+	LabelNodeRank    = "inferplane.io/node-rank"
+	LabelRole        = "inferplane.io/role"
+	LabelNodeType    = "inferplane.io/node-type"
+	LabelRuntime     = "inferplane.io/runtime"
+	LabelModelMaster = "inferplane.io/model-master"
+
+	// RoleHead is the node of a replica that runs the API server and answers requests;
+	// RoleWorker nodes only add their GPUs to it (multi-node replicas).
+	RoleHead   = "head"
+	RoleWorker = "worker"
+
+	// AnnotationServingPort is the port the head node's model server listens on.
+	AnnotationServingPort = "inferplane.io/serving-port"
+	// AnnotationRequireAPIKey is "true" or "false": whether Envoy checks API keys for the job.
+	AnnotationRequireAPIKey = "inferplane.io/require-api-key"
+	// AnnotationReplicaNodes is the number of nodes one replica spans.
+	AnnotationReplicaNodes = "inferplane.io/replica-nodes"
+	// AnnotationPerReplicaGPUCount mirrors the master's perReplicaGPUCount on each VM.
+	AnnotationPerReplicaGPUCount = "inferplane.io/per-replica-gpu-count"
+
+	// DefaultNodeTypeLabel is the node label that names a node's NodeType when a NodeType
+	// sets no nodeSelector of its own.
+	DefaultNodeTypeLabel = "inferplane.io/node-type"
+	// DefaultRackLabel is the node label that names a node's rack when a NodeType sets none.
+	DefaultRackLabel = "topology.inferplane.io/rack"
+)

@@ -1,0 +1,92 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TenantSpec is one customer: its tier, the GPU node types it may claim, its quota, and where
+// its GitOps state lives.
+type TenantSpec struct {
+	// +optional
+	DisplayName string `json:"displayName,omitempty"`
+	// Tier is the product tier (e.g. h100-dedicated, l40s-shared); it is carried as a label.
+	// +kubebuilder:validation:MinLength=1
+	Tier string `json:"tier"`
+	// AllowedNodeTypes lists the node types the tenant may claim: exact names or
+	// "<provider>.*" wildcards. Absent (null) allows every node type; an empty list allows none.
+	// +nullable
+	// +optional
+	AllowedNodeTypes []string `json:"allowedNodeTypes"`
+	// GPUQuota is the most GPUs the tenant's jobs may request together; 0 means no quota.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	GPUQuota int32 `json:"gpuQuota,omitempty"`
+	// Git is the repository the tenant's rendered state is committed to.
+	// +optional
+	Git TenantGit `json:"git,omitempty"`
+	// ArgoCD says how Argo CD reaches the tenant cluster.
+	// +optional
+	ArgoCD TenantArgoCD `json:"argoCD,omitempty"`
+}
+
+// TenantGit is a tenant's GitOps repository.
+type TenantGit struct {
+	// URL is a remote URL (https://, ssh://, file://) to push to. Empty: the output folder of
+	// the tenant is itself the repository (the embedded default).
+	// +optional
+	URL string `json:"url,omitempty"`
+	// Branch defaults to main.
+	// +optional
+	Branch string `json:"branch,omitempty"`
+	// Auth names environment variables that hold push credentials, so that no secret is ever
+	// written in a tenant file.
+	// +optional
+	Auth *GitAuth `json:"auth,omitempty"`
+}
+
+// GitAuth names the environment variables that hold HTTP basic credentials for a push.
+type GitAuth struct {
+	// +optional
+	UsernameEnv string `json:"usernameEnv,omitempty"`
+	// +optional
+	PasswordEnv string `json:"passwordEnv,omitempty"`
+}
+
+// TenantArgoCD configures the Argo CD side of a tenant.
+type TenantArgoCD struct {
+	// Connector is the vCluster Platform Argo CD connector (integrations.argoCD.connector).
+	// +optional
+	Connector string `json:"connector,omitempty"`
+	// Namespace is where Argo CD runs on the management cluster; defaults to argocd.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Destination is the Argo CD cluster name of the tenant cluster; defaults to the tenant name.
+	// +optional
+	Destination string `json:"destination,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=ipt
+// +kubebuilder:printcolumn:name="Tier",type=string,JSONPath=`.spec.tier`
+// +kubebuilder:printcolumn:name="GPU quota",type=integer,JSONPath=`.spec.gpuQuota`
+
+// Tenant is a customer with its own tenant cluster.
+type Tenant struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec TenantSpec `json:"spec"`
+}
+
+// +kubebuilder:object:root=true
+
+// TenantList is a list of Tenants.
+type TenantList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Tenant `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Tenant{}, &TenantList{})
+}

@@ -1,0 +1,304 @@
+// Package kubeenv runs a real etcd and kube-apiserver for tests, the way controller-runtime's
+// envtest does, from binaries that hack/kubebin.sh compiles from the Go module proxy (no
+// container engine or binary download exists on our machines).
+//
+// A test package starts one API server in TestMain:
+//
+//	var env *kubeenv.Env
+//
+//	func TestMain(m *testing.M) { os.Exit(kubeenv.Main(m, &env)) }
+//
+// and each test that needs it calls kubeenv.Require(t, env). When the binaries are missing,
+// Require skips with the reason, unless INFERPLANE_REQUIRE_KUBE=1 (set by `make test`), in
+// which case Main fails the whole package: a CI run never passes by skipping.
+package kubeenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/manifest"
+)
+
+// Environment variables the harness reads.
+const (
+	// EnvBinDir names the folder holding kube-apiserver and etcd (what hack/kubebin.sh prints).
+	EnvBinDir = "INFERPLANE_KUBEBIN"
+	// EnvRequire, when "1", turns missing binaries into a failure instead of a skip.
+	EnvRequire = "INFERPLANE_REQUIRE_KUBE"
+)
+
+// FieldManager is the field owner of everything the harness applies.
+const FieldManager = "inferplane-e2e"
+
+// Env is a running API server and a client for it. The client validates strictly: an unknown
+// or duplicate field in any object it creates or updates is an error, not a warning.
+type Env struct {
+	Config *rest.Config
+	Client client.Client
+	Scheme *k8sruntime.Scheme
+
+	testEnv *envtest.Environment
+}
+
+// Scheme returns a scheme with the built-in kinds, CRDs, KubeVirt and inferplane's own types.
+// Argo CD and vCluster objects are handled as unstructured (we do not import their modules).
+func NewScheme() *k8sruntime.Scheme {
+	s := k8sruntime.NewScheme()
+	for _, add := range []func(*k8sruntime.Scheme) error{
+		clientgoscheme.AddToScheme,
+		apiextensionsv1.AddToScheme,
+		kubevirtv1.AddToScheme,
+		v1alpha1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(err) // only a programming error in the static list above gets here
+		}
+	}
+	return s
+}
+
+// RepoRoot is the folder of inferplane's go.mod, found from this source file.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// BinDir finds the folder with kube-apiserver and etcd: $INFERPLANE_KUBEBIN, else the newest
+// build in the repository's .cache/kubebin. It says what to run when there is none.
+func BinDir() (string, error) {
+	if dir := os.Getenv(EnvBinDir); dir != "" {
+		return dir, checkBins(dir)
+	}
+	builds, _ := filepath.Glob(filepath.Join(RepoRoot(), ".cache", "kubebin", "*", "kube-apiserver"))
+	var newest string
+	var newestMod time.Time
+	for _, b := range builds {
+		if st, err := os.Stat(b); err == nil && st.ModTime().After(newestMod) {
+			newest, newestMod = filepath.Dir(b), st.ModTime()
+		}
+	}
+	if newest == "" {
+		return "", errors.New("no kube-apiserver/etcd build found: run `make kubebin` (or `make test`), " +
+			"or set " + EnvBinDir + " to a folder holding both binaries")
+	}
+	return newest, checkBins(newest)
+}
+
+func checkBins(dir string) error {
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.IsDir() {
+			return fmt.Errorf("%s: %s missing (run `make kubebin`)", dir, name)
+		}
+	}
+	return nil
+}
+
+// Start starts etcd and kube-apiserver and installs every CRD the project knows (KubeVirt,
+// Argo CD and inferplane's own), server-side.
+func Start(ctx context.Context) (*Env, error) {
+	dir, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	te := &envtest.Environment{
+		BinaryAssetsDirectory:    dir,
+		ControlPlaneStartTimeout: 90 * time.Second,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	cfg, err := te.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start kube-apiserver and etcd from %s: %w", dir, err)
+	}
+	env, err := newEnv(cfg, te)
+	if err == nil {
+		err = env.InstallCRDs(ctx, CRDPaths()...)
+	}
+	if err != nil {
+		_ = te.Stop()
+		return nil, err
+	}
+	return env, nil
+}
+
+func newEnv(cfg *rest.Config, te *envtest.Environment) (*Env, error) {
+	// The default 5 QPS throttles bulk dry-runs of a few hundred rendered objects for no gain.
+	cfg.QPS, cfg.Burst = 500, 1000
+	s := NewScheme()
+	c, err := client.New(cfg, client.Options{Scheme: s, FieldValidation: metav1.FieldValidationStrict})
+	if err != nil {
+		return nil, fmt.Errorf("client for the test API server: %w", err)
+	}
+	return &Env{Config: cfg, Client: c, Scheme: s, testEnv: te}, nil
+}
+
+// Stop stops the API server and etcd and removes their data.
+func (e *Env) Stop() error {
+	if e == nil || e.testEnv == nil {
+		return nil
+	}
+	return e.testEnv.Stop()
+}
+
+// Environment exposes envtest's environment, e.g. for its WebhookInstallOptions.
+func (e *Env) Environment() *envtest.Environment { return e.testEnv }
+
+// CRDPaths lists the CRD files the harness installs: upstream copies in testdata (see its
+// PROVENANCE.md) and inferplane's generated CRDs in config/crd.
+func CRDPaths() []string {
+	root := RepoRoot()
+	var paths []string
+	for _, pattern := range []string{
+		filepath.Join(root, "e2e", "kubeenv", "testdata", "crds", "*", "*.yaml"),
+		filepath.Join(root, "config", "crd", "*.yaml"),
+	} {
+		m, _ := filepath.Glob(pattern)
+		paths = append(paths, m...)
+	}
+	return paths
+}
+
+// InstallCRDs applies the CRDs in the given files server-side (the KubeVirt VMI CRD is too
+// large for a client-side apply's last-applied annotation) and waits until each is served.
+func (e *Env) InstallCRDs(ctx context.Context, paths ...string) error {
+	var names []string
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		objs, err := manifest.Decode(data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		for _, u := range objs {
+			if u.GetKind() != "CustomResourceDefinition" {
+				continue
+			}
+			if err := e.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+				client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+				return fmt.Errorf("install CRD %s from %s: %w", u.GetName(), p, err)
+			}
+			names = append(names, u.GetName())
+		}
+	}
+	for _, n := range names {
+		if err := e.waitEstablished(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Env) waitEstablished(ctx context.Context, name string) error {
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := e.Client.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		for _, c := range crd.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// EnsureNamespace creates a namespace if it does not exist yet.
+func (e *Env) EnsureNamespace(ctx context.Context, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := e.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// DryRun asks the API server to create obj without storing it (dryRun=All, strict field
+// validation): the schema, defaulting and admission (webhooks included) all run. The
+// object's namespace is created first when missing, since a dry-run cannot do that.
+func (e *Env) DryRun(ctx context.Context, obj client.Object) error {
+	if ns := obj.GetNamespace(); ns != "" {
+		if err := e.EnsureNamespace(ctx, ns); err != nil {
+			return err
+		}
+	}
+	return e.Client.Create(ctx, obj, client.DryRunAll)
+}
+
+// DryRunYAML dry-runs every object of a (multi-document) YAML stream and returns one error
+// per rejected object, naming it.
+func (e *Env) DryRunYAML(ctx context.Context, data []byte) []error {
+	objs, err := manifest.Decode(data)
+	if err != nil {
+		return []error{err}
+	}
+	var errs []error
+	for _, u := range objs {
+		if err := e.DryRun(ctx, u); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", Describe(u), err))
+		}
+	}
+	return errs
+}
+
+// Describe names an object as kind/namespace/name for messages.
+func Describe(u *unstructured.Unstructured) string {
+	if u.GetNamespace() == "" {
+		return u.GetKind() + "/" + u.GetName()
+	}
+	return u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
+}
+
+// Main is TestMain's body: it starts the API server (when the binaries exist), stores it in
+// *env, runs the tests and always stops it, so no process outlives the test binary's run.
+func Main(m *testing.M, env **Env) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	started, err := Start(ctx)
+	cancel()
+	if err != nil {
+		if os.Getenv(EnvRequire) == "1" {
+			fmt.Fprintf(os.Stderr, "kubeenv: %v\n", err)
+			return 1
+		}
+		startErr = err
+	}
+	*env = started
+	defer func() {
+		if err := started.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "kubeenv: stop: %v\n", err)
+		}
+	}()
+	return m.Run()
+}
+
+// startErr is why Main could not start the server, for Require's skip message.
+var startErr error
+
+// Require skips the test when the API server is not running, saying why.
+func Require(t testing.TB, env *Env) {
+	t.Helper()
+	if env == nil {
+		t.Skipf("SKIPPED: no real API server: %v", startErr)
+	}
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds the real kube-apiserver and etcd that the e2e tests run, once, into a git-ignored cache.
+#
+# No container engine or binary download is available on our machines, so both are compiled
+# from the Go module proxy: kube-apiserver from k8s.io/kubernetes (hack/kubetools/apiserver,
+# whose go.mod maps each staging module to its published v0 version) and etcd from
+# go.etcd.io/etcd/server/v3 (hack/kubetools/etcd). The cache folder is named after a hash of
+# both tool modules and the Go version, so a pin change rebuilds and anything else reuses.
+#
+# Prints the folder that holds the binaries (envtest's BinaryAssetsDirectory).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+tools="$root/hack/kubetools"
+cache="${INFERPLANE_CACHE:-$root/.cache}/kubebin"
+
+stamp=$( (cat "$tools"/apiserver/go.mod "$tools"/apiserver/go.sum "$tools"/etcd/go.mod "$tools"/etcd/go.sum; go env GOVERSION) | sha256sum | cut -c1-16)
+dest="$cache/$stamp"
+
+if [[ -x "$dest/kube-apiserver" && -x "$dest/etcd" ]]; then
+  echo "$dest"
+  exit 0
+fi
+
+mkdir -p "$cache"
+tmp=$(mktemp -d "$cache/.build.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+k8s_version=$(cd "$tools/apiserver" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+minor=$(echo "$k8s_version" | cut -d. -f2)
+# Clients (controller-runtime, kubectl) parse the server's version, so stamp the real one in.
+ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version"
+ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+
+echo "kubebin: building kube-apiserver $k8s_version (several minutes, once)" >&2
+(cd "$tools/apiserver" && go build -trimpath -ldflags "$ldflags" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+echo "kubebin: building etcd $(cd "$tools/etcd" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)" >&2
+(cd "$tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
+
+# Publish atomically so an interrupted build never leaves a half-filled folder that looks done.
+rm -rf "$dest"
+mv "$tmp" "$dest"
+trap - EXIT
+# Older builds are only disk: keep the newest one.
+find "$cache" -mindepth 1 -maxdepth 1 -type d ! -name "$stamp" ! -name '.build.*' -exec rm -rf {} +
+echo "$dest"
