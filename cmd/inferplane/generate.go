@@ -7,7 +7,3 @@ func newGenerateCmd() *cobra.Command {
 	return &cobra.Command{Use: "generate", Short: "(not built yet)", Hidden: true}
 }
 
-// PLACEHOLDER: replaced by the issue that builds this command.
-func newRecipeCmd() *cobra.Command {
-	return &cobra.Command{Use: "recipe", Short: "(not built yet)", Hidden: true}
-}

@@ -7,7 +7,3 @@ func newKeysCmd() *cobra.Command {
 	return &cobra.Command{Use: "keys", Short: "(not built yet)", Hidden: true}
 }
 
-// PLACEHOLDER: replaced by the issue that builds this command.
-func newHealthCmd() *cobra.Command {
-	return &cobra.Command{Use: "health", Short: "(not built yet)", Hidden: true}
-}

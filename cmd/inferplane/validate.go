@@ -7,7 +7,3 @@ func newValidateCmd() *cobra.Command {
 	return &cobra.Command{Use: "validate", Short: "(not built yet)", Hidden: true}
 }
 
-// PLACEHOLDER: replaced by the issue that builds this command.
-func newWebhookCmd() *cobra.Command {
-	return &cobra.Command{Use: "webhook", Short: "(not built yet)", Hidden: true}
-}
