@@ -6,4 +6,3 @@ import "github.com/spf13/cobra"
 func newGenerateCmd() *cobra.Command {
 	return &cobra.Command{Use: "generate", Short: "(not built yet)", Hidden: true}
 }
-

@@ -6,4 +6,3 @@ import "github.com/spf13/cobra"
 func newKeysCmd() *cobra.Command {
 	return &cobra.Command{Use: "keys", Short: "(not built yet)", Hidden: true}
 }
-

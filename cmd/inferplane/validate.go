@@ -6,4 +6,3 @@ import "github.com/spf13/cobra"
 func newValidateCmd() *cobra.Command {
 	return &cobra.Command{Use: "validate", Short: "(not built yet)", Hidden: true}
 }
-
