@@ -1,8 +1,87 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"errors"
+	"strings"
 
-// PLACEHOLDER: replaced by the issue that builds this command.
+	"github.com/spf13/cobra"
+
+	"github.com/inferplane/inferplane/generator"
+	"github.com/inferplane/inferplane/generator/render"
+	"github.com/inferplane/inferplane/policy"
+)
+
 func newGenerateCmd() *cobra.Command {
-	return &cobra.Command{Use: "generate", Short: "(not built yet)", Hidden: true}
+	var (
+		opts         generator.Options
+		guestImage   string
+		storageClass string
+	)
+	cmd := &cobra.Command{
+		Use:   "generate",
+		Short: "Render every tenant's GitOps repository from recipes and job specs, and commit it",
+		Long: `generate turns the inputs into each tenant's GitOps state and commits it:
+
+  recipes/   vLLM recipes in the upstream vllm-project/recipes layout
+  tenants/   nodetypes/*.yaml, masters/*.yaml, <tenant>/tenant.yaml, <tenant>/jobs/*.yaml
+
+For every tenant it writes out/<tenant>: vcluster.yaml, the Platform project, the Argo CD
+AppProject and one Application per job, and per job a kustomization with KubeVirt VMs,
+cloud-init Secrets, model-cache PVCs and Services.
+
+Everything is loaded, planned, rendered and checked first; if any input of any tenant is wrong,
+generate prints every problem (file, field, what was expected), writes nothing and exits 1.
+
+Without spec.git.url, out/<tenant> is itself a git repository. With a URL, out/<tenant> is a
+clone: generate fetches, commits on top and pushes (credentials come from the environment
+variables spec.git.auth names). A commit is made only when a file changed; a run on unchanged
+inputs writes nothing. Each line of output says whether a tenant was created, updated or left
+unchanged.`,
+		Example: `  # Render the bundled examples into ./out (one git repository per tenant)
+  inferplane generate
+
+  # See what would change, as unified diffs, without writing anything
+  inferplane generate --dry-run
+
+  # Other folders, and the URL Argo CD pulls tenants without a remote from
+  inferplane generate --recipes ~/src/vllm-recipes --tenants ./prod/tenants --out /srv/gitops \
+      --repo-url 'https://git.internal/gitops/{tenant}.git'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Stdout = cmd.OutOrStdout()
+			opts.Render.GuestImage = guestImage
+			opts.Render.StorageClass = storageClass
+			opts.Check = admissionCheck(cmd.Context())
+			_, err := generator.Generate(cmd.Context(), opts)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.RecipesDir, "recipes", "recipes", "folder of vLLM recipes (models/, strategies/, taxonomy.yaml)")
+	f.StringVar(&opts.TenantsDir, "tenants", "tenants", "folder of node types, masters, tenants and jobs")
+	f.StringVar(&opts.OutDir, "out", "out", "folder of the tenants' repositories (out/<tenant>)")
+	f.BoolVar(&opts.DryRun, "dry-run", false, "print a unified diff of what would change per tenant; write nothing")
+	f.StringVar(&opts.RepoURL, "repo-url", generator.DefaultRepoURL,
+		"URL Argo CD pulls a tenant's repository from when the tenant sets no spec.git.url ({tenant} is replaced)")
+	f.StringVar(&guestImage, "guest-image", render.DefaultGuestImage, "golden VM disk (containerDisk image) for node types that name none")
+	f.StringVar(&storageClass, "storage-class", "", "storage class of the model-cache volumes (default: the tenant cluster's default class)")
+	return cmd
+}
+
+// admissionCheck runs the webhook's policy offline over a tenant's rendered files, so generate
+// refuses to commit anything the webhook in the tenant cluster would deny. The rendered tree
+// carries its own policy data (addons/tenant.yaml, addons/nodetypes.yaml and each job's
+// ModelMaster), exactly what the webhook reads in the cluster.
+func admissionCheck(ctx context.Context) func(tenant string, files render.Files) error {
+	return func(tenant string, files render.Files) error {
+		denied, err := policy.ReviewFiles(ctx, nil, files)
+		if err != nil {
+			return err
+		}
+		if lines := policy.DenialLines(denied); len(lines) > 0 {
+			return errors.New(strings.Join(lines, "\n"))
+		}
+		return nil
+	}
 }

@@ -1,8 +1,96 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"text/tabwriter"
 
-// PLACEHOLDER: replaced by the issue that builds this command.
+	"github.com/spf13/cobra"
+
+	"github.com/inferplane/inferplane/usage"
+)
+
 func newHealthCmd() *cobra.Command {
-	return &cobra.Command{Use: "health", Short: "(not built yet)", Hidden: true}
+	var tenant, server, output string
+	cmd := &cobra.Command{
+		Use:   "health [--tenant T] [--server URL] [-o table|json]",
+		Short: "Show each endpoint's status, success rate and latency",
+		Long: `Reads endpoint health from a running xDS server (` + usage.HealthPath + `): per endpoint its status
+(healthy, degraded, unavailable), ready replicas, requests, success rate and latency p50/p99
+over the server's window (5 minutes by default), from Envoy's access logs and the replica
+probes. Exits 1 when an endpoint shown is unavailable, so scripts can gate on it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return keysBadUsage(fmt.Errorf("-o %q: want table or json", output))
+			}
+			q := url.Values{}
+			if tenant != "" {
+				q.Set("tenant", tenant)
+			}
+			var rep usage.HealthReport
+			if err := serverGetJSON(cmd.Context(), server, usage.HealthPath, q, &rep); err != nil {
+				return err
+			}
+			if output == "json" {
+				if err := keysJSON(cmd.OutOrStdout(), rep); err != nil {
+					return err
+				}
+			} else if err := healthTable(cmd, rep); err != nil {
+				return err
+			}
+			var down []string
+			for _, e := range rep.Endpoints {
+				if e.Status == usage.StatusUnavailable {
+					down = append(down, e.Tenant+"/"+e.Job)
+				}
+			}
+			if len(down) > 0 {
+				return &exitStatus{code: 1, err: fmt.Errorf("unavailable: %s", strings.Join(down, ", "))}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&tenant, "tenant", "", "only this tenant's endpoints")
+	fl.StringVar(&server, "server", serverURLDefault(), "base URL of the xDS server's HTTP endpoint ($"+envServerURL+")")
+	fl.StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}
+
+func healthTable(cmd *cobra.Command, rep usage.HealthReport) error {
+	out := cmd.OutOrStdout()
+	if len(rep.Endpoints) == 0 {
+		_, err := fmt.Fprintln(out, "no endpoints known to the server")
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "TENANT\tENDPOINT\tSTATUS\tREPLICAS\tREQUESTS (%s)\tSUCCESS\tP50\tP99\tDETAIL\n", rep.Window)
+	for _, e := range rep.Endpoints {
+		replicas := "-"
+		if e.Replicas != nil {
+			replicas = fmt.Sprintf("%d/%d", e.Replicas.Ready, e.Replicas.Total)
+		}
+		success := "-"
+		if e.SuccessRate != nil {
+			success = fmt.Sprintf("%.1f%%", 100**e.SuccessRate)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Tenant, e.Job, e.Status, replicas, e.Requests,
+			success, fmtMs(e.LatencyP50Ms), fmtMs(e.LatencyP99Ms), strings.Join(e.Reasons, "; "))
+	}
+	return tw.Flush()
+}
+
+func fmtMs(v *float64) string {
+	switch {
+	case v == nil:
+		return "-"
+	case *v >= 10_000:
+		return fmt.Sprintf("%.0fs", *v/1000)
+	case *v >= 1000:
+		return fmt.Sprintf("%.1fs", *v/1000)
+	default:
+		return fmt.Sprintf("%.0fms", *v)
+	}
 }

@@ -1,8 +1,462 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
 
-// PLACEHOLDER: replaced by the issue that builds this command.
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/usage"
+)
+
+// Environment variables the keys and health commands read.
+const (
+	envKeysFile  = "INFERPLANE_KEYS_FILE"
+	envServerURL = "INFERPLANE_SERVER"
+	// defaultServerURL is the admin address of `inferplane xds serve` (--admin-address :9090),
+	// where it serves /metrics and, mounted by the lead, /v1/health and /v1/usage.
+	defaultServerURL = "http://127.0.0.1:9090"
+)
+
+// storeFlags choose the key store: a bbolt file (the default) or APIKey objects in a
+// Kubernetes namespace.
+type storeFlags struct {
+	file       string
+	namespace  string
+	kubeconfig string
+	context    string
+}
+
+func (f *storeFlags) register(cmd *cobra.Command) {
+	fl := cmd.PersistentFlags()
+	fl.StringVar(&f.file, "store-file", "", "key store file (bbolt); default $"+envKeysFile+" or "+defaultKeysFile())
+	fl.StringVar(&f.namespace, "namespace", "", "keep keys as APIKey objects in this Kubernetes namespace instead of a file")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --namespace (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fl.StringVar(&f.context, "context", "", "kubeconfig context for --namespace")
+}
+
+func defaultKeysFile() string {
+	if p := os.Getenv(envKeysFile); p != "" {
+		return p
+	}
+	dir := os.Getenv("XDG_DATA_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "inferplane-keys.db"
+		}
+		dir = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(dir, "inferplane", "keys.db")
+}
+
+func (f *storeFlags) open() (keys.Store, string, error) {
+	if f.namespace != "" {
+		if f.file != "" {
+			return nil, "", keysBadUsage(errors.New("--store-file and --namespace choose different stores: pass one"))
+		}
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = f.kubeconfig
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+			&clientcmd.ConfigOverrides{CurrentContext: f.context}).ClientConfig()
+		if err != nil {
+			return nil, "", fmt.Errorf("kubeconfig: %w", err)
+		}
+		s, err := keys.NewKubeStore(cfg, f.namespace)
+		return s, "namespace " + f.namespace, err
+	}
+	path := f.file
+	if path == "" {
+		path = defaultKeysFile()
+	}
+	return keys.NewFileStore(path), path, nil
+}
+
+func keysBadUsage(err error) error { return &exitStatus{code: 2, err: err} }
+
 func newKeysCmd() *cobra.Command {
-	return &cobra.Command{Use: "keys", Short: "(not built yet)", Hidden: true}
+	var sf storeFlags
+	cmd := &cobra.Command{
+		Use:   "keys",
+		Short: "Create, list and revoke API keys; show their usage",
+		Long: `API keys let clients call a tenant's endpoints through Envoy. A key looks like
+ipk_<54 characters> and is printed once, when it is created: the store keeps only its
+HMAC-SHA256 under the server secret, never the key.
+
+Keys live in a bbolt file (--store-file, the default) or, for clusters with several xDS
+server replicas, as APIKey objects in a Kubernetes namespace (--namespace). The server
+secret is read from --secret-file or $` + keys.SecretEnv + `; create one with "keys secret".`,
+	}
+	sf.register(cmd)
+	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(&sf), newKeysListCmd(&sf), newKeysRevokeCmd(&sf), newKeysUsageCmd())
+	return cmd
+}
+
+func newKeysSecretCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "secret",
+		Short: "Print a new random server secret (for --secret-file or $" + keys.SecretEnv + ")",
+		Long: `Prints 48 random bytes as URL-safe base64. Store it where the xDS server and the
+"keys create" command can read it, e.g.:
+
+  inferplane keys secret > /etc/inferplane/keys-secret && chmod 600 /etc/inferplane/keys-secret
+  kubectl -n inferplane-system create secret generic inferplane-keys --from-file=secret=/etc/inferplane/keys-secret
+
+Every key is hashed with this secret: replacing it invalidates every key.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := keys.NewSecret()
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), s)
+			return err
+		},
+	}
+}
+
+func newKeysCreateCmd(sf *storeFlags) *cobra.Command {
+	var tenant, endpoint, name, expires, secretFile, output string
+	cmd := &cobra.Command{
+		Use:   "create --tenant T [--endpoint E] [--name N] [--expires 720h|30d|2027-01-31|RFC3339]",
+		Short: "Create a key and print it once",
+		Long: `Creates a key for a tenant (all its endpoints, or one with --endpoint) and prints it on
+standard output, alone, so that it can be captured:
+
+  KEY=$(inferplane keys create --tenant acme --endpoint chat --name ci --expires 90d)
+
+The key is shown this once; the store keeps only its hash.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if msgs := validation.IsDNS1123Label(tenant); tenant == "" || len(msgs) > 0 {
+				return keysBadUsage(fmt.Errorf("--tenant %q: want a tenant name (a DNS label): %s", tenant, strings.Join(msgs, "; ")))
+			}
+			if msgs := validation.IsDNS1123Subdomain(endpoint); endpoint != "" && len(msgs) > 0 {
+				return keysBadUsage(fmt.Errorf("--endpoint %q: want a job name: %s", endpoint, strings.Join(msgs, "; ")))
+			}
+			if output != "text" && output != "json" {
+				return keysBadUsage(fmt.Errorf("-o %q: want text or json", output))
+			}
+			now := time.Now().UTC()
+			exp, err := parseExpiry(expires, now)
+			if err != nil {
+				return keysBadUsage(fmt.Errorf("--expires: %w", err))
+			}
+			secret, err := keys.LoadSecret(secretFile)
+			if err != nil {
+				return keysBadUsage(err)
+			}
+			h, err := keys.NewHasher(secret)
+			if err != nil {
+				return keysBadUsage(err)
+			}
+			store, where, err := sf.open()
+			if err != nil {
+				return err
+			}
+			key, id, err := keys.Generate(nil)
+			if err != nil {
+				return err
+			}
+			rec := keys.Record{ID: id, Tenant: tenant, Endpoint: endpoint, Name: name, Hash: h.Hex(key),
+				CreatedAt: now.Truncate(time.Second), ExpiresAt: exp}
+			if err := store.Create(cmd.Context(), rec); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				return keysJSON(out, struct {
+					Key string `json:"key"`
+					keyView
+				}{key, keyViewOf(rec, now)})
+			}
+			scope := "every endpoint of " + tenant
+			if endpoint != "" {
+				scope = "endpoint " + endpoint + " of " + tenant
+			}
+			expiry := "never expires"
+			if !exp.IsZero() {
+				expiry = "expires " + exp.Format(time.RFC3339)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "Created key %s for %s (%s) in %s.\nThis is the only time the key is shown: store it now.\n",
+				id, scope, expiry, where)
+			_, err = fmt.Fprintln(out, key)
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&tenant, "tenant", "", "tenant the key belongs to (required)")
+	fl.StringVar(&endpoint, "endpoint", "", "limit the key to this job endpoint (default: every endpoint of the tenant)")
+	fl.StringVar(&name, "name", "", "a label for people, e.g. \"ci pipeline\"")
+	fl.StringVar(&expires, "expires", "", "expiry: a duration from now (720h, 30d) or a date/time (2027-01-31, RFC 3339); default never")
+	fl.StringVar(&secretFile, "secret-file", "", "file holding the server secret (default $"+keys.SecretEnv+")")
+	fl.StringVarP(&output, "output", "o", "text", "text (the key alone on stdout) or json")
+	_ = cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+// parseExpiry reads "", a duration (with a "d" for days), a date or an RFC 3339 time.
+func parseExpiry(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	var t time.Time
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil {
+			return t, fmt.Errorf("%q: want a number of days such as 30d", s)
+		}
+		t = now.Add(time.Duration(n) * 24 * time.Hour)
+	} else if d, err := time.ParseDuration(s); err == nil {
+		t = now.Add(d)
+	} else if d, err := time.Parse("2006-01-02", s); err == nil {
+		t = d
+	} else if d, err := time.Parse(time.RFC3339, s); err == nil {
+		t = d
+	} else {
+		return t, fmt.Errorf("%q: want a duration (720h, 30d), a date (2027-01-31) or an RFC 3339 time", s)
+	}
+	if !t.After(now) {
+		return t, fmt.Errorf("%q is not in the future", s)
+	}
+	return t.UTC().Truncate(time.Second), nil
+}
+
+// keyView is a record as the CLI shows it: with its status, without its hash.
+type keyView struct {
+	ID        string      `json:"id"`
+	Tenant    string      `json:"tenant"`
+	Endpoint  string      `json:"endpoint,omitempty"`
+	Name      string      `json:"name,omitempty"`
+	Status    keys.Status `json:"status"`
+	CreatedAt time.Time   `json:"createdAt"`
+	ExpiresAt time.Time   `json:"expiresAt,omitzero"`
+	RevokedAt time.Time   `json:"revokedAt,omitzero"`
+}
+
+func keyViewOf(r keys.Record, now time.Time) keyView {
+	return keyView{ID: r.ID, Tenant: r.Tenant, Endpoint: r.Endpoint, Name: r.Name, Status: r.Status(now),
+		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt}
+}
+
+func newKeysListCmd(sf *storeFlags) *cobra.Command {
+	var tenant, status, output string
+	cmd := &cobra.Command{
+		Use:   "list [--tenant T] [--status active|revoked|expired] [-o table|json]",
+		Short: "List keys (ids and status; never the keys themselves)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return keysBadUsage(fmt.Errorf("-o %q: want table or json", output))
+			}
+			switch keys.Status(status) {
+			case "", keys.StatusActive, keys.StatusRevoked, keys.StatusExpired:
+			default:
+				return keysBadUsage(fmt.Errorf("--status %q: want active, revoked or expired", status))
+			}
+			store, _, err := sf.open()
+			if err != nil {
+				return err
+			}
+			recs, err := store.List(cmd.Context())
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			views := []keyView{}
+			for _, r := range recs {
+				v := keyViewOf(r, now)
+				if (tenant == "" || r.Tenant == tenant) && (status == "" || string(v.Status) == status) {
+					views = append(views, v)
+				}
+			}
+			if output == "json" {
+				return keysJSON(cmd.OutOrStdout(), views)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tTENANT\tENDPOINT\tNAME\tSTATUS\tCREATED\tEXPIRES")
+			for _, v := range views {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Tenant, keysOr(v.Endpoint, "*"), keysOr(v.Name, "-"),
+					v.Status, v.CreatedAt.Format(time.RFC3339), keysTimeOr(v.ExpiresAt, "never"))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's keys")
+	cmd.Flags().StringVar(&status, "status", "", "only keys in this status")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}
+
+func newKeysRevokeCmd(sf *storeFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke ID...",
+		Short: "Revoke keys (a soft delete: the record and its usage stay)",
+		Long: `Revokes keys by id. Every xDS server watching the store refuses them within a second.
+The record stays, listed as revoked, so usage recorded against the id keeps its owner.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, ids []string) error {
+			for _, id := range ids {
+				if !keys.ValidID(id) {
+					return keysBadUsage(fmt.Errorf("%q is not a key id (16 hex digits, as `keys list` shows)", id))
+				}
+			}
+			store, _, err := sf.open()
+			if err != nil {
+				return err
+			}
+			now := time.Now().UTC().Truncate(time.Second)
+			for _, id := range ids {
+				before, err := store.Get(cmd.Context(), id)
+				if err != nil {
+					return err
+				}
+				if !before.RevokedAt.IsZero() {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s was already revoked at %s\n", id, before.RevokedAt.Format(time.RFC3339))
+					continue
+				}
+				r, err := store.Revoke(cmd.Context(), id, now)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (tenant %s)\n", id, r.Tenant)
+			}
+			return nil
+		},
+	}
+}
+
+func newKeysUsageCmd() *cobra.Command {
+	var tenant, key, since, server, output string
+	var hourly bool
+	cmd := &cobra.Command{
+		Use:   "usage [--tenant T] [--key ID] [--since 24h] [--hourly] [--server URL] [-o table|json]",
+		Short: "Show requests and tokens per key, from a running xDS server",
+		Long: `Reads per-key usage (requests, tokens in and out, per hour) from the HTTP endpoint of a
+running xDS server (` + usage.UsagePath + `), which counts it from Envoy's access logs.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return keysBadUsage(fmt.Errorf("-o %q: want table or json", output))
+			}
+			if _, err := usage.ParseSince(since, time.Now()); err != nil {
+				return keysBadUsage(fmt.Errorf("--since: %w", err))
+			}
+			q := url.Values{}
+			for k, v := range map[string]string{"tenant": tenant, "key": key, "since": since} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			var rep usage.UsageReport
+			if err := serverGetJSON(cmd.Context(), server, usage.UsagePath, q, &rep); err != nil {
+				return err
+			}
+			if output == "json" {
+				return keysJSON(cmd.OutOrStdout(), rep)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', tabwriter.AlignRight)
+			if hourly {
+				fmt.Fprintln(tw, "KEY\tTENANT\tHOUR\tREQUESTS\tTOKENS IN\tTOKENS OUT\t")
+				for _, k := range rep.Keys {
+					for _, h := range k.Hours {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t\n", k.KeyID, k.Tenant, h.Hour.Format("2006-01-02 15:00"), h.Requests, h.TokensIn, h.TokensOut)
+					}
+				}
+			} else {
+				fmt.Fprintln(tw, "KEY\tTENANT\tENDPOINTS\tREQUESTS\tTOKENS IN\tTOKENS OUT\t")
+				for _, k := range rep.Keys {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t\n", k.KeyID, k.Tenant, strings.Join(k.Endpoints, ","), k.Total.Requests, k.Total.TokensIn, k.Total.TokensOut)
+				}
+			}
+			return tw.Flush()
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&tenant, "tenant", "", "only this tenant's keys")
+	fl.StringVar(&key, "key", "", "only this key id")
+	fl.StringVar(&since, "since", "", "from this long ago (24h) or this RFC 3339 time; default everything kept")
+	fl.BoolVar(&hourly, "hourly", false, "one row per key and hour")
+	fl.StringVar(&server, "server", serverURLDefault(), "base URL of the xDS server's HTTP endpoint ($"+envServerURL+")")
+	fl.StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}
+
+func serverURLDefault() string {
+	if s := os.Getenv(envServerURL); s != "" {
+		return s
+	}
+	return defaultServerURL
+}
+
+// getJSON fetches base+path?q and decodes it; errors name the URL and the server's message.
+func serverGetJSON(ctx context.Context, base, path string, q url.Values, v any) error {
+	u, err := url.Parse(strings.TrimRight(base, "/") + path)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return keysBadUsage(fmt.Errorf("--server %q: want a URL such as %s", base, defaultServerURL))
+	}
+	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reach the xDS server: %w (is `inferplane xds serve` running there? set --server or $%s)", err, envServerURL)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s: %w", u, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return fmt.Errorf("%s: %s: %s", u, resp.Status, e.Error)
+		}
+		return fmt.Errorf("%s: %s", u, resp.Status)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%s: not the expected JSON: %w", u, err)
+	}
+	return nil
+}
+
+func keysJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func keysOr(s, empty string) string {
+	if s == "" {
+		return empty
+	}
+	return s
+}
+
+func keysTimeOr(t time.Time, zero string) string {
+	if t.IsZero() {
+		return zero
+	}
+	return t.Format(time.RFC3339)
 }

@@ -1,8 +1,210 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
 
-// PLACEHOLDER: replaced by the issue that builds this command.
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/inferplane/inferplane/generator/inputs"
+	"github.com/inferplane/inferplane/generator/recipe"
+)
+
 func newRecipeCmd() *cobra.Command {
-	return &cobra.Command{Use: "recipe", Short: "(not built yet)", Hidden: true}
+	cmd := &cobra.Command{
+		Use:   "recipe",
+		Short: "Inspect vLLM recipes and the model masters derived from them",
+		Long: `A vLLM recipe (models/<org>/<repo>.yaml in the upstream vllm-project/recipes layout) becomes a
+ModelMaster by the upstream rules: variant x hardware x strategy x features. These commands
+show the result for one model and one kind of node, exactly as generate derives it for a job.`,
+	}
+	cmd.AddCommand(newRecipeShowCmd(), newRecipeListCmd())
+	return cmd
+}
+
+func newRecipeShowCmd() *cobra.Command {
+	var (
+		recipesDir, tenantsDir string
+		variant, strategy      string
+		nodeType, output       string
+		nodes                  int32
+		features               []string
+	)
+	cmd := &cobra.Command{
+		Use:   "show <model-id>",
+		Short: "Print the ModelMaster a recipe gives for a node type",
+		Long: `show derives the ModelMaster of a recipe model for one node type and prints it. --node-type is
+a NodeType name from the tenants folder (its GPU count and memory are used) or a hardware
+profile of the recipes' taxonomy.yaml (h100, h200, b200, ...). The master's
+perReplicaGPUCount is the gpuCount a job must ask for.`,
+		Example: `  # Qwen3-32B on an H100 node: TP 1, hermes tool parser, qwen3 reasoning parser
+  inferplane recipe show Qwen/Qwen3-32B --node-type h100
+
+  # Kimi-K2 on the bundled H200 node type: two nodes of 8 GPUs
+  inferplane recipe show moonshotai/Kimi-K2-Instruct --node-type metal3.gpu-h200
+
+  # The FP8 checkpoint with reasoning off, as JSON
+  inferplane recipe show Qwen/Qwen3-32B --variant fp8 --feature reasoning=off -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "yaml" && output != "json" {
+				return fmt.Errorf("-o %q: expected yaml or json", output)
+			}
+			toggles, err := parseFeatures(features)
+			if err != nil {
+				return err
+			}
+			book, err := loadBook(recipesDir)
+			if err != nil {
+				return err
+			}
+			hw, err := resolveHardware(book, nodeType, tenantsDir, cmd.Flags().Changed("tenants"))
+			if err != nil {
+				return err
+			}
+			m, err := book.Derive(recipe.Request{
+				ModelID: args[0], Variant: variant, Strategy: strategy, Features: toggles, Hardware: hw, Nodes: nodes,
+			})
+			if err != nil {
+				var re *recipe.Error
+				if errors.As(err, &re) && re.Field != "" {
+					return fmt.Errorf("%s: %w", re.Field, err)
+				}
+				return err
+			}
+			var out []byte
+			if output == "json" {
+				out, err = json.MarshalIndent(m, "", "  ")
+				out = append(out, '\n')
+			} else {
+				out, err = yaml.Marshal(m)
+			}
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&variant, "variant", "", "recipe variant (default: the recipe's \"default\")")
+	f.StringVar(&strategy, "strategy", "", "recipe strategy (default: the one the rules pick)")
+	f.StringVar(&nodeType, "node-type", "h100", "NodeType name from the tenants folder, or a taxonomy hardware profile")
+	f.Int32Var(&nodes, "nodes", 0, "nodes per replica (default: as few as the model fits on)")
+	f.StringArrayVar(&features, "feature", nil, "turn a recipe feature on or off: name=on|off (repeatable)")
+	f.StringVar(&recipesDir, "recipes", "recipes", "folder of vLLM recipes")
+	f.StringVar(&tenantsDir, "tenants", "tenants", "folder whose nodetypes/ defines the node types")
+	f.StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	return cmd
+}
+
+func newRecipeListCmd() *cobra.Command {
+	var recipesDir string
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List the recipe models, their variants and strategies",
+		Example: "  inferplane recipe list --recipes ./recipes",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			book, err := loadBook(recipesDir)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "MODEL\tVARIANTS\tSTRATEGIES")
+			for _, id := range book.Models() {
+				r, _, _ := book.Model(id)
+				fmt.Fprintf(w, "%s\t%s\t%s\n", id, strings.Join(r.Variants.Keys, ","), strings.Join(r.CompatibleStrategies, ","))
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&recipesDir, "recipes", "recipes", "folder of vLLM recipes")
+	return cmd
+}
+
+func loadBook(dir string) (*recipe.Book, error) {
+	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+		return nil, fmt.Errorf("%s: not a folder; expected the vLLM recipes tree (models/, strategies/, taxonomy.yaml); pass --recipes", dir)
+	}
+	book, err := recipe.Load(os.DirFS(dir))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return book, nil
+}
+
+// resolveHardware reads --node-type: a NodeType of the tenants folder, else a taxonomy profile.
+func resolveHardware(book *recipe.Book, name, tenantsDir string, tenantsGiven bool) (recipe.Hardware, error) {
+	var nts []inputs.NodeType
+	var fsys fs.FS
+	if info, err := os.Stat(tenantsDir); err == nil && info.IsDir() {
+		fsys = os.DirFS(tenantsDir)
+	} else if tenantsGiven {
+		return recipe.Hardware{}, fmt.Errorf("--tenants %s: not a folder", tenantsDir)
+	}
+	if fsys != nil {
+		var err error
+		if nts, err = inputs.LoadNodeTypes(fsys, tenantsDir); err != nil {
+			return recipe.Hardware{}, err
+		}
+	}
+	var names []string
+	for _, nt := range nts {
+		if nt.Object.Name == name {
+			if nt.Object.Spec.HardwareProfile == "" {
+				return recipe.Hardware{}, fmt.Errorf("--node-type %s: %s sets no spec.hardwareProfile, which recipe derivation needs", name, nt.File)
+			}
+			return recipe.Hardware{
+				Profile:     nt.Object.Spec.HardwareProfile,
+				GPUsPerNode: nt.Object.Spec.GPU.Count,
+				GPUMemoryGB: nt.Object.Spec.GPU.MemoryGB,
+			}, nil
+		}
+		names = append(names, nt.Object.Name)
+	}
+	if tax := book.Taxonomy(); tax != nil {
+		if _, ok := tax.HardwareProfiles.Get(name); ok {
+			return recipe.Hardware{Profile: name}, nil
+		}
+		return recipe.Hardware{}, fmt.Errorf("--node-type %q: expected a node type (%s) or a taxonomy hardware profile (%s)",
+			name, orNone(names), strings.Join(tax.HardwareProfiles.Keys, ", "))
+	}
+	return recipe.Hardware{Profile: name}, nil
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none defined"
+	}
+	return strings.Join(slices.Sorted(slices.Values(s)), ", ")
+}
+
+func parseFeatures(specs []string) (map[string]bool, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	out := map[string]bool{}
+	for _, s := range specs {
+		name, val, ok := strings.Cut(s, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("--feature %q: expected name=on or name=off", s)
+		}
+		switch strings.ToLower(val) {
+		case "on", "true", "yes", "1":
+			out[name] = true
+		case "off", "false", "no", "0":
+			out[name] = false
+		default:
+			return nil, fmt.Errorf("--feature %q: expected name=on or name=off", s)
+		}
+	}
+	return out, nil
 }

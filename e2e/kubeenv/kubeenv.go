@@ -16,6 +16,7 @@ package kubeenv
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -236,14 +237,25 @@ func (e *Env) EnsureNamespace(ctx context.Context, name string) error {
 
 // DryRun asks the API server to create obj without storing it (dryRun=All, strict field
 // validation): the schema, defaulting and admission (webhooks included) all run. The
-// object's namespace is created first when missing, since a dry-run cannot do that.
+// object's namespace is created first when missing, since a dry-run cannot do that. An object
+// that already exists (a CRD the harness installed, a namespace an earlier dry-run needed) is
+// dry-run as a server-side apply instead, which validates just as strictly.
 func (e *Env) DryRun(ctx context.Context, obj client.Object) error {
 	if ns := obj.GetNamespace(); ns != "" {
 		if err := e.EnsureNamespace(ctx, ns); err != nil {
 			return err
 		}
 	}
-	return e.Client.Create(ctx, obj, client.DryRunAll)
+	err := e.Client.Create(ctx, obj, client.DryRunAll)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return err
+	}
+	return e.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll)
 }
 
 // DryRunYAML dry-runs every object of a (multi-document) YAML stream and returns one error
@@ -273,6 +285,11 @@ func Describe(u *unstructured.Unstructured) string {
 // Main is TestMain's body: it starts the API server (when the binaries exist), stores it in
 // *env, runs the tests and always stops it, so no process outlives the test binary's run.
 func Main(m *testing.M, env **Env) int {
+	// Flags are parsed here rather than in m.Run so the -test.timeout value is known below.
+	flag.Parse()
+	if dir, err := BinDir(); err == nil {
+		reapOrphans(dir)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	started, err := Start(ctx)
 	cancel()
@@ -284,6 +301,9 @@ func Main(m *testing.M, env **Env) int {
 		startErr = err
 	}
 	*env = started
+	if started != nil {
+		stopBeforeTimeout(started)
+	}
 	defer func() {
 		if err := started.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "kubeenv: stop: %v\n", err)

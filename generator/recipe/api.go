@@ -4,19 +4,43 @@
 package recipe
 
 import (
+	"fmt"
 	"io/fs"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 )
 
 // Book is a parsed recipes tree: models/<org>/<repo>.yaml, strategies/*.yaml, taxonomy.yaml.
+// It is read-only once loaded and safe for concurrent use.
 type Book struct {
-	// PLACEHOLDER fields: built by the recipe helper.
+	taxonomy   *Taxonomy
+	strategies map[string]*Strategy
+	// recipes by id (the path's <org>/<repo>); byLower maps the lowercased id to the id.
+	recipes map[string]*Recipe
+	byLower map[string]string
+	// aliases maps a lowercased served checkpoint (a variant's model_id) to its recipe.
+	aliases map[string]alias
+	// slugs are the recipe part of master names.
+	slugs    map[string]string
+	warnings []string
+	// masters memoises Derive by request: a run asks for the same few masters thousands of
+	// times (one per job). Values are never handed out, only deep copies.
+	masters sync.Map // string -> *v1alpha1.ModelMaster
 }
 
-// Load parses a recipes tree rooted at fsys. Errors name the file and the field.
+// alias is a checkpoint id that names a recipe, and the variant serving it.
+type alias struct {
+	recipe  string
+	variant string
+}
+
+// Load parses a recipes tree rooted at fsys. Errors name the file and the field; every problem
+// of the tree is reported at once (a problem.Errors).
 func Load(fsys fs.FS) (*Book, error) {
-	panic("PLACEHOLDER: built by the recipe helper")
+	return load(fsys)
 }
 
 // Hardware is what the derivation needs to know of the node type a job runs on.
@@ -43,17 +67,103 @@ type Request struct {
 	Nodes int32
 }
 
-// Has reports whether the book holds a recipe for modelID.
+// Has reports whether the book holds a recipe for modelID: a recipe id (case-insensitive, as
+// upstream routes them) or the checkpoint a recipe's variant serves.
 func (b *Book) Has(modelID string) bool {
-	panic("PLACEHOLDER: built by the recipe helper")
+	_, _, ok := b.lookup(modelID)
+	return ok
 }
 
-// Derive returns the master for req. Errors name what is unknown and list what exists.
+// Derive returns the master for req. Errors name what is unknown and list what exists; they
+// are *Error values (errors.Is matches ErrUnknownModel, ErrUnknownVariant, ...).
 func (b *Book) Derive(req Request) (*v1alpha1.ModelMaster, error) {
-	panic("PLACEHOLDER: built by the recipe helper")
+	key := req.key()
+	if m, ok := b.masters.Load(key); ok {
+		return m.(*v1alpha1.ModelMaster).DeepCopy(), nil
+	}
+	d, err := b.derive(req)
+	if err != nil {
+		return nil, err
+	}
+	m := d.master()
+	m.Name = b.masterName(d)
+	b.masters.Store(key, m)
+	return m.DeepCopy(), nil
 }
 
-// Parakeet returns the built-in master of the Parakeet speech-to-text runtime.
+// key is a canonical form of the request, for the memo.
+func (r Request) key() string {
+	var k strings.Builder
+	fmt.Fprintf(&k, "%q %q %q %q %d %d %d", r.ModelID, r.Variant, r.Strategy, r.Hardware.Profile, r.Hardware.GPUsPerNode, r.Hardware.GPUMemoryGB, r.Nodes)
+	for _, f := range sortedKeys(r.Features) {
+		fmt.Fprintf(&k, " %q=%t", f, r.Features[f])
+	}
+	return k.String()
+}
+
+// ParakeetMasterName is the name of the built-in Parakeet master.
+const ParakeetMasterName = "parakeet-tdt-0.6b-v3"
+
+// Parakeet returns the built-in master of the Parakeet speech-to-text runtime: one model on
+// one GPU of one node, no parallelism, no parsers. Its image is empty: the job type supplies
+// v1alpha1.DefaultParakeetImage.
 func Parakeet() *v1alpha1.ModelMaster {
-	panic("PLACEHOLDER: built by the recipe helper")
+	m := &v1alpha1.ModelMaster{
+		TypeMeta: typeMeta(),
+		Spec: v1alpha1.ModelMasterSpec{
+			Runtime:              v1alpha1.RuntimeParakeet,
+			Model:                v1alpha1.ParakeetModel,
+			TensorParallelSize:   1,
+			PipelineParallelSize: 1,
+			PerReplicaGPUCount:   1,
+		},
+	}
+	m.Name = ParakeetMasterName
+	return m
+}
+
+// Models returns the ids of every recipe, sorted.
+func (b *Book) Models() []string {
+	ids := make([]string, 0, len(b.recipes))
+	for id := range b.recipes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Model returns the recipe modelID names (see Has) and the variant a checkpoint id implies
+// ("" for a recipe id).
+func (b *Book) Model(modelID string) (r *Recipe, variant string, ok bool) {
+	return b.lookup(modelID)
+}
+
+// Strategies returns the names of the strategies this tree has a file for, sorted.
+func (b *Book) Strategies() []string { return sortedKeys(b.strategies) }
+
+// Strategy returns a strategy by name.
+func (b *Book) Strategy(name string) (*Strategy, bool) {
+	s, ok := b.strategies[name]
+	return s, ok
+}
+
+// Taxonomy returns the tree's taxonomy.
+func (b *Book) Taxonomy() *Taxonomy { return b.taxonomy }
+
+// Warnings are things in the tree that load but look wrong (a recipe whose model.model_id
+// differs from its path), sorted.
+func (b *Book) Warnings() []string { return slices.Clone(b.warnings) }
+
+func (b *Book) lookup(modelID string) (*Recipe, string, bool) {
+	if r, ok := b.recipes[modelID]; ok {
+		return r, "", true
+	}
+	key := strings.ToLower(strings.TrimSpace(modelID))
+	if id, ok := b.byLower[key]; ok {
+		return b.recipes[id], "", true
+	}
+	if a, ok := b.aliases[key]; ok {
+		return b.recipes[a.recipe], a.variant, true
+	}
+	return nil, "", false
 }

@@ -13,7 +13,8 @@ type Filters interface {
 	// HTTPFilters are inserted, in order, before the router filter.
 	HTTPFilters() ([]*hcmv3.HttpFilter, error)
 	// VirtualHostFilterConfig is the typed_per_filter_config of one job endpoint's virtual host,
-	// e.g. ext_authz disabled where the job requires no API key.
+	// e.g. ext_authz disabled where the job requires no API key. It is also asked with a zero
+	// EndpointInfo (no tenant or job, no key required) for the catch-all virtual host.
 	VirtualHostFilterConfig(ep EndpointInfo) (map[string]*anypb.Any, error)
 	// AccessLogs are the connection manager's access loggers.
 	AccessLogs() ([]*accesslogv3.AccessLog, error)
@@ -28,3 +29,8 @@ type EndpointInfo struct {
 	Runtime       string
 	RequireAPIKey bool
 }
+
+// IdentityHeaders are the request headers that tell a replica who called: the key check sets
+// them (overwriting anything a client sent) on endpoints that require a key, and the routes of
+// endpoints that do not remove them, so no client can forge them.
+var IdentityHeaders = []string{"x-inferplane-tenant", "x-inferplane-key-id"}

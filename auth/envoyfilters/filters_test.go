@@ -1,0 +1,158 @@
+package envoyfilters
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
+	luav3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/lua/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	// Registers every Envoy type so that each Any can be unpacked and validated.
+	_ "github.com/envoyproxy/go-control-plane/pkg/wellknown"
+
+	"github.com/inferplane/inferplane/auth/extauthz"
+	"github.com/inferplane/inferplane/usage/envoylua"
+	"github.com/inferplane/inferplane/xds/resources"
+)
+
+type validator interface{ ValidateAll() error }
+
+// validate runs go-control-plane's generated validation on m and on every Any inside it.
+func validate(t *testing.T, what string, m proto.Message) {
+	t.Helper()
+	v, ok := m.(validator)
+	if !ok {
+		t.Fatalf("%s: %T has no ValidateAll", what, m)
+	}
+	if err := v.ValidateAll(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func unpack(t *testing.T, what string, a *anypb.Any) proto.Message {
+	t.Helper()
+	m, err := a.UnmarshalNew()
+	if err != nil {
+		t.Fatalf("%s: unpack %s: %v", what, a.GetTypeUrl(), err)
+	}
+	validate(t, what, m)
+	return m
+}
+
+func newFilters(t *testing.T, addr string) *Filters {
+	t.Helper()
+	f, err := New(Config{Address: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestResourcesValidate(t *testing.T) {
+	for _, addr := range []string{"10.0.0.7:18000", "inferplane-xds.inferplane-system.svc:18000", "[::1]:18000"} {
+		t.Run(addr, func(t *testing.T) {
+			f := newFilters(t, addr)
+			hf, err := f.HTTPFilters()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(hf) != 2 || hf[0].GetName() != ExtAuthzName || hf[1].GetName() != UsageLuaName {
+				t.Fatalf("filters: %v", hf)
+			}
+			for _, h := range hf {
+				validate(t, h.GetName(), h)
+				unpack(t, h.GetName(), h.GetTypedConfig())
+			}
+			authz := unpack(t, "ext_authz", hf[0].GetTypedConfig()).(*extauthzv3.ExtAuthz)
+			if authz.GetFailureModeAllow() || authz.GetGrpcService().GetEnvoyGrpc().GetClusterName() != DefaultCluster {
+				t.Errorf("ext_authz must fail closed and call %s: %v", DefaultCluster, authz)
+			}
+			lua := unpack(t, "lua", hf[1].GetTypedConfig()).(*luav3.Lua)
+			if lua.GetDefaultSourceCode().GetInlineString() != envoylua.Script {
+				t.Error("lua filter does not carry the usage script")
+			}
+
+			als, err := f.AccessLogs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range als {
+				validate(t, "access log", a)
+				unpack(t, "access log", a.GetTypedConfig())
+			}
+
+			cl, err := f.Clusters()
+			if err != nil || len(cl) != 1 {
+				t.Fatalf("clusters: %v %v", cl, err)
+			}
+			validate(t, "cluster", cl[0])
+			for k, a := range cl[0].GetTypedExtensionProtocolOptions() {
+				unpack(t, k, a)
+			}
+			wantType := clusterv3.Cluster_STATIC
+			if strings.Contains(addr, "svc") {
+				wantType = clusterv3.Cluster_STRICT_DNS
+			}
+			if cl[0].GetType() != wantType {
+				t.Errorf("cluster type %v, want %v", cl[0].GetType(), wantType)
+			}
+		})
+	}
+}
+
+func TestVirtualHostConfig(t *testing.T) {
+	f := newFilters(t, "127.0.0.1:18000")
+	for _, tc := range []struct {
+		ep           resources.EndpointInfo
+		wantDisabled bool
+	}{
+		{resources.EndpointInfo{Tenant: "acme", Job: "chat", Runtime: "vllm", RequireAPIKey: true}, false},
+		{resources.EndpointInfo{Tenant: "acme", Job: "open", Runtime: "vllm", RequireAPIKey: false}, true},
+		// The catch-all virtual host (unknown host names answer 404, not 401).
+		{resources.EndpointInfo{}, true},
+	} {
+		m, err := f.VirtualHostFilterConfig(tc.ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m) != 1 || m[ExtAuthzName] == nil {
+			t.Fatalf("%s: config keyed %v, want %s", tc.ep.Job, m, ExtAuthzName)
+		}
+		per := unpack(t, tc.ep.Job, m[ExtAuthzName]).(*extauthzv3.ExtAuthzPerRoute)
+		if per.GetDisabled() != tc.wantDisabled {
+			t.Errorf("%s: disabled=%v, want %v", tc.ep.Job, per.GetDisabled(), tc.wantDisabled)
+		}
+		if !tc.wantDisabled {
+			ext := per.GetCheckSettings().GetContextExtensions()
+			if ext[extauthz.ContextTenant] != "acme" || ext[extauthz.ContextJob] != tc.ep.Job {
+				t.Errorf("%s: context extensions %v", tc.ep.Job, ext)
+			}
+		}
+	}
+	if _, err := f.VirtualHostFilterConfig(resources.EndpointInfo{Job: "x", RequireAPIKey: true}); err == nil {
+		t.Error("a key-checked endpoint without a tenant was accepted")
+	}
+}
+
+// TestIdentityHeadersMatchTheKeyCheck: the routes strip exactly the headers the key check sets,
+// on endpoints where no check runs to overwrite them.
+func TestIdentityHeadersMatchTheKeyCheck(t *testing.T) {
+	want := []string{extauthz.HeaderTenant, extauthz.HeaderKeyID}
+	if !slices.Equal(resources.IdentityHeaders, want) {
+		t.Fatalf("resources.IdentityHeaders = %v, the key check sets %v", resources.IdentityHeaders, want)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, addr := range []string{"", "localhost", ":18000", "host:0", "host:http", "host:70000"} {
+		if _, err := New(Config{Address: addr}); err == nil {
+			t.Errorf("address %q accepted", addr)
+		} else if !strings.Contains(err.Error(), "address") {
+			t.Errorf("address %q: unclear error %v", addr, err)
+		}
+	}
+}

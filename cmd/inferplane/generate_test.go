@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inferplane/inferplane/generator/render"
+)
+
+// runCLI runs the inferplane command line in-process and returns its output and error.
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestGenerateCommandOnTheBundledExamples(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	common := []string{"generate", "--recipes", "../../recipes", "--tenants", "../../tenants", "--out", out}
+
+	stdout, err := runCLI(t, append(common, "--dry-run")...)
+	require.NoError(t, err)
+	assert.Contains(t, stdout, "acme: would be created (")
+	assert.NoDirExists(t, out, "--dry-run writes nothing")
+
+	stdout, err = runCLI(t, common...)
+	require.NoError(t, err)
+	for _, tenant := range []string{"acme", "globex", "initech"} {
+		assert.Contains(t, stdout, tenant+": created (")
+		assert.DirExists(t, filepath.Join(out, tenant, ".git"))
+	}
+	stdout, err = runCLI(t, common...)
+	require.NoError(t, err)
+	assert.Equal(t, 3, strings.Count(stdout, ": unchanged ("), stdout)
+}
+
+func TestGenerateCommandBadInput(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	_, err := runCLI(t, "generate", "--recipes", "../../recipes", "--tenants", filepath.Join(t.TempDir(), "none"), "--out", out)
+	require.Error(t, err)
+	assert.Equal(t, 1, exitCode(err))
+	assert.Contains(t, err.Error(), "does not exist or is not a folder")
+	assert.NoDirExists(t, out)
+
+	_, err = runCLI(t, "generate", "extra-arg")
+	require.Error(t, err)
+}
+
+func TestRecipeShowCommand(t *testing.T) {
+	stdout, err := runCLI(t, "recipe", "show", "Qwen/Qwen3-32B", "--node-type", "h100", "--recipes", "../../recipes", "--tenants", "../../tenants")
+	require.NoError(t, err)
+	for _, want := range []string{"kind: ModelMaster", "name: qwen3-32b-h100", "tensorParallelSize: 1", "toolCallParser: hermes", "reasoningParser: qwen3"} {
+		assert.Contains(t, stdout, want)
+	}
+
+	// A node type of the tenants folder: Kimi-K2 spans two 8-GPU H200 nodes.
+	stdout, err = runCLI(t, "recipe", "show", "moonshotai/Kimi-K2-Instruct", "--node-type", "metal3.gpu-h200", "-o", "json",
+		"--recipes", "../../recipes", "--tenants", "../../tenants")
+	require.NoError(t, err)
+	assert.Contains(t, stdout, `"perReplicaGPUCount": 16`)
+	assert.Contains(t, stdout, `"nodes": 2`)
+
+	// Features toggle: reasoning off drops its parser.
+	stdout, err = runCLI(t, "recipe", "show", "Qwen/Qwen3-32B", "--feature", "reasoning=off", "--recipes", "../../recipes", "--tenants", "../../tenants")
+	require.NoError(t, err)
+	assert.NotContains(t, stdout, "reasoning-parser")
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"Qwen/Qwen3-32B", "--node-type", "h900"}, `--node-type "h900": expected a node type (metal3.gpu-h100, metal3.gpu-h200) or a taxonomy hardware profile (h100, h200`},
+		{[]string{"Qwen/Qwen3-32B", "--variant", "fp9"}, `variant: recipe Qwen/Qwen3-32B has no variant "fp9"; its variants: default, fp8, awq`},
+		{[]string{"Qwen/Qwen3-32B", "--feature", "reasoning"}, `--feature "reasoning": expected name=on or name=off`},
+		{[]string{"Qwen/Qwen3-32B", "-o", "xml"}, `-o "xml": expected yaml or json`},
+		{[]string{"Nobody/Nothing"}, `unknown model "Nobody/Nothing"`},
+	} {
+		_, err := runCLI(t, append(append([]string{"recipe", "show"}, c.args...), "--recipes", "../../recipes", "--tenants", "../../tenants")...)
+		require.Error(t, err, "%v", c.args)
+		assert.Contains(t, err.Error(), c.want)
+	}
+}
+
+func TestRecipeListCommand(t *testing.T) {
+	stdout, err := runCLI(t, "recipe", "list", "--recipes", "../../recipes")
+	require.NoError(t, err)
+	assert.Contains(t, stdout, "moonshotai/Kimi-K2-Instruct")
+	assert.Contains(t, stdout, "default,fp8,awq")
+}
+
+// TestAdmissionCheckRefusesWhatTheWebhookWouldDeny: generate's pre-commit check is the
+// webhook's policy. The bundled acme tree passes; the same tree with one VM asking for an
+// extra GPU is refused with the webhook's denial.
+func TestAdmissionCheckRefusesWhatTheWebhookWouldDeny(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	_, err := runCLI(t, "generate", "--recipes", "../../recipes", "--tenants", "../../tenants", "--out", out)
+	require.NoError(t, err)
+
+	files := render.Files{}
+	root := filepath.Join(out, "acme")
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			if d != nil && d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		files[filepath.ToSlash(rel)], err = os.ReadFile(p)
+		return err
+	}))
+
+	check := admissionCheck(context.Background())
+	require.NoError(t, check("acme", files))
+
+	vm := "jobs/qwen3-32b/r0-n0-vm.yaml"
+	gpu0 := "          - deviceName: nvidia.com/GH100_H100_SXM5_80GB\n            name: gpu0\n"
+	require.Contains(t, string(files[vm]), gpu0)
+	files[vm] = []byte(strings.Replace(string(files[vm]),
+		gpu0, gpu0+
+			"          - deviceName: nvidia.com/GH100_H100_SXM5_80GB\n            name: gpu1\n", 1))
+	err = check("acme", files)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "DENY VirtualMachine/acme/qwen3-32b-r0-n0: spec.template.spec.domain.devices.gpus is 2 GPUs: must be 1")
+}

@@ -1,0 +1,79 @@
+package kubeenv
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// reapOrphans kills kube-apiserver and etcd processes started from dir whose parent is gone.
+// envtest starts them in their own process group, so when a test binary dies without running
+// its deferred Stop (a panic, `go test -timeout`, a kill), they live on, re-parented to init,
+// holding ports and CPU. Servers of test binaries still running keep their parent and are left
+// alone.
+func reapOrphans(dir string) {
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		exe, err := os.Readlink(filepath.Join(p, "exe"))
+		if err != nil || filepath.Dir(exe) != dir {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(p))
+		if err != nil || parentAlive(p) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "kubeenv: killing orphaned %s (pid %d) left by an earlier test run\n", filepath.Base(exe), pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// parentAlive reports whether the process at procDir still has the parent that started it:
+// a parent of 1 (or a parent that is not a Go test binary) means it was re-parented.
+func parentAlive(procDir string) bool {
+	stat, err := os.ReadFile(filepath.Join(procDir, "stat"))
+	if err != nil {
+		return true // cannot tell: leave it alone
+	}
+	// The command name in field 2 may contain spaces; fields after its closing paren are fixed.
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+	fields := strings.Fields(rest)
+	if len(fields) < 2 {
+		return true
+	}
+	ppid := fields[1]
+	if ppid == "1" {
+		return false
+	}
+	parent, err := os.Readlink(filepath.Join("/proc", ppid, "exe"))
+	if err != nil {
+		return false
+	}
+	return strings.HasSuffix(parent, ".test")
+}
+
+// stopBeforeTimeout arms a timer that stops env shortly before `go test -timeout` would kill
+// the binary: the testing package's timeout panics in its own goroutine and runs no deferred
+// calls, which would leave the servers running.
+func stopBeforeTimeout(env *Env) {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return
+	}
+	d, ok := f.Value.(flag.Getter).Get().(time.Duration)
+	if !ok || d <= 0 {
+		return
+	}
+	margin := 15 * time.Second
+	if d < 2*margin {
+		margin = d / 2
+	}
+	time.AfterFunc(d-margin, func() {
+		fmt.Fprintln(os.Stderr, "kubeenv: test timeout is near: stopping kube-apiserver and etcd")
+		_ = env.Stop()
+	})
+}

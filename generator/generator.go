@@ -1,0 +1,408 @@
+// Package generator runs the whole generator: load the inputs, plan, render every tenant,
+// check every tenant's files, and only then write and commit each tenant's repository. A
+// problem anywhere before the writing stops the run with nothing written or committed; the
+// writing itself is per tenant (each repository is updated, committed and pushed on its own).
+package generator
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/pmezard/go-difflib/difflib"
+
+	"github.com/inferplane/inferplane/generator/inputs"
+	"github.com/inferplane/inferplane/generator/plan"
+	"github.com/inferplane/inferplane/generator/problem"
+	"github.com/inferplane/inferplane/generator/publish"
+	"github.com/inferplane/inferplane/generator/recipe"
+	"github.com/inferplane/inferplane/generator/render"
+)
+
+// DefaultRepoURL is the URL Argo CD is told to pull a tenant's repository from when the tenant
+// names no remote (the repository is then only out/<tenant> on this machine). "{tenant}" is
+// replaced by the tenant's name. The .invalid domain never resolves: set Options.RepoURL (the
+// CLI's --repo-url) to where out/ is served from to let Argo CD sync it.
+const DefaultRepoURL = "https://git.invalid/inferplane/{tenant}.git"
+
+// Options are the inputs and side effects of one run.
+type Options struct {
+	// RecipesDir, TenantsDir and OutDir are the folders (defaults: recipes, tenants, out).
+	RecipesDir, TenantsDir, OutDir string
+	// Recipes and Tenants, when set, are read instead of RecipesDir and TenantsDir, which then
+	// only name them in messages.
+	Recipes, Tenants fs.FS
+
+	// DryRun prints what would change as unified diffs and writes nothing.
+	DryRun bool
+	// Stdout receives the per-tenant report (and the diffs of a dry run). Nil: discarded.
+	Stdout io.Writer
+
+	// Check, when set, is called with each tenant's files before anything is written; an error
+	// stops the run (e.g. the admission policy refusing an object).
+	Check func(tenant string, files render.Files) error
+
+	// Render holds the render settings that are not inputs (guest image, storage class, ...).
+	// RepoURL and Revision are set per tenant.
+	Render render.Options
+	// RepoURL is the Argo CD source URL of tenants without spec.git.url; "{tenant}" is
+	// replaced by the tenant name. Empty: DefaultRepoURL.
+	RepoURL string
+
+	// Now is the commit time. Nil: time.Now.
+	Now func() time.Time
+	// Getenv reads the credentials a tenant's spec.git.auth names. Nil: os.Getenv.
+	Getenv func(string) string
+}
+
+// Report is what a run did (or, for a dry run, would do), per tenant, sorted by tenant.
+type Report struct {
+	Tenants []TenantReport
+}
+
+// TenantReport is one tenant's outcome.
+type TenantReport struct {
+	Tenant string
+	// Dir is the tenant's repository folder.
+	Dir    string
+	Status publish.Status
+	// Commit is the new commit ("" when unchanged or in a dry run).
+	Commit  string
+	Changes []publish.Change
+	Pushed  bool
+	// Files is the number of files in the tenant's repository.
+	Files int
+}
+
+// tenantRun is one tenant between planning and publishing.
+type tenantRun struct {
+	tp     *plan.TenantPlan
+	files  render.Files
+	target publish.Target
+}
+
+// Generate runs the generator. Problems with the inputs are returned as a problem.Errors; a
+// failure while publishing names the tenant.
+func Generate(ctx context.Context, opts Options) (*Report, error) {
+	opts.RecipesDir = cmp.Or(opts.RecipesDir, "recipes")
+	opts.TenantsDir = cmp.Or(opts.TenantsDir, "tenants")
+	opts.OutDir = cmp.Or(opts.OutDir, "out")
+	out := opts.Stdout
+	if out == nil {
+		out = io.Discard
+	}
+
+	runs, err := prepare(opts)
+	if err != nil {
+		return nil, err
+	}
+
+	rep := &Report{}
+	if opts.DryRun {
+		for _, r := range runs {
+			tr, err := dryRun(ctx, r, out)
+			if err != nil {
+				return nil, err
+			}
+			rep.Tenants = append(rep.Tenants, tr)
+		}
+		return rep, nil
+	}
+
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	var failed []error
+	for _, r := range runs {
+		if err := ctx.Err(); err != nil {
+			failed = append(failed, fmt.Errorf("tenant %s: not published: %w", r.target.Name, err))
+			continue
+		}
+		res, err := publish.Publish(ctx, r.target, r.files, publish.Options{Now: now, Group: group})
+		if err != nil {
+			fmt.Fprintf(out, "%s: failed: %v\n", r.target.Name, err)
+			failed = append(failed, err)
+			continue
+		}
+		tr := TenantReport{Tenant: r.target.Name, Dir: r.target.Dir, Status: res.Status, Commit: res.Commit,
+			Changes: res.Changes, Pushed: res.Pushed, Files: len(r.files)}
+		fmt.Fprintln(out, describe(tr, false))
+		rep.Tenants = append(rep.Tenants, tr)
+	}
+	if len(failed) > 0 {
+		return rep, errors.Join(failed...)
+	}
+	return rep, nil
+}
+
+// prepare is everything before the first write: load, plan, render, credentials, check.
+func prepare(opts Options) ([]tenantRun, error) {
+	var probs problem.List
+
+	tenantsFS := opts.Tenants
+	if tenantsFS == nil {
+		if info, err := os.Stat(opts.TenantsDir); err != nil || !info.IsDir() {
+			probs.Add(opts.TenantsDir, "", "a folder with nodetypes/, masters/ and one folder per tenant (pass --tenants)", "does not exist or is not a folder")
+			return nil, probs.Err()
+		}
+		tenantsFS = os.DirFS(opts.TenantsDir)
+	}
+	in, err := inputs.Load(tenantsFS, opts.TenantsDir)
+	if err != nil {
+		return nil, err
+	}
+
+	recipesFS := opts.Recipes
+	recipesMissing := false
+	if recipesFS == nil {
+		if info, err := os.Stat(opts.RecipesDir); err == nil && info.IsDir() {
+			recipesFS = os.DirFS(opts.RecipesDir)
+		} else {
+			recipesMissing = true
+		}
+	}
+	var book *recipe.Book
+	if recipesFS != nil {
+		if book, err = recipe.Load(recipesFS); err != nil {
+			return nil, prefixRecipeErr(err, opts.RecipesDir)
+		}
+	}
+
+	p, err := plan.Build(in, book)
+	if err != nil {
+		if recipesMissing {
+			probs.Merge(problem.Problems(err))
+			probs.Add(opts.RecipesDir, "", "the vLLM recipes tree (models/<org>/<repo>.yaml, strategies/, taxonomy.yaml); pass --recipes",
+				"does not exist, so only hand-written masters and Parakeet resolve")
+			return nil, probs.Err()
+		}
+		return nil, err
+	}
+
+	runs := make([]tenantRun, len(p.Tenants))
+	errs := make([]error, len(p.Tenants))
+	tenantFile := map[string]string{}
+	for _, t := range in.Tenants {
+		tenantFile[t.Object.Name] = t.File
+	}
+	parallel(len(p.Tenants), func(i int) {
+		tp := &p.Tenants[i]
+		runs[i].tp = tp
+		runs[i].files, errs[i] = render.Tenant(*tp, renderOptions(opts, tp))
+	})
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	for i := range runs {
+		name := runs[i].tp.Tenant.Name
+		if errs[i] != nil {
+			addErr(&probs, errs[i], tenantFile[name], "", "")
+			continue
+		}
+		target, tprobs := targetOf(runs[i].tp, tenantFile[name], opts.OutDir, getenv)
+		probs.Merge(tprobs)
+		runs[i].target = target
+		if opts.Check != nil {
+			if err := opts.Check(name, runs[i].files); err != nil {
+				addErr(&probs, err, filepath.Join(opts.OutDir, name), "objects the admission policy admits", "refused by the check: ")
+			}
+		}
+	}
+	if err := probs.Err(); err != nil {
+		return nil, err
+	}
+	return runs, nil
+}
+
+// addErr records err as problems: its own when it is a problem list, else one problem.
+func addErr(probs *problem.List, err error, file, expected, prefix string) {
+	if ps := problem.Problems(err); len(ps) > 0 {
+		probs.Merge(ps)
+		return
+	}
+	probs.Add(file, "", expected, "%s%v", prefix, err)
+}
+
+// prefixRecipeErr puts the recipes folder in front of the file names of recipe problems.
+func prefixRecipeErr(err error, dir string) error {
+	ps := problem.Problems(err)
+	if len(ps) == 0 {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	var out problem.List
+	for _, p := range ps {
+		if !strings.HasPrefix(p.File, dir+"/") {
+			p.File = filepath.ToSlash(filepath.Join(dir, p.File))
+		}
+		out = append(out, p)
+	}
+	return out.Err()
+}
+
+func renderOptions(opts Options, tp *plan.TenantPlan) render.Options {
+	ro := opts.Render
+	ro.RepoURL = tp.Tenant.Spec.Git.URL
+	if ro.RepoURL == "" {
+		ro.RepoURL = strings.ReplaceAll(cmp.Or(opts.RepoURL, DefaultRepoURL), "{tenant}", tp.Tenant.Name)
+	}
+	ro.Revision = cmp.Or(tp.Tenant.Spec.Git.Branch, publish.DefaultBranch)
+	return ro
+}
+
+// targetOf is where a tenant's repository lives, with its credentials read from the
+// environment variables the tenant names.
+func targetOf(tp *plan.TenantPlan, file, outDir string, getenv func(string) string) (publish.Target, problem.List) {
+	var probs problem.List
+	g := tp.Tenant.Spec.Git
+	t := publish.Target{
+		Name:   tp.Tenant.Name,
+		Dir:    filepath.Join(outDir, tp.Tenant.Name),
+		URL:    g.URL,
+		Branch: cmp.Or(g.Branch, publish.DefaultBranch),
+	}
+	if g.Auth == nil || g.URL == "" {
+		return t, probs
+	}
+	if !strings.HasPrefix(g.URL, "https://") && !strings.HasPrefix(g.URL, "http://") {
+		probs.Add(file, "spec.git.auth", "no auth for this URL: ssh URLs use the ssh agent, file URLs need none",
+			"names credentials, which are used for http(s) URLs only")
+		return t, probs
+	}
+	password := getenv(g.Auth.PasswordEnv)
+	if password == "" {
+		probs.Add(file, "spec.git.auth.passwordEnv", "the variable set to the password or token for "+publish.Redact(g.URL),
+			"environment variable %s is not set or empty", g.Auth.PasswordEnv)
+	}
+	user := "inferplane"
+	if g.Auth.UsernameEnv != "" {
+		user = getenv(g.Auth.UsernameEnv)
+		if user == "" {
+			probs.Add(file, "spec.git.auth.usernameEnv", "the variable set to the user name for "+publish.Redact(g.URL),
+				"environment variable %s is not set or empty", g.Auth.UsernameEnv)
+		}
+	}
+	var auth transport.AuthMethod = &githttp.BasicAuth{Username: user, Password: password}
+	t.Auth = auth
+	return t, probs
+}
+
+// group names the part of a tenant's repository a path belongs to, for commit messages.
+func group(p string) string {
+	if rest, ok := strings.CutPrefix(p, render.JobDir("")); ok {
+		job, _, _ := strings.Cut(rest, "/")
+		return "job " + job
+	}
+	if rest, ok := strings.CutPrefix(p, strings.TrimSuffix(render.ApplicationFile(""), ".yaml")); ok {
+		return "job " + strings.TrimSuffix(rest, ".yaml")
+	}
+	return "tenant"
+}
+
+// dryRun prints what publishing would change and returns it, writing nothing.
+func dryRun(ctx context.Context, r tenantRun, out io.Writer) (TenantReport, error) {
+	cur, exists, err := publish.Current(ctx, r.target)
+	if err != nil {
+		return TenantReport{}, err
+	}
+	tr := TenantReport{Tenant: r.target.Name, Dir: r.target.Dir, Files: len(r.files), Status: publish.Unchanged}
+	changes := publish.DiffFiles(cur, r.files)
+	tr.Changes = changes
+	if len(changes) > 0 {
+		tr.Status = publish.Updated
+		if !exists {
+			tr.Status = publish.Created
+		}
+	}
+	fmt.Fprintln(out, describe(tr, true))
+	for _, c := range changes {
+		fmt.Fprint(out, unifiedDiff(c, cur[c.Path], r.files[c.Path]))
+	}
+	return tr, nil
+}
+
+func unifiedDiff(c publish.Change, old, new []byte) string {
+	from, to := "a/"+c.Path, "b/"+c.Path
+	switch c.Op {
+	case publish.Added:
+		from = "/dev/null"
+	case publish.Deleted:
+		to = "/dev/null"
+	}
+	text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: splitLines(old), B: splitLines(new), FromFile: from, ToFile: to, Context: 3,
+	})
+	if err != nil {
+		return fmt.Sprintf("%s: cannot diff: %v\n", c.Path, err)
+	}
+	return text
+}
+
+// splitLines keeps line endings, and marks a last line without one as git does.
+func splitLines(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	} else {
+		lines[len(lines)-1] += "\n\\ No newline at end of file\n"
+	}
+	return lines
+}
+
+// describe is the one-line report of a tenant.
+func describe(tr TenantReport, dry bool) string {
+	counts := map[publish.Op]int{}
+	for _, c := range tr.Changes {
+		counts[c.Op]++
+	}
+	status := string(tr.Status)
+	if dry && tr.Status != publish.Unchanged {
+		status = "would be " + status
+	}
+	line := fmt.Sprintf("%s: %s", tr.Tenant, status)
+	if tr.Status == publish.Unchanged {
+		return line + fmt.Sprintf(" (%s, %d files)", tr.Dir, tr.Files)
+	}
+	line += fmt.Sprintf(" (%s: %d added, %d modified, %d deleted", tr.Dir, counts[publish.Added], counts[publish.Modified], counts[publish.Deleted])
+	if tr.Commit != "" {
+		line += ", commit " + tr.Commit[:12]
+	}
+	if tr.Pushed {
+		line += ", pushed"
+	}
+	return line + ")"
+}
+
+// parallel runs fn for 0..n-1 on up to GOMAXPROCS goroutines.
+func parallel(n int, fn func(i int)) {
+	workers := min(n, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				fn(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}

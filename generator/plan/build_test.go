@@ -1,0 +1,437 @@
+package plan_test
+
+import (
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/generator/inputs"
+	"github.com/inferplane/inferplane/generator/internal/gentest"
+	"github.com/inferplane/inferplane/generator/plan"
+	"github.com/inferplane/inferplane/generator/problem"
+	"github.com/inferplane/inferplane/generator/recipe"
+)
+
+// The tests plan the repository's own bundled examples (tenants/) with its bundled recipes
+// (recipes/), then break them one way at a time.
+
+var loadBook = sync.OnceValues(func() (*recipe.Book, error) { return recipe.Load(os.DirFS("../../recipes")) })
+
+func book(t testing.TB) *recipe.Book {
+	t.Helper()
+	b, err := loadBook()
+	require.NoError(t, err)
+	return b
+}
+
+func build(t *testing.T, tree fstest.MapFS, b *recipe.Book) (*plan.Plan, error) {
+	t.Helper()
+	in, err := inputs.Load(tree, "tenants")
+	require.NoError(t, err, "the test's inputs must load; plan problems are what is tested")
+	return plan.Build(in, b)
+}
+
+func findJob(t *testing.T, p *plan.Plan, tenant, job string) plan.JobPlan {
+	t.Helper()
+	for _, tp := range p.Tenants {
+		if tp.Tenant.Name != tenant {
+			continue
+		}
+		for _, j := range tp.Jobs {
+			if j.Job.Name == job {
+				return j
+			}
+		}
+	}
+	t.Fatalf("no job %s/%s in the plan", tenant, job)
+	return plan.JobPlan{}
+}
+
+func TestBuildBundledExamples(t *testing.T) {
+	p, err := build(t, gentest.Copy(t, "../../tenants"), book(t))
+	require.NoError(t, err)
+
+	var names []string
+	for _, tp := range p.Tenants {
+		names = append(names, tp.Tenant.Name)
+	}
+	assert.Equal(t, []string{"acme", "globex", "initech"}, names, "tenants sorted by name")
+
+	t.Run("single GPU: Qwen3-32B on H100", func(t *testing.T) {
+		j := findJob(t, p, "acme", "qwen3-32b")
+		assert.Equal(t, int32(1), j.Master.Spec.TensorParallelSize)
+		assert.Equal(t, int32(1), j.Master.Spec.PerReplicaGPUCount)
+		assert.Equal(t, "hermes", j.Master.Spec.ToolCallParser)
+		assert.Equal(t, "qwen3", j.Master.Spec.ReasoningParser)
+		assert.Equal(t, [2]int32{1, 1}, [2]int32{j.NodesPerReplica, j.GPUsPerNode})
+		assert.Equal(t, "metal3.gpu-h100", j.NodeType.Name)
+		assert.Equal(t, v1alpha1.DefaultVLLMImage, j.Image)
+		// The job's extra args come last, after the master's.
+		assert.Equal(t, []string{"--tensor-parallel-size", "1", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+			"--reasoning-parser", "qwen3", "--max-model-len", "32768"}, j.Args)
+		// Defaults applied.
+		assert.Equal(t, "200Gi", j.ModelCacheSize)
+		assert.True(t, j.Job.Spec.APIKeyRequired())
+		assert.Equal(t, v1alpha1.RuntimeVLLM, j.Job.Spec.EffectiveRuntime())
+		assert.Equal(t, "acme", j.Job.Labels[v1alpha1.LabelTenant])
+		assert.Equal(t, "tenants/acme/jobs/qwen3-32b.yaml", j.SourceFile)
+	})
+	t.Run("full node: Llama-3.3-70B on H200", func(t *testing.T) {
+		j := findJob(t, p, "globex", "llama-70b")
+		assert.Equal(t, int32(8), j.Master.Spec.TensorParallelSize)
+		assert.Equal(t, [2]int32{1, 8}, [2]int32{j.NodesPerReplica, j.GPUsPerNode})
+		assert.Equal(t, "400Gi", j.ModelCacheSize)
+	})
+	t.Run("multi-node: Kimi-K2 over two H200 nodes", func(t *testing.T) {
+		j := findJob(t, p, "globex", "kimi-k2")
+		assert.Equal(t, int32(16), j.Master.Spec.TensorParallelSize)
+		assert.Equal(t, int32(16), j.Master.Spec.PerReplicaGPUCount)
+		assert.Equal(t, [2]int32{2, 8}, [2]int32{j.NodesPerReplica, j.GPUsPerNode})
+		assert.Equal(t, "multi_node_tp", j.Master.Spec.Source.Strategy)
+		assert.Contains(t, j.Env, v1alpha1.EnvVar{Name: "NCCL_SOCKET_IFNAME", Value: "$IFACE_NAME"})
+	})
+	t.Run("Parakeet", func(t *testing.T) {
+		j := findJob(t, p, "acme", "transcribe")
+		assert.Equal(t, recipe.ParakeetMasterName, j.Master.Name)
+		assert.Equal(t, v1alpha1.DefaultParakeetImage, j.Image)
+		assert.Equal(t, [2]int32{1, 1}, [2]int32{j.NodesPerReplica, j.GPUsPerNode})
+		assert.Empty(t, j.Args)
+	})
+	t.Run("hand-written master", func(t *testing.T) {
+		j := findJob(t, p, "acme", "mistral-small")
+		assert.Equal(t, "mistral-small-24b", j.Master.Name)
+		assert.Equal(t, "vllm/vllm-openai:v0.10.2", j.Image)
+		assert.Equal(t, "100Gi", j.ModelCacheSize)
+		assert.Equal(t, j.Master.Spec.Args, j.Args, "tensorParallelSize 1 adds no flag")
+	})
+	t.Run("node types per tenant", func(t *testing.T) {
+		for _, tp := range p.Tenants {
+			var nts []string
+			for _, nt := range tp.NodeTypes {
+				nts = append(nts, nt.Name)
+			}
+			switch tp.Tenant.Name {
+			case "acme":
+				assert.Equal(t, []string{"metal3.gpu-h100"}, nts)
+			case "globex":
+				assert.Equal(t, []string{"metal3.gpu-h200"}, nts)
+			case "initech":
+				assert.Empty(t, nts)
+				assert.Empty(t, tp.Jobs)
+				assert.NotNil(t, tp.Tenant.Spec.AllowedNodeTypes, "[] (none) stays distinct from absent (all)")
+			}
+		}
+	})
+}
+
+func TestBuildExtraArgsLastWins(t *testing.T) {
+	tree := gentest.Copy(t, "../../tenants")
+	gentest.Edit(t, tree, "acme/jobs/mistral-small.yaml", "  modelCacheSize: 100Gi", "  modelCacheSize: 100Gi\n  extraArgs: [--max-model-len=16384, --enable-prefix-caching]")
+	p, err := build(t, tree, book(t))
+	require.NoError(t, err)
+	j := findJob(t, p, "acme", "mistral-small")
+	assert.Equal(t, []string{"--tokenizer-mode", "mistral", "--config-format", "mistral", "--load-format", "mistral",
+		"--enable-auto-tool-choice", "--tool-call-parser", "mistral", "--max-model-len=16384", "--enable-prefix-caching"}, j.Args)
+}
+
+func TestBuildHandWrittenParallelismBecomesFlags(t *testing.T) {
+	tree := gentest.Copy(t, "../../tenants")
+	gentest.Edit(t, tree, "masters/mistral-small-24b.yaml", "tensorParallelSize: 1\n  perReplicaGPUCount: 1", "tensorParallelSize: 2\n  perReplicaGPUCount: 2")
+	gentest.Edit(t, tree, "acme/jobs/mistral-small.yaml", "gpuCount: 1", "gpuCount: 2")
+	p, err := build(t, tree, book(t))
+	require.NoError(t, err)
+	j := findJob(t, p, "acme", "mistral-small")
+	assert.Equal(t, []string{"--tensor-parallel-size", "2"}, j.Args[len(j.Args)-2:])
+	assert.Equal(t, [2]int32{1, 2}, [2]int32{j.NodesPerReplica, j.GPUsPerNode})
+}
+
+func TestBuildWildcardAllowsProvider(t *testing.T) {
+	tree := gentest.Copy(t, "../../tenants")
+	// globex allows metal3.*: an H100 job is as fine as an H200 one.
+	tree["globex/jobs/qwen.yaml"] = gentest.File(strings.ReplaceAll(string(tree["acme/jobs/qwen3-32b.yaml"].Data), "replicas: 2", "replicas: 1"))
+	p, err := build(t, tree, book(t))
+	require.NoError(t, err)
+	assert.Equal(t, "metal3.gpu-h100", findJob(t, p, "globex", "qwen3-32b").NodeType.Name)
+	var nts []string
+	for _, tp := range p.Tenants {
+		if tp.Tenant.Name == "globex" {
+			for _, nt := range tp.NodeTypes {
+				nts = append(nts, nt.Name)
+			}
+		}
+	}
+	assert.Equal(t, []string{"metal3.gpu-h100", "metal3.gpu-h200"}, nts)
+}
+
+func TestNodeTypeAllowed(t *testing.T) {
+	cases := []struct {
+		allowed []string
+		name    string
+		want    bool
+	}{
+		{nil, "metal3.gpu-h100", true},
+		{[]string{}, "metal3.gpu-h100", false},
+		{[]string{"metal3.gpu-h100"}, "metal3.gpu-h100", true},
+		{[]string{"metal3.gpu-h100"}, "metal3.gpu-h200", false},
+		{[]string{"metal3.*"}, "metal3.gpu-h200", true},
+		{[]string{"aws.*"}, "metal3.gpu-h200", false},
+		{[]string{"metal.*"}, "metal3.gpu-h200", false},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, plan.NodeTypeAllowed(c.allowed, c.name), "%v %s", c.allowed, c.name)
+	}
+}
+
+type want = gentest.Want
+
+func TestBuildBadInput(t *testing.T) {
+	const (
+		qwen     = "acme/jobs/qwen3-32b.yaml"
+		qwenF    = "tenants/" + qwen
+		mistral  = "acme/jobs/mistral-small.yaml"
+		mistralF = "tenants/" + mistral
+		parakeet = "acme/jobs/transcribe.yaml"
+		kimi     = "globex/jobs/kimi-k2.yaml"
+		master   = "masters/mistral-small-24b.yaml"
+	)
+	cases := []struct {
+		name   string
+		mutate func(t *testing.T, m fstest.MapFS)
+		want   []want
+	}{
+		{
+			name:   "unknown model lists masters and recipes",
+			mutate: func(t *testing.T, m fstest.MapFS) { gentest.Edit(t, m, qwen, "Qwen/Qwen3-32B", "acme/secret-model") },
+			want:   []want{{qwenF, "spec.model", `unknown model "acme/secret-model"`, "a ModelMaster name (mistral-small-24b) or a recipe model id (Qwen/Qwen3-32B"}},
+		},
+		{
+			name:   "unknown model suggests a close id",
+			mutate: func(t *testing.T, m fstest.MapFS) { gentest.Edit(t, m, qwen, "Qwen/Qwen3-32B", "Qwen/Qwen3-23B") },
+			want:   []want{{qwenF, "spec.model", "did you mean Qwen/Qwen3-32B", "recipe model id"}},
+		},
+		{
+			name: "model served by a hand-written master, named by id",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, mistral, "model: mistral-small-24b", "model: mistralai/Mistral-Small-3.1-24B-Instruct-2503")
+			},
+			want: []want{{mistralF, "spec.model", "hand-written master mistral-small-24b serves it", "a ModelMaster name"}},
+		},
+		{
+			name: "unknown variant lists the recipe's",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, qwen, "  model: Qwen/Qwen3-32B", "  model: Qwen/Qwen3-32B\n  variant: gguf")
+			},
+			want: []want{{qwenF, "spec.variant", `no variant "gguf"; its variants: default, fp8, awq`, "a variant of the recipe"}},
+		},
+		{
+			name: "unknown strategy",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, qwen, "  model: Qwen/Qwen3-32B", "  model: Qwen/Qwen3-32B\n  strategy: warp_drive")
+			},
+			want: []want{{qwenF, "spec.strategy", `unknown strategy "warp_drive"`, "a strategy the recipe is compatible with"}},
+		},
+		{
+			name: "strategy that cannot fit the model",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, kimi, "  model: moonshotai/Kimi-K2-Instruct", "  model: moonshotai/Kimi-K2-Instruct\n  strategy: single_node_tp")
+			},
+			want: []want{{"tenants/" + kimi, "spec.strategy", "does not fit one node", "a strategy the recipe is compatible with"}},
+		},
+		{
+			name: "unknown feature",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, qwen, "  model: Qwen/Qwen3-32B", "  model: Qwen/Qwen3-32B\n  features: {telepathy: true}")
+			},
+			want: []want{{qwenF, "spec.features", `unknown feature "telepathy"`, "feature names of the recipe"}},
+		},
+		{
+			name: "unknown node type",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, qwen, "nodeType: metal3.gpu-h100", "nodeType: metal3.gpu-b200")
+			},
+			want: []want{
+				{qwenF, "spec.nodeType", `unknown node type "metal3.gpu-b200"`, "one of: metal3.gpu-h100, metal3.gpu-h200"},
+			},
+		},
+		{
+			name:   "gpuCount differs from the master",
+			mutate: func(t *testing.T, m fstest.MapFS) { gentest.Edit(t, m, qwen, "gpuCount: 1", "gpuCount: 2") },
+			want:   []want{{qwenF, "spec.gpuCount", "is 2", "1, the perReplicaGPUCount of master qwen3-32b-h100"}},
+		},
+		{
+			name:   "gpuCount of a multi-node master",
+			mutate: func(t *testing.T, m fstest.MapFS) { gentest.Edit(t, m, kimi, "gpuCount: 16", "gpuCount: 8") },
+			want:   []want{{"tenants/" + kimi, "spec.gpuCount", "is 8", "16, the perReplicaGPUCount of master kimi-k2-instruct-h200"}},
+		},
+		{
+			name: "GPU count that does not split over whole nodes",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, master, "tensorParallelSize: 1\n  perReplicaGPUCount: 1", "tensorParallelSize: 12\n  perReplicaGPUCount: 12")
+				gentest.Edit(t, m, mistral, "gpuCount: 1", "gpuCount: 12")
+			},
+			want: []want{{mistralF, "spec.gpuCount", "not a whole number of such nodes", "at most 8 GPUs (one node of metal3.gpu-h100) or a multiple of 8 (whole nodes)"}},
+		},
+		{
+			name: "multi-node Parakeet job",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, parakeet, "gpuCount: 1", "gpuCount: 16")
+				gentest.Edit(t, m, "acme/tenant.yaml", "gpuQuota: 16", "gpuQuota: 64")
+			},
+			want: []want{{"tenants/" + parakeet, "spec.gpuCount", "is 16, which spans 2 nodes of metal3.gpu-h100",
+				"1 (the perReplicaGPUCount of master parakeet-tdt-0.6b-v3): a Parakeet replica runs on one node"}},
+		},
+		{
+			name: "multi-node Parakeet master",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				m["masters/parakeet-big.yaml"] = gentest.File("apiVersion: inferplane.io/v1alpha1\nkind: ModelMaster\nmetadata: {name: parakeet-big}\n" +
+					"spec: {runtime: parakeet, model: nvidia/parakeet-tdt-0.6b-v3, perReplicaGPUCount: 16}\n")
+				gentest.Edit(t, m, parakeet, "  runtime: parakeet", "  runtime: parakeet\n  model: parakeet-big")
+				gentest.Edit(t, m, parakeet, "gpuCount: 1", "gpuCount: 16")
+				gentest.Edit(t, m, "acme/tenant.yaml", "gpuQuota: 16", "gpuQuota: 64")
+			},
+			want: []want{{"tenants/" + parakeet, "spec.runtime", "a Parakeet replica runs on one node", "a Parakeet replica on one node: at most 8 GPUs"}},
+		},
+		{
+			name: "node type outside allowedNodeTypes",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, qwen, "nodeType: metal3.gpu-h100", "nodeType: metal3.gpu-h200")
+			},
+			want: []want{
+				{qwenF, "spec.nodeType", `node type "metal3.gpu-h200" is not allowed for tenant acme`, "allowedNodeTypes permits: metal3.gpu-h100"},
+			},
+		},
+		{
+			name: "a tenant allowed no node type",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				m["initech/jobs/qwen.yaml"] = gentest.File(string(m[qwen].Data))
+			},
+			want: []want{{"tenants/initech/jobs/qwen.yaml", "spec.nodeType", "not allowed for tenant initech", "allowedNodeTypes permits: none ([])"}},
+		},
+		{
+			name: "a wildcard of another provider",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, "globex/tenant.yaml", "  - metal3.*", "  - aws.*")
+			},
+			want: []want{
+				{"tenants/globex/jobs/kimi-k2.yaml", "spec.nodeType", "not allowed for tenant globex", "permits: aws.*"},
+				{"tenants/globex/jobs/llama-70b.yaml", "spec.nodeType", "not allowed for tenant globex", "permits: aws.*"},
+			},
+		},
+		{
+			name: "GPU quota exceeded",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, "acme/tenant.yaml", "gpuQuota: 16", "gpuQuota: 3")
+			},
+			want: []want{{"tenants/acme/tenant.yaml", "spec.gpuQuota", "is 3, but the tenant's jobs request 4 GPUs (replicas x gpuCount: mistral-small 1x1, qwen3-32b 2x1, transcribe 1x1)",
+				"at least 4"}},
+		},
+		{
+			name: "recipe options on a hand-written master",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, mistral, "  model: mistral-small-24b", "  model: mistral-small-24b\n  variant: fp8")
+			},
+			want: []want{{mistralF, "spec.variant", "is set, but the job runs hand-written master mistral-small-24b", "applies only to masters derived from a recipe"}},
+		},
+		{
+			name: "parakeet model on the vllm runtime",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, qwen, "model: Qwen/Qwen3-32B", "model: nvidia/parakeet-tdt-0.6b-v3")
+			},
+			want: []want{{qwenF, "spec.runtime", `is "vllm"`, `"parakeet"`}},
+		},
+		{
+			name: "another model on the parakeet runtime",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, parakeet, "  runtime: parakeet", "  runtime: parakeet\n  model: openai/whisper-large-v3")
+			},
+			want: []want{{"tenants/" + parakeet, "spec.model", `is "openai/whisper-large-v3"`, `"nvidia/parakeet-tdt-0.6b-v3" (or nothing)`}},
+		},
+		{
+			name: "job runtime differs from the master's",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, mistral, "  model: mistral-small-24b", "  model: mistral-small-24b\n  runtime: parakeet")
+			},
+			want: []want{{mistralF, "spec.runtime", `is "parakeet"`, `"vllm", the runtime of master mistral-small-24b`}},
+		},
+		{
+			name: "extra args the renderer owns or that hold secrets",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, qwen, `  - "32768"`, "  - \"32768\"\n  - --tensor-parallel-size=2\n  - --api-key\n  - sk-123")
+			},
+			want: []want{
+				{qwenF, "spec.extraArgs[2]", "sets --tensor-parallel-size", "the master's parallelism decides"},
+				{qwenF, "spec.extraArgs[3]", "sets --api-key", "would be committed to git"},
+			},
+		},
+		{
+			name: "hand-written master without parallelism for its GPUs",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, master, "  tensorParallelSize: 1\n  perReplicaGPUCount: 1", "  perReplicaGPUCount: 4")
+				gentest.Edit(t, m, mistral, "gpuCount: 1", "gpuCount: 4")
+			},
+			want: []want{{"tenants/" + master, "spec.tensorParallelSize", "vLLM would use 1 of the 4 GPUs", "tensorParallelSize: 4"}},
+		},
+		{
+			name: "hand-written master whose parallelism disagrees with its GPU count",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, master, "tensorParallelSize: 1\n  perReplicaGPUCount: 1", "tensorParallelSize: 2\n  perReplicaGPUCount: 4")
+				gentest.Edit(t, m, mistral, "gpuCount: 1", "gpuCount: 4")
+			},
+			want: []want{{"tenants/" + master, "spec.perReplicaGPUCount", "is 4", "tensor 2 x pipeline 1 = 2"}},
+		},
+		{
+			name: "hand-written master for other hardware",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, master, "  perReplicaGPUCount: 1", "  perReplicaGPUCount: 1\n  hardwareProfile: h200")
+			},
+			want: []want{{mistralF, "spec.nodeType", `node type metal3.gpu-h100 has hardware profile "h100"`, `hardwareProfile "h200"`}},
+		},
+		{
+			name: "recipe model on a node type without a hardware profile",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, "nodetypes/metal3.gpu-h100.yaml", "  hardwareProfile: h100\n", "")
+			},
+			want: []want{{qwenF, "spec.nodeType", "node type metal3.gpu-h100 (tenants/nodetypes/metal3.gpu-h100.yaml) names no hardware profile", "spec.hardwareProfile set"}},
+		},
+		{
+			name: "every problem of the run at once, sorted",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, kimi, "gpuCount: 16", "gpuCount: 15")
+				gentest.Edit(t, m, qwen, "gpuCount: 1", "gpuCount: 3")
+				gentest.Edit(t, m, "acme/tenant.yaml", "gpuQuota: 16", "gpuQuota: 4")
+			},
+			want: []want{
+				{qwenF, "spec.gpuCount", "is 3", "1, the perReplicaGPUCount"},
+				{"tenants/acme/tenant.yaml", "spec.gpuQuota", "request 8 GPUs", "at least 8"},
+				{"tenants/" + kimi, "spec.gpuCount", "is 15", "16, the perReplicaGPUCount"},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tree := gentest.Copy(t, "../../tenants")
+			tc.mutate(t, tree)
+			p, err := build(t, tree, book(t))
+			require.Error(t, err)
+			assert.Nil(t, p)
+			gentest.AssertProblems(t, err, tc.want)
+		})
+	}
+}
+
+func TestBuildWithoutRecipes(t *testing.T) {
+	p, err := build(t, gentest.Copy(t, "../../tenants"), nil)
+	require.Error(t, err)
+	assert.Nil(t, p)
+	ps := problem.Problems(err)
+	require.Len(t, ps, 3, "%v", err) // qwen, kimi, llama; Parakeet and the hand-written master resolve
+	for _, pr := range ps {
+		assert.Contains(t, pr.Message, "(no recipes are loaded)")
+	}
+}

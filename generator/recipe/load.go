@@ -1,0 +1,353 @@
+package recipe
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/inferplane/inferplane/generator/problem"
+)
+
+// Paths of the upstream layout, relative to the recipes root.
+const (
+	ModelsDir     = "models"
+	StrategiesDir = "strategies"
+	TaxonomyFile  = "taxonomy.yaml"
+)
+
+// maxGPUsPerNode bounds a node's GPU count, so that sizes stay far from overflowing.
+const maxGPUsPerNode = 1024
+
+// maxFileSize bounds what one recipe file may hold; upstream's largest is well under 100 KB.
+const maxFileSize = 4 << 20
+
+// load reads the whole tree and reports every problem it finds at once.
+func load(fsys fs.FS) (*Book, error) {
+	b := &Book{
+		recipes:    map[string]*Recipe{},
+		byLower:    map[string]string{},
+		aliases:    map[string]alias{},
+		strategies: map[string]*Strategy{},
+	}
+	var probs problem.List
+
+	if tax, ok := readTaxonomy(fsys, &probs); ok {
+		b.taxonomy = tax
+	}
+	b.readStrategies(fsys, &probs)
+	b.readModels(fsys, &probs)
+	if err := probs.Err(); err != nil {
+		return nil, err
+	}
+	b.index()
+	return b, nil
+}
+
+func readFile(fsys fs.FS, name string) ([]byte, error) {
+	st, err := fs.Stat(fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("is a directory, expected a file")
+	}
+	if st.Size() > maxFileSize {
+		return nil, fmt.Errorf("file is %d bytes, more than the %d a recipe file may hold", st.Size(), maxFileSize)
+	}
+	return fs.ReadFile(fsys, name)
+}
+
+// decodeFile parses one YAML file into out, recording any problem against file.
+func decodeFile(fsys fs.FS, file string, out any, probs *problem.List) bool {
+	data, err := readFile(fsys, file)
+	if err != nil {
+		probs.Add(file, "", "", "cannot read: %v", unwrapPathError(err))
+		return false
+	}
+	root, err := parseDocument(data)
+	if err != nil {
+		probs.Add(file, "", "", "%v", err)
+		return false
+	}
+	if root == nil {
+		probs.Add(file, "", "a YAML mapping", "file is empty")
+		return false
+	}
+	if err := decodeInto(root, out); err != nil {
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			msg := fe.Msg
+			if fe.Line > 0 {
+				msg = fmt.Sprintf("%s (line %d)", fe.Msg, fe.Line)
+			}
+			probs.Add(file, fe.Path, "", "%s", msg)
+		} else {
+			probs.Add(file, "", "", "%v", err)
+		}
+		return false
+	}
+	return true
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func readTaxonomy(fsys fs.FS, probs *problem.List) (*Taxonomy, bool) {
+	if _, err := fs.Stat(fsys, TaxonomyFile); errors.Is(err, fs.ErrNotExist) {
+		probs.Add(TaxonomyFile, "", "the upstream vllm-project/recipes layout: models/<org>/<repo>.yaml, strategies/*.yaml, taxonomy.yaml",
+			"missing: the recipes tree has no taxonomy")
+		return nil, false
+	}
+	var tax Taxonomy
+	if !decodeFile(fsys, TaxonomyFile, &tax, probs) {
+		return nil, false
+	}
+	ok := true
+	for _, id := range tax.HardwareProfiles.Keys {
+		p := tax.HardwareProfiles.Values[id]
+		field := "hardware_profiles." + id
+		if p.GPUCount < 1 || p.GPUCount > maxGPUsPerNode {
+			probs.Add(TaxonomyFile, field+".gpu_count", fmt.Sprintf("a whole number from 1 to %d", maxGPUsPerNode), "is %d", p.GPUCount)
+			ok = false
+		}
+		if p.VRAMGB <= 0 {
+			probs.Add(TaxonomyFile, field+".vram_gb", "a positive number of GB", "is %g", p.VRAMGB)
+			ok = false
+		}
+	}
+	if tax.HardwareProfiles.Len() == 0 {
+		probs.Add(TaxonomyFile, "hardware_profiles", "at least one profile", "is empty")
+		ok = false
+	}
+	return &tax, ok
+}
+
+func (b *Book) readStrategies(fsys fs.FS, probs *problem.List) {
+	entries, err := fs.ReadDir(fsys, StrategiesDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		probs.Add(StrategiesDir+"/", "", "the upstream vllm-project/recipes layout: models/<org>/<repo>.yaml, strategies/*.yaml, taxonomy.yaml",
+			"missing: the recipes tree has no strategies")
+		return
+	}
+	if err != nil {
+		probs.Add(StrategiesDir+"/", "", "", "cannot read: %v", unwrapPathError(err))
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() || !isYAML(e.Name()) {
+			continue
+		}
+		file := path.Join(StrategiesDir, e.Name())
+		var s Strategy
+		if !decodeFile(fsys, file, &s, probs) {
+			continue
+		}
+		s.File = file
+		base := strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".yaml"), ".yml")
+		if s.Name != base {
+			probs.Add(file, "name", fmt.Sprintf("%q, the file's name", base), "is %q", s.Name)
+			continue
+		}
+		if prev, dup := b.strategies[s.Name]; dup {
+			probs.Add(file, "name", "", "strategy %q is also defined in %s", s.Name, prev.File)
+			continue
+		}
+		b.strategies[s.Name] = &s
+	}
+}
+
+func isYAML(name string) bool {
+	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
+}
+
+func (b *Book) readModels(fsys fs.FS, probs *problem.List) {
+	if _, err := fs.Stat(fsys, ModelsDir); errors.Is(err, fs.ErrNotExist) {
+		probs.Add(ModelsDir+"/", "", "the upstream vllm-project/recipes layout: models/<org>/<repo>.yaml, strategies/*.yaml, taxonomy.yaml",
+			"missing: the recipes tree has no models")
+		return
+	}
+	err := fs.WalkDir(fsys, ModelsDir, func(file string, d fs.DirEntry, err error) error {
+		if err != nil {
+			probs.Add(file, "", "", "cannot read: %v", unwrapPathError(err))
+			return nil
+		}
+		if d.IsDir() || !isYAML(d.Name()) {
+			return nil
+		}
+		parts := strings.Split(file, "/")
+		if len(parts) != 3 {
+			probs.Add(file, "", "models/<org>/<repo>.yaml", "is not where a recipe file goes")
+			return nil
+		}
+		id := parts[1] + "/" + strings.TrimSuffix(strings.TrimSuffix(parts[2], ".yaml"), ".yml")
+		r := &Recipe{}
+		if !decodeFile(fsys, file, r, probs) {
+			return nil
+		}
+		r.ID, r.File = id, file
+		if b.checkRecipe(r, probs) {
+			if prev, dup := b.byLower[strings.ToLower(id)]; dup {
+				probs.Add(file, "", "one file per model id", "model %q is also defined in %s (ids are case-insensitive)", id, b.recipes[prev].File)
+				return nil
+			}
+			b.recipes[id] = r
+			b.byLower[strings.ToLower(id)] = id
+		}
+		return nil
+	})
+	if err != nil {
+		probs.Add(ModelsDir+"/", "", "", "cannot read: %v", err)
+	}
+}
+
+// checkRecipe checks what decoding alone cannot: references between fields and files.
+func (b *Book) checkRecipe(r *Recipe, probs *problem.List) bool {
+	ok := true
+	bad := func(field, expected, format string, args ...any) {
+		probs.Add(r.File, field, expected, format, args...)
+		ok = false
+	}
+	if r.Variants.Len() == 0 {
+		bad("variants", "at least one variant (e.g. default)", "is empty")
+	}
+	for _, k := range r.Variants.Keys {
+		v := r.Variants.Values[k]
+		if v.VRAMMinimumGB < 0 {
+			bad("variants."+k+".vram_minimum_gb", "a number of GB, 0 or more", "is %g", v.VRAMMinimumGB)
+		}
+		checkTP("variants."+k+".tp", v.TP, bad)
+	}
+	for s, so := range r.StrategyOverrides {
+		checkTP("strategy_overrides."+s+".tp", so.TP, bad)
+	}
+	for i, f := range r.OptInFeatures {
+		if _, known := r.Features.Get(f); !known {
+			bad(fmt.Sprintf("opt_in_features[%d]", i), "one of the recipe's features ("+strings.Join(r.Features.Keys, ", ")+")", "names unknown feature %q", f)
+		}
+	}
+	if b.taxonomy != nil {
+		known := b.knownStrategies()
+		for i, s := range r.CompatibleStrategies {
+			if !known[s] {
+				bad(fmt.Sprintf("compatible_strategies[%d]", i), "a strategy of taxonomy.yaml ("+strings.Join(sortedKeys(known), ", ")+")", "names unknown strategy %q", s)
+			}
+		}
+	}
+	if !strings.EqualFold(r.Model.ModelID, r.ID) {
+		// Upstream keys a recipe by its path and serves model.model_id, and a few upstream
+		// files differ on purpose (a recipe whose only checkpoint is quantised), so this is
+		// a warning rather than an error.
+		b.warnings = append(b.warnings, fmt.Sprintf("%s: model.model_id %q differs from the id its path gives (%q): the recipe is known as %q and serves %q",
+			r.File, r.Model.ModelID, r.ID, r.ID, r.Model.ModelID))
+	}
+	return ok
+}
+
+// checkTP checks a tensor-parallel size: a number or a hardware-keyed map of numbers, >= 1.
+func checkTP(field string, tp *HardwareInt, bad func(field, expected, format string, args ...any)) {
+	if tp == nil {
+		return
+	}
+	if tp.ByHardware == nil && tp.Value < 1 {
+		bad(field, "a whole number of at least 1", "is %d", tp.Value)
+	}
+	for _, hk := range sortedKeys(tp.ByHardware) {
+		if n := tp.ByHardware[hk]; n < 1 {
+			bad(field+"."+hk, "a whole number of at least 1", "is %d", n)
+		}
+	}
+}
+
+// knownStrategies is the strategy vocabulary: the taxonomy's list and every strategy file.
+func (b *Book) knownStrategies() map[string]bool {
+	known := map[string]bool{}
+	if b.taxonomy != nil {
+		for _, s := range b.taxonomy.Strategies {
+			known[s] = true
+		}
+	}
+	for s := range b.strategies {
+		known[s] = true
+	}
+	return known
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// index builds the lookups Derive uses: served checkpoints (model.model_id when it differs
+// from the path, and each variant's model_id) resolve to their recipe and variant, as the
+// upstream site redirects them; names for masters get a stable slug per recipe.
+func (b *Book) index() {
+	ids := b.Models()
+	claims := map[string][]alias{}
+	for _, id := range ids {
+		r := b.recipes[id]
+		if !strings.EqualFold(r.Model.ModelID, id) {
+			claims[strings.ToLower(r.Model.ModelID)] = append(claims[strings.ToLower(r.Model.ModelID)], alias{recipe: id})
+		}
+		for _, k := range r.Variants.Keys {
+			mid := r.Variants.Values[k].ModelID
+			if mid == "" || strings.EqualFold(mid, id) {
+				continue
+			}
+			claims[strings.ToLower(mid)] = append(claims[strings.ToLower(mid)], alias{recipe: id, variant: k})
+		}
+	}
+	for key, cs := range claims {
+		if _, isRecipe := b.byLower[key]; isRecipe {
+			continue // a recipe of that id exists: it wins
+		}
+		// Only an unambiguous claim resolves: one recipe (a recipe whose model_id and one of
+		// its variants name the same checkpoint counts once, preferring the variant).
+		cs = slices.CompactFunc(cs, func(a, b alias) bool { return a == b })
+		recipes := map[string]bool{}
+		for _, c := range cs {
+			recipes[c.recipe] = true
+		}
+		if len(recipes) != 1 {
+			continue
+		}
+		best := cs[0]
+		for _, c := range cs {
+			if c.variant != "" {
+				best = c
+				break
+			}
+		}
+		b.aliases[key] = best
+	}
+
+	// Slugs: the repo part of the id, lowercased; the org is added where two recipes share it.
+	byRepo := map[string][]string{}
+	for _, id := range ids {
+		_, repo, _ := strings.Cut(id, "/")
+		byRepo[strings.ToLower(repo)] = append(byRepo[strings.ToLower(repo)], id)
+	}
+	b.slugs = map[string]string{}
+	for repo, owners := range byRepo {
+		for _, id := range owners {
+			if len(owners) == 1 {
+				b.slugs[id] = repo
+			} else {
+				b.slugs[id] = strings.ToLower(strings.ReplaceAll(id, "/", "-"))
+			}
+		}
+	}
+	sort.Strings(b.warnings)
+}

@@ -1,0 +1,223 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferplane/inferplane/api/v1alpha1"
+)
+
+// Source is the policy data the rules read: tenants, node types and model masters, by name
+// (all three are cluster-scoped). A name that does not exist is an error for which IsNotFound
+// is true; any other error means the data could not be read, and the caller must fail closed.
+//
+// Two implementations exist and share every rule: Store over in-memory objects (offline
+// validation, the generator) and ClientSource over a controller-runtime client (the webhook).
+type Source interface {
+	Tenant(ctx context.Context, name string) (*v1alpha1.Tenant, error)
+	NodeType(ctx context.Context, name string) (*v1alpha1.NodeType, error)
+	Master(ctx context.Context, name string) (*v1alpha1.ModelMaster, error)
+}
+
+// NotFoundError says that the policy data holds no object of a kind and name.
+type NotFoundError struct {
+	Kind string
+	Name string
+}
+
+func (e *NotFoundError) Error() string { return fmt.Sprintf("%s %q not found", e.Kind, e.Name) }
+
+// IsNotFound reports whether err says that an object does not exist.
+func IsNotFound(err error) bool {
+	var nf *NotFoundError
+	return errors.As(err, &nf) || apierrors.IsNotFound(err)
+}
+
+// Store is a Source over objects held in memory. The zero value is empty and ready to use; it
+// is not safe for concurrent writes, but concurrent reads after the last Add are fine.
+type Store struct {
+	tenants   map[string]*v1alpha1.Tenant
+	nodeTypes map[string]*v1alpha1.NodeType
+	masters   map[string]*v1alpha1.ModelMaster
+}
+
+// NewStore returns a Store holding objs (see Add).
+func NewStore(objs ...client.Object) (*Store, error) {
+	s := &Store{}
+	for _, o := range objs {
+		if err := s.Add(o); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Add stores a Tenant, NodeType or ModelMaster and reports whether it was one of those (other
+// kinds are ignored). Adding an object whose name is taken is fine when the two specs are
+// equal (a master shared by two jobs is rendered into both), and an error otherwise.
+func (s *Store) Add(obj client.Object) error {
+	_, err := s.add(obj)
+	return err
+}
+
+// add reports whether obj is policy data.
+func (s *Store) add(obj client.Object) (bool, error) {
+	switch o := obj.(type) {
+	case *v1alpha1.Tenant:
+		return true, put(&s.tenants, v1alpha1.KindTenant, o.Name, o, func(a, b *v1alpha1.Tenant) bool {
+			return apiequality.Semantic.DeepEqual(a.Spec, b.Spec)
+		})
+	case *v1alpha1.NodeType:
+		return true, put(&s.nodeTypes, v1alpha1.KindNodeType, o.Name, o, func(a, b *v1alpha1.NodeType) bool {
+			return apiequality.Semantic.DeepEqual(a.Spec, b.Spec)
+		})
+	case *v1alpha1.ModelMaster:
+		return true, put(&s.masters, v1alpha1.KindModelMaster, o.Name, o, func(a, b *v1alpha1.ModelMaster) bool {
+			return apiequality.Semantic.DeepEqual(a.Spec, b.Spec)
+		})
+	}
+	return false, nil
+}
+
+func put[T any](m *map[string]*T, kind, name string, obj *T, same func(a, b *T) bool) error {
+	if name == "" {
+		return fmt.Errorf("%s without metadata.name", kind)
+	}
+	if *m == nil {
+		*m = map[string]*T{}
+	}
+	if old, ok := (*m)[name]; ok && !same(old, obj) {
+		return fmt.Errorf("%s %q is defined twice with different specs", kind, name)
+	}
+	(*m)[name] = obj
+	return nil
+}
+
+// Tenant implements Source.
+func (s *Store) Tenant(_ context.Context, name string) (*v1alpha1.Tenant, error) {
+	return get(s.tenants, v1alpha1.KindTenant, name)
+}
+
+// NodeType implements Source.
+func (s *Store) NodeType(_ context.Context, name string) (*v1alpha1.NodeType, error) {
+	return get(s.nodeTypes, v1alpha1.KindNodeType, name)
+}
+
+// Master implements Source.
+func (s *Store) Master(_ context.Context, name string) (*v1alpha1.ModelMaster, error) {
+	return get(s.masters, v1alpha1.KindModelMaster, name)
+}
+
+// Names lists the names the store holds of one kind, sorted (for messages and tests).
+func (s *Store) Names(kind string) []string {
+	switch kind {
+	case v1alpha1.KindTenant:
+		return slices.Sorted(maps.Keys(s.tenants))
+	case v1alpha1.KindNodeType:
+		return slices.Sorted(maps.Keys(s.nodeTypes))
+	case v1alpha1.KindModelMaster:
+		return slices.Sorted(maps.Keys(s.masters))
+	}
+	return nil
+}
+
+func get[T any](m map[string]*T, kind, name string) (*T, error) {
+	if o, ok := m[name]; ok {
+		return o, nil
+	}
+	return nil, &NotFoundError{Kind: kind, Name: name}
+}
+
+// Overlay reads each name from its sources in order: the first that holds it wins, so later
+// sources are fallbacks. A read error (other than not found) stops the search.
+type Overlay []Source
+
+// Tenant implements Source.
+func (o Overlay) Tenant(ctx context.Context, name string) (*v1alpha1.Tenant, error) {
+	return first(o, v1alpha1.KindTenant, name, func(s Source) (*v1alpha1.Tenant, error) { return s.Tenant(ctx, name) })
+}
+
+// NodeType implements Source.
+func (o Overlay) NodeType(ctx context.Context, name string) (*v1alpha1.NodeType, error) {
+	return first(o, v1alpha1.KindNodeType, name, func(s Source) (*v1alpha1.NodeType, error) { return s.NodeType(ctx, name) })
+}
+
+// Master implements Source.
+func (o Overlay) Master(ctx context.Context, name string) (*v1alpha1.ModelMaster, error) {
+	return first(o, v1alpha1.KindModelMaster, name, func(s Source) (*v1alpha1.ModelMaster, error) { return s.Master(ctx, name) })
+}
+
+func first[T any](o Overlay, kind, name string, get func(Source) (*T, error)) (*T, error) {
+	for _, s := range o {
+		if s == nil {
+			continue
+		}
+		obj, err := get(s)
+		if err == nil || !IsNotFound(err) {
+			return obj, err
+		}
+	}
+	return nil, &NotFoundError{Kind: kind, Name: name}
+}
+
+// ClientSource is a Source over a controller-runtime client. Reader is normally the manager's
+// cached client (informers, no API round trip per admission). Live, when set, is asked again
+// when Reader finds nothing: an object created a moment ago may not have reached the cache yet,
+// and a denial for that reason would only make Argo CD retry.
+type ClientSource struct {
+	Reader client.Reader
+	Live   client.Reader
+}
+
+// Tenant implements Source.
+func (c ClientSource) Tenant(ctx context.Context, name string) (*v1alpha1.Tenant, error) {
+	return clientGet(ctx, c, name, &v1alpha1.Tenant{})
+}
+
+// NodeType implements Source.
+func (c ClientSource) NodeType(ctx context.Context, name string) (*v1alpha1.NodeType, error) {
+	return clientGet(ctx, c, name, &v1alpha1.NodeType{})
+}
+
+// Master implements Source.
+func (c ClientSource) Master(ctx context.Context, name string) (*v1alpha1.ModelMaster, error) {
+	return clientGet(ctx, c, name, &v1alpha1.ModelMaster{})
+}
+
+func clientGet[T client.Object](ctx context.Context, c ClientSource, name string, obj T) (T, error) {
+	var zero T
+	if name == "" {
+		// The API server would answer with a confusing "resource name may not be empty".
+		return zero, &NotFoundError{Kind: kindOf(obj), Name: name}
+	}
+	err := c.Reader.Get(ctx, client.ObjectKey{Name: name}, obj)
+	if apierrors.IsNotFound(err) && c.Live != nil {
+		err = c.Live.Get(ctx, client.ObjectKey{Name: name}, obj)
+	}
+	if apierrors.IsNotFound(err) {
+		return zero, &NotFoundError{Kind: kindOf(obj), Name: name}
+	}
+	if err != nil {
+		return zero, err
+	}
+	return obj, nil
+}
+
+func kindOf(obj client.Object) string {
+	switch obj.(type) {
+	case *v1alpha1.Tenant:
+		return v1alpha1.KindTenant
+	case *v1alpha1.NodeType:
+		return v1alpha1.KindNodeType
+	case *v1alpha1.ModelMaster:
+		return v1alpha1.KindModelMaster
+	}
+	return fmt.Sprintf("%T", obj)
+}

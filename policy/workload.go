@@ -1,0 +1,332 @@
+package policy
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/inferplane/inferplane/api/v1alpha1"
+)
+
+// workload is a VirtualMachine or a VirtualMachineInstance as the rules see it: the labels and
+// spec its virt-launcher pod gets, and where those live in the object (for messages).
+type workload struct {
+	name, namespace string
+	// vmLabels are a VirtualMachine's own labels (nil for a VMI): the template must repeat
+	// them, since only the template's reach the VMI and its pod.
+	vmLabels map[string]string
+	// podLabels and podAnnotations are the template's (VM) or the object's (VMI).
+	podLabels      map[string]string
+	podAnnotations map[string]string
+	spec           *kubevirtv1.VirtualMachineInstanceSpec
+
+	labelsPath, annotationsPath, specPath string
+}
+
+func vmWorkload(vm *kubevirtv1.VirtualMachine) workload {
+	w := workload{
+		name: vm.Name, namespace: vm.Namespace, vmLabels: vm.Labels,
+		labelsPath:      "spec.template.metadata.labels",
+		annotationsPath: "spec.template.metadata.annotations",
+		specPath:        "spec.template.spec",
+	}
+	if t := vm.Spec.Template; t != nil {
+		w.podLabels, w.podAnnotations, w.spec = t.ObjectMeta.Labels, t.ObjectMeta.Annotations, &t.Spec
+	}
+	return w
+}
+
+func vmiWorkload(vmi *kubevirtv1.VirtualMachineInstance) workload {
+	return workload{
+		name: vmi.Name, namespace: vmi.Namespace,
+		podLabels: vmi.Labels, podAnnotations: vmi.Annotations, spec: &vmi.Spec,
+		labelsPath: "metadata.labels", annotationsPath: "metadata.annotations", specPath: "spec",
+	}
+}
+
+// WorkloadNames are the policy data a VM or VMI names through its labels.
+type WorkloadNames struct{ Tenant, Master, NodeType string }
+
+func (w workload) names() WorkloadNames {
+	l := w.podLabels
+	if l == nil {
+		l = w.vmLabels
+	}
+	return WorkloadNames{Tenant: l[v1alpha1.LabelTenant], Master: l[v1alpha1.LabelModelMaster], NodeType: l[v1alpha1.LabelNodeType]}
+}
+
+// inferplaneLabels are the labels of the workload contract (docs/design.md).
+var inferplaneLabels = []string{
+	v1alpha1.LabelTenant, v1alpha1.LabelJob, v1alpha1.LabelReplica, v1alpha1.LabelNodeRank,
+	v1alpha1.LabelRole, v1alpha1.LabelNodeType, v1alpha1.LabelRuntime, v1alpha1.LabelModelMaster,
+}
+
+// requiredLabels are the ones the rules cannot work without.
+var requiredLabels = []string{
+	v1alpha1.LabelTenant, v1alpha1.LabelJob, v1alpha1.LabelReplica, v1alpha1.LabelNodeRank,
+	v1alpha1.LabelRole, v1alpha1.LabelNodeType, v1alpha1.LabelModelMaster,
+}
+
+// CheckVirtualMachine applies the workload rules to a guarded KubeVirt VirtualMachine.
+func CheckVirtualMachine(vm *kubevirtv1.VirtualMachine, d Data) []Violation {
+	w := vmWorkload(vm)
+	if w.spec == nil {
+		return []Violation{{"spec.template", "missing", "an inferplane VirtualMachine needs a VMI template"}}
+	}
+	return checkWorkload(w, d)
+}
+
+// CheckVirtualMachineInstance applies the workload rules to a guarded VirtualMachineInstance.
+func CheckVirtualMachineInstance(vmi *kubevirtv1.VirtualMachineInstance, d Data) []Violation {
+	return checkWorkload(vmiWorkload(vmi), d)
+}
+
+// checkWorkload holds one VM (one node of one replica) to the replica layout of its master on
+// its node type: exactly perReplicaGPUCount GPUs on one VM when they fit a node, else one whole
+// node per VM, ranks below the node count, one rack; plus tenant, node type and device rules.
+// With the name rule (<job>-r<replica>-n<rank>) at most one VM exists per rank, so a replica's
+// VMs together never request more than perReplicaGPUCount GPUs.
+func checkWorkload(w workload, d Data) []Violation {
+	var out []Violation
+	reported := map[string]bool{}
+	for _, k := range inferplaneLabels {
+		if v, ok := w.vmLabels[k]; ok && w.podLabels[k] != v {
+			reported[k] = true
+			got := "missing"
+			if tv, ok := w.podLabels[k]; ok {
+				got = quote(tv)
+			}
+			out = append(out, Violation{labelField(w.labelsPath, k), got, fmt.Sprintf(
+				"must repeat the VirtualMachine's label %s=%q (only the template's labels reach the VMI and its pod)", k, v)})
+		}
+	}
+	missing := false
+	for _, k := range requiredLabels {
+		if w.podLabels[k] == "" {
+			missing = true
+			if reported[k] {
+				continue
+			}
+			out = append(out, Violation{labelField(w.labelsPath, k), "missing", "required on inferplane workloads (docs/design.md, workload contract)"})
+		}
+	}
+	if missing {
+		return out
+	}
+	l := w.podLabels
+	n := w.names()
+	out = append(out, checkTenant(n.Tenant, w.namespace, w.labelsPath, d.Tenant)...)
+
+	replica, rErr := ordinal(l[v1alpha1.LabelReplica])
+	if rErr != nil {
+		out = append(out, Violation{labelField(w.labelsPath, v1alpha1.LabelReplica), quote(l[v1alpha1.LabelReplica]), rErr.Error()})
+	}
+	rank, nErr := ordinal(l[v1alpha1.LabelNodeRank])
+	if nErr != nil {
+		out = append(out, Violation{labelField(w.labelsPath, v1alpha1.LabelNodeRank), quote(l[v1alpha1.LabelNodeRank]), nErr.Error()})
+	}
+	if rErr == nil && nErr == nil {
+		if want := fmt.Sprintf("%s-r%d-n%d", l[v1alpha1.LabelJob], replica, rank); w.name != want {
+			out = append(out, Violation{"metadata.name", quote(w.name), fmt.Sprintf(
+				"must be %q, <job>-r<replica>-n<node-rank> from its labels (one VM per node of a replica)", want)})
+		}
+	}
+
+	masterField := labelField(w.labelsPath, v1alpha1.LabelModelMaster)
+	master := checkMasterRef(&out, n.Master, masterField, d.Master)
+	ntField := labelField(w.labelsPath, v1alpha1.LabelNodeType)
+	nt := checkNodeTypeRef(&out, n.NodeType, ntField, d.NodeType)
+	if d.Tenant != nil && !NodeTypeAllowed(d.Tenant.Spec.AllowedNodeTypes, n.NodeType) {
+		out = append(out, notAllowed(ntField, n.NodeType, d.Tenant))
+	}
+	if master != nil {
+		if rt, ok := l[v1alpha1.LabelRuntime]; ok && rt != string(master.Spec.Runtime) {
+			out = append(out, Violation{labelField(w.labelsPath, v1alpha1.LabelRuntime), quote(rt),
+				fmt.Sprintf("must match runtime %q of ModelMaster %s", master.Spec.Runtime, master.Name)})
+		}
+		if err := checkAnnotation(w.podAnnotations, v1alpha1.AnnotationPerReplicaGPUCount, master.Spec.PerReplicaGPUCount); err != "" {
+			out = append(out, Violation{labelField(w.annotationsPath, v1alpha1.AnnotationPerReplicaGPUCount),
+				quote(w.podAnnotations[v1alpha1.AnnotationPerReplicaGPUCount]), err + fmt.Sprintf(" (ModelMaster %s)", master.Name)})
+		}
+	}
+	if nt == nil {
+		return out
+	}
+	out = append(out, checkDevices(w, nt)...)
+	if master == nil {
+		return out
+	}
+
+	layout, err := ReplicaLayout(master, nt)
+	if err != nil {
+		return append(out, Violation{ntField, quote(nt.Name), err.Error()})
+	}
+	gpusField := w.specPath + ".domain.devices.gpus"
+	if got := len(w.spec.Domain.Devices.GPUs); got != int(layout.GPUsPerNode) {
+		how := fmt.Sprintf("a replica of ModelMaster %s needs %s, which fit one node of NodeType %s (%s): one VM with all %d",
+			master.Name, gpus(master.Spec.PerReplicaGPUCount), nt.Name, gpus(nt.Spec.GPU.Count), layout.GPUsPerNode)
+		if layout.Nodes > 1 {
+			how = fmt.Sprintf("a replica of ModelMaster %s needs %d GPUs, %d whole nodes of NodeType %s: each VM takes all %d GPUs of its node",
+				master.Name, master.Spec.PerReplicaGPUCount, layout.Nodes, nt.Name, layout.GPUsPerNode)
+		}
+		out = append(out, Violation{gpusField, gpus(got), fmt.Sprintf("must be %d: %s", layout.GPUsPerNode, how)})
+	}
+	if nErr == nil {
+		if rank >= int64(layout.Nodes) {
+			out = append(out, Violation{labelField(w.labelsPath, v1alpha1.LabelNodeRank), quote(l[v1alpha1.LabelNodeRank]),
+				fmt.Sprintf("must be below %d, the nodes of one replica of ModelMaster %s on NodeType %s", layout.Nodes, master.Name, nt.Name)})
+		}
+		role := v1alpha1.RoleWorker
+		if rank == 0 {
+			role = v1alpha1.RoleHead
+		}
+		if got := l[v1alpha1.LabelRole]; got != role {
+			out = append(out, Violation{labelField(w.labelsPath, v1alpha1.LabelRole), quote(got),
+				fmt.Sprintf("must be %q for node-rank %d (rank 0 is the head)", role, rank)})
+		}
+	}
+	if err := checkAnnotation(w.podAnnotations, v1alpha1.AnnotationReplicaNodes, layout.Nodes); err != "" {
+		out = append(out, Violation{labelField(w.annotationsPath, v1alpha1.AnnotationReplicaNodes),
+			quote(w.podAnnotations[v1alpha1.AnnotationReplicaNodes]), err})
+	}
+	if layout.Nodes > 1 && !hasRackAffinity(w.spec.Affinity, nt.Rack(), l) {
+		out = append(out, Violation{w.specPath + ".affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+			"without a rack term", fmt.Sprintf("a replica spanning %d nodes runs in one rack: it needs a required pod affinity "+
+				"with topologyKey %q whose selector matches exactly this replica's pods (labels %s, %s, %s)",
+				layout.Nodes, nt.Rack(), v1alpha1.LabelTenant, v1alpha1.LabelJob, v1alpha1.LabelReplica)})
+	}
+	return out
+}
+
+// checkDevices holds the VM's node selection and passed-through devices to its node type.
+func checkDevices(w workload, nt *v1alpha1.NodeType) []Violation {
+	var out []Violation
+	sel := nt.Selector()
+	for _, k := range sortedKeys(sel) {
+		if got, ok := w.spec.NodeSelector[k]; !ok || got != sel[k] {
+			val := "missing"
+			if ok {
+				val = quote(got)
+			}
+			out = append(out, Violation{labelField(w.specPath+".nodeSelector", k), val,
+				fmt.Sprintf("must be %q to select nodes of NodeType %s", sel[k], nt.Name)})
+		}
+	}
+	devices := w.spec.Domain.Devices
+	for i, g := range devices.GPUs {
+		if g.DeviceName != nt.Spec.GPU.ResourceName {
+			out = append(out, Violation{fmt.Sprintf("%s.domain.devices.gpus[%d].deviceName", w.specPath, i), quote(g.DeviceName),
+				fmt.Sprintf("must be %q, the GPU of NodeType %s", nt.Spec.GPU.ResourceName, nt.Name)})
+		}
+	}
+	ib := nt.Spec.InfiniBand
+	for i, h := range devices.HostDevices {
+		if ib == nil || h.DeviceName != ib.ResourceName {
+			want := fmt.Sprintf("NodeType %s passes through no host devices", nt.Name)
+			if ib != nil {
+				want = fmt.Sprintf("must be %q, the InfiniBand function of NodeType %s (GPUs go in devices.gpus)", ib.ResourceName, nt.Name)
+			}
+			out = append(out, Violation{fmt.Sprintf("%s.domain.devices.hostDevices[%d].deviceName", w.specPath, i), quote(h.DeviceName), want})
+		}
+	}
+	if ib != nil && len(devices.HostDevices) > int(ib.Count) {
+		out = append(out, Violation{w.specPath + ".domain.devices.hostDevices", fmt.Sprintf("%d devices", len(devices.HostDevices)),
+			fmt.Sprintf("must be at most %d, the InfiniBand functions of NodeType %s", ib.Count, nt.Name)})
+	}
+	// A device-plugin resource asked for as a plain resource would reach the virt-launcher pod
+	// without passing the GPU rules.
+	for _, rl := range []struct {
+		path string
+		list corev1.ResourceList
+	}{{"requests", w.spec.Domain.Resources.Requests}, {"limits", w.spec.Domain.Resources.Limits}} {
+		for _, name := range sortedKeys(rl.list) {
+			if extendedResource(string(name)) {
+				q := rl.list[name]
+				out = append(out, Violation{fmt.Sprintf("%s.domain.resources.%s[%s]", w.specPath, rl.path, name), quote(q.String()),
+					"device-plugin resources are passed through devices.gpus and devices.hostDevices, where the rules check them"})
+			}
+		}
+	}
+	return out
+}
+
+func extendedResource(name string) bool {
+	domain, _, ok := strings.Cut(name, "/")
+	return ok && domain != "kubernetes.io" && !strings.HasSuffix(domain, ".kubernetes.io")
+}
+
+// hasRackAffinity reports whether a required pod-affinity term keeps the pod in the rack of the
+// other pods of its replica: topologyKey is the rack label and the selector matches this pod's
+// labels but no pod of another tenant, job or replica.
+func hasRackAffinity(aff *corev1.Affinity, rack string, podLabels map[string]string) bool {
+	if aff == nil || aff.PodAffinity == nil {
+		return false
+	}
+	for _, term := range aff.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+		if term.TopologyKey != rack || term.LabelSelector == nil {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+		if err != nil {
+			continue
+		}
+		// matchLabelKeys adds "key in (this pod's value)" to the selector (the scheduler does).
+		for _, k := range term.MatchLabelKeys {
+			if v, ok := podLabels[k]; ok {
+				if r, err := labels.NewRequirement(k, selection.In, []string{v}); err == nil {
+					sel = sel.Add(*r)
+				}
+			}
+		}
+		if !sel.Matches(labels.Set(podLabels)) {
+			continue
+		}
+		exact := true
+		for _, k := range []string{v1alpha1.LabelTenant, v1alpha1.LabelJob, v1alpha1.LabelReplica} {
+			other := maps.Clone(podLabels)
+			other[k] = podLabels[k] + "-other"
+			without := maps.Clone(podLabels)
+			delete(without, k)
+			if sel.Matches(labels.Set(other)) || sel.Matches(labels.Set(without)) {
+				exact = false
+			}
+		}
+		if exact {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAnnotation compares an optional numeric annotation with the value the rules derive.
+func checkAnnotation(ann map[string]string, key string, want int32) string {
+	v, ok := ann[key]
+	if !ok {
+		return ""
+	}
+	if v != strconv.Itoa(int(want)) {
+		return fmt.Sprintf("must be %q when set", strconv.Itoa(int(want)))
+	}
+	return ""
+}
+
+// ordinal parses a replica or node-rank label: a whole number, no sign, no leading zeros.
+func ordinal(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != s {
+		return 0, fmt.Errorf("must be a whole number (0, 1, ...)")
+	}
+	return n, nil
+}
+
+func sortedKeys[V any, M ~map[K]V, K ~string](m M) []K {
+	return slices.Sorted(maps.Keys(m))
+}

@@ -1,0 +1,117 @@
+// Package usage turns Envoy's gRPC access logs into per-endpoint health (request count,
+// success rate, latency p50/p99, status) and per-key hourly usage (requests, tokens in and
+// out), served as JSON over HTTP and as Prometheus metrics.
+//
+// Data flows one way: the access log service (als.go) converts each log entry to an Entry
+// (this file), the Aggregator folds entries into windows and hourly buckets, and Health /
+// Usage read snapshots of those, classifying each endpoint with Classify (a pure function
+// of the figures and the replica probes).
+package usage
+
+import (
+	"net"
+	"strings"
+	"time"
+
+	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/inferplane/inferplane/auth/extauthz"
+	"github.com/inferplane/inferplane/usage/envoylua"
+)
+
+// Entry is one request as the aggregator needs it.
+type Entry struct {
+	// Done is when the response ended (start time plus duration).
+	Done        time.Time
+	Tenant, Job string
+	// KeyID is the API key that passed the check; empty for keyless endpoints.
+	KeyID string
+	// Code is the HTTP status sent downstream; 0 when none was (a reset).
+	Code int
+	// Denied is a request the key check refused: not the endpoint's fault, so it counts
+	// apart from the endpoint's requests.
+	Denied bool
+	// Latency is start to last byte sent downstream; TTFB start to first upstream byte
+	// (time to first token for a stream), 0 when unknown.
+	Latency, TTFB time.Duration
+	// HasUsage is set when the response carried an OpenAI usage object.
+	HasUsage            bool
+	TokensIn, TokensOut int64
+}
+
+// Failed reports whether the request counts against the endpoint's success rate: a 5xx or
+// no response at all. 4xx answers are the caller's mistakes.
+func (e *Entry) Failed() bool { return e.Code == 0 || e.Code >= 500 }
+
+// Resolver maps a request's :authority to its endpoint, for requests that did not pass the
+// key check (keyless endpoints, refused requests) and so carry no tenant and job metadata.
+type Resolver func(authority string) (tenant, job string, ok bool)
+
+// HostResolver parses "<job>.<tenant>.<domain>[:port]", the endpoint host names of the
+// workload contract. The tenant is a namespace name (no dots), so the job is everything
+// before the last label ahead of the domain.
+func HostResolver(domain string) Resolver {
+	suffix := "." + strings.Trim(strings.ToLower(domain), ".")
+	return func(authority string) (string, string, bool) {
+		host := strings.ToLower(authority)
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.TrimSuffix(host, ".")
+		rest, ok := strings.CutSuffix(host, suffix)
+		if !ok {
+			return "", "", false
+		}
+		i := strings.LastIndexByte(rest, '.')
+		if i <= 0 || i == len(rest)-1 {
+			return "", "", false
+		}
+		return rest[i+1:], rest[:i], true
+	}
+}
+
+// FromHTTPLog converts an Envoy access log entry. ok is false when the request cannot be tied
+// to an endpoint (e.g. a host outside the endpoints' domain). The service itself decodes the
+// wire form (wire.go) to the same result.
+func FromHTTPLog(l *datav3.HTTPAccessLogEntry, resolve Resolver) (Entry, bool) {
+	c := l.GetCommonProperties()
+	md := c.GetMetadata().GetFilterMetadata()
+	authz := md[extauthz.MetadataNamespace]
+	r := rawEntry{
+		tenant:    str(authz, extauthz.MetaTenant),
+		job:       str(authz, extauthz.MetaJob),
+		keyID:     str(authz, extauthz.MetaKeyID),
+		authority: l.GetRequest().GetAuthority(),
+		code:      int(l.GetResponse().GetResponseCode().GetValue()),
+		denied:    c.GetResponseFlags().GetUnauthorizedDetails() != nil,
+		lastTx:    c.GetTimeToLastDownstreamTxByte().AsDuration(),
+		duration:  c.GetDuration().AsDuration(),
+		ttfb:      c.GetTimeToFirstUpstreamRxByte().AsDuration(),
+	}
+	if st := c.GetStartTime(); st != nil {
+		r.start = st.AsTime()
+	}
+	if u := md[envoylua.MetadataNamespace]; u != nil {
+		r.in, r.hasIn = num(u, envoylua.PromptTokens)
+		r.out, r.hasOut = num(u, envoylua.CompletionTokens)
+	}
+	return r.finish(resolve)
+}
+
+func str(s *structpb.Struct, k string) string { return s.GetFields()[k].GetStringValue() }
+
+func num(s *structpb.Struct, k string) (int64, bool) {
+	v, ok := s.GetFields()[k]
+	if !ok {
+		return 0, false
+	}
+	if _, isNum := v.GetKind().(*structpb.Value_NumberValue); !isNum {
+		return 0, false
+	}
+	n := v.GetNumberValue()
+	if n < 0 || n > 1e15 || n != n {
+		return 0, false
+	}
+	return int64(n), true
+}

@@ -1,0 +1,182 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferplane/inferplane/e2e/kubeenv"
+	pt "github.com/inferplane/inferplane/policy/policytest"
+	"github.com/inferplane/inferplane/webhook"
+)
+
+var env *kubeenv.Env
+
+func TestMain(m *testing.M) { os.Exit(kubeenv.Main(m, &env)) }
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// testLogger writes warnings and errors to stderr; the webhook's denials are logged at info.
+func testLogger() logr.Logger {
+	return logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// server is a webhook.Serve running in the test process on loopback.
+type server struct {
+	URL, MetricsURL, ProbeURL string
+	CA                        []byte
+	stop                      context.CancelFunc
+	done                      chan error
+}
+
+// startServer runs the webhook the way `inferplane webhook serve --dev` does: a self-signed pair
+// in a cert dir, TLS on 127.0.0.1. It returns once /readyz answers 200 (policy cache synced).
+func startServer(t testing.TB, o webhook.ServeOptions) *server {
+	t.Helper()
+	return startServerWithConfig(t, env.Config, o)
+}
+
+// startServerWithConfig is startServer with another identity (e.g. an impersonated
+// ServiceAccount).
+func startServerWithConfig(t testing.TB, cfg *rest.Config, o webhook.ServeOptions) *server {
+	t.Helper()
+	port, mport, pport := freePort(t), freePort(t), freePort(t)
+	if o.CertDir == "" {
+		o.CertDir = t.TempDir()
+	}
+	var ca []byte
+	if o.CertSecret == nil {
+		b, err := webhook.SelfSigned([]string{"127.0.0.1"}, time.Now(), time.Hour)
+		require.NoError(t, err)
+		require.NoError(t, b.WriteDir(o.CertDir))
+		ca = b.CA
+	}
+	o.Host, o.Port = "127.0.0.1", port
+	o.MetricsAddr, o.ProbeAddr = fmt.Sprintf("127.0.0.1:%d", mport), fmt.Sprintf("127.0.0.1:%d", pport)
+	o.ShutdownTimeout = 5 * time.Second
+	o.Logger = testLogger()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{
+		URL: fmt.Sprintf("https://127.0.0.1:%d", port), MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", mport),
+		ProbeURL: fmt.Sprintf("http://127.0.0.1:%d", pport), CA: ca, stop: cancel, done: make(chan error, 1),
+	}
+	go func() { s.done <- webhook.Serve(ctx, cfg, o) }()
+	t.Cleanup(func() { s.Stop(t) })
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-s.done:
+			s.done <- err
+			return false, fmt.Errorf("the webhook stopped: %v", err)
+		default:
+		}
+		code, _ := get(s.ProbeURL + "/readyz")
+		return code == http.StatusOK, nil
+	})
+	require.NoError(t, err, "webhook not ready")
+	return s
+}
+
+// Stop cancels the server's context (what SIGTERM does in the CLI) and waits for it to drain.
+func (s *server) Stop(t testing.TB) {
+	if s.stop == nil {
+		return
+	}
+	s.stop()
+	s.stop = nil
+	select {
+	case err := <-s.done:
+		require.NoError(t, err, "graceful shutdown")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the webhook did not stop within 30s of its context ending")
+	}
+}
+
+func get(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// register installs the ValidatingWebhookConfiguration that Manifests renders for a webhook at
+// url (out of cluster), and waits until the API server enforces it: a dry-run of a VM that
+// breaks the GPU rule comes back denied by our webhook.
+func register(t testing.TB, name, url string, ca []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	t.Helper()
+	objs, err := webhook.Manifests(webhook.ManifestOptions{ConfigurationName: name, URL: url, CABundle: ca})
+	require.NoError(t, err)
+	require.Len(t, objs, 1)
+	vwc := objs[0].(*admissionregistrationv1.ValidatingWebhookConfiguration)
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, vwc))
+	t.Cleanup(func() { unregister(t, vwc) })
+	waitEnforced(t)
+	return vwc
+}
+
+func unregister(t testing.TB, vwc *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	err := env.Client.Delete(context.Background(), vwc)
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("delete %s: %v", vwc.Name, err)
+	}
+	// The API server drops a deleted configuration from its admission chain a moment later.
+	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return env.DryRun(ctx, probeVM()) == nil, nil
+	})
+}
+
+// probeVM breaks the GPU rule: one GPU where the master needs four.
+func probeVM() client.Object {
+	vm := pt.VM("probe", 0, 0, pt.Master("qwen-4", 4), pt.H100())
+	vm.Spec.Template.Spec.Domain.Devices.GPUs = vm.Spec.Template.Spec.Domain.Devices.GPUs[:1]
+	return vm
+}
+
+func waitEnforced(t testing.TB) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = env.DryRun(ctx, probeVM())
+		return last != nil && strings.Contains(last.Error(), "denied the request"), nil
+	})
+	require.NoError(t, err, "the API server never called the webhook; last answer: %v", last)
+}
+
+// applyPolicyData creates the tenants, node types and masters of policytest in the cluster
+// (the objects a tenant's platform/ folder holds) and the tenant's namespace.
+func applyPolicyData(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range pt.Objects() {
+		err := env.Client.Create(ctx, o)
+		if apierrors.IsAlreadyExists(err) {
+			continue
+		}
+		require.NoError(t, err, "%T %s", o, o.GetName())
+	}
+	require.NoError(t, env.EnsureNamespace(ctx, "acme"))
+}

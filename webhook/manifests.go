@@ -1,0 +1,347 @@
+package webhook
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/manifest"
+	"github.com/inferplane/inferplane/policy"
+)
+
+// Defaults of ManifestOptions.
+const (
+	DefaultNamespace               = "inferplane-system"
+	DefaultName                    = "inferplane-webhook"
+	DefaultConfigurationName       = "inferplane-policy"
+	DefaultImage                   = "ghcr.io/inferplane/inferplane:latest"
+	DefaultReplicas          int32 = 2
+	DefaultTimeoutSeconds    int32 = 5
+)
+
+// ManifestOptions shape the install manifests. The zero value installs the webhook in
+// inferplane-system, two replicas, with a certificate it keeps in a Secret itself.
+type ManifestOptions struct {
+	Namespace string
+	// Name names the Deployment, Service, ServiceAccount, RBAC objects and the TLS Secret
+	// (<name>-tls).
+	Name string
+	// ConfigurationName names the ValidatingWebhookConfiguration.
+	ConfigurationName string
+	Image             string
+	Replicas          int32
+	// TimeoutSeconds is how long the API server waits for a decision (1 to 30) before it fails
+	// the request closed.
+	TimeoutSeconds int32
+	// URL, when set, points the API server at a webhook outside the cluster (e.g.
+	// `inferplane webhook serve --dev` on a workstation) instead of the in-cluster Service;
+	// only the ValidatingWebhookConfiguration is rendered, with CABundle.
+	URL      string
+	CABundle []byte
+}
+
+func (o *ManifestOptions) defaults() error {
+	o.Namespace = cmp.Or(o.Namespace, DefaultNamespace)
+	o.Name = cmp.Or(o.Name, DefaultName)
+	o.ConfigurationName = cmp.Or(o.ConfigurationName, DefaultConfigurationName)
+	o.Image = cmp.Or(o.Image, DefaultImage)
+	o.Replicas = cmp.Or(o.Replicas, DefaultReplicas)
+	o.TimeoutSeconds = cmp.Or(o.TimeoutSeconds, DefaultTimeoutSeconds)
+	var errs []error
+	for _, f := range []struct{ field, v string }{{"namespace", o.Namespace}, {"name", o.Name}} {
+		if msgs := validation.IsDNS1123Label(f.v); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s %q: %s", f.field, f.v, msgs[0]))
+		}
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.ConfigurationName); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("configuration name %q: %s", o.ConfigurationName, msgs[0]))
+	}
+	if o.Replicas < 1 {
+		errs = append(errs, fmt.Errorf("replicas is %d, must be at least 1", o.Replicas))
+	}
+	if o.TimeoutSeconds < 1 || o.TimeoutSeconds > 30 {
+		errs = append(errs, fmt.Errorf("timeout is %ds, must be 1 to 30 (the API server's limit)", o.TimeoutSeconds))
+	}
+	if o.URL != "" {
+		u, err := url.Parse(o.URL)
+		if err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			errs = append(errs, fmt.Errorf("url %q: must be https://host[:port] without user, query or fragment", o.URL))
+		}
+		if len(o.CABundle) == 0 {
+			errs = append(errs, errors.New("a webhook URL needs the CA bundle that signed its certificate"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Hosts are the names the API server reaches the webhook's Service by: its serving certificate
+// must cover them.
+func Hosts(namespace, name string) []string {
+	return []string{name + "." + namespace + ".svc", name + "." + namespace + ".svc.cluster.local", name + "." + namespace, name}
+}
+
+// labels every object of the install carries.
+func installLabels(name string) map[string]string {
+	return map[string]string{
+		v1alpha1.LabelManagedBy:       v1alpha1.ManagedByValue,
+		"app.kubernetes.io/name":      name,
+		"app.kubernetes.io/component": "webhook",
+	}
+}
+
+// Manifests returns the webhook's install objects, typed and in apply order: Namespace,
+// ServiceAccount, ClusterRole and binding (read the policy data, fill in the caBundle), Role and
+// binding (the TLS Secret), Service, Deployment, PodDisruptionBudget and the
+// ValidatingWebhookConfiguration. It is pure: the generator renders the same objects into each
+// tenant's platform add-ons and `inferplane webhook manifests` prints them.
+func Manifests(o ManifestOptions) ([]client.Object, error) {
+	if err := o.defaults(); err != nil {
+		return nil, fmt.Errorf("webhook manifests: %w", err)
+	}
+	if o.URL != "" {
+		return []client.Object{configuration(o)}, nil
+	}
+	labels := installLabels(o.Name)
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: installLabels(o.Name)}
+	}
+	secretName := o.Name + "-tls"
+	selector := map[string]string{"app.kubernetes.io/name": o.Name, "app.kubernetes.io/component": "webhook"}
+
+	ns := &corev1.Namespace{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: o.Namespace, Labels: labels},
+	}
+	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(o.Name)}
+	clusterRole := &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: labels},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"tenants", "nodetypes", "modelmasters"},
+				Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"validatingwebhookconfigurations"},
+				ResourceNames: []string{o.ConfigurationName}, Verbs: []string{"get", "update"}},
+		},
+	}
+	clusterBinding := &rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: labels},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: o.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: o.Name}},
+	}
+	role := &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
+		ObjectMeta: meta(o.Name),
+		Rules: []rbacv1.PolicyRule{
+			// create cannot be limited by name; get and update can.
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{secretName}, Verbs: []string{"get", "update"}},
+		},
+	}
+	roleBinding := &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
+		ObjectMeta: meta(o.Name),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: o.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: o.Name}},
+	}
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: meta(o.Name),
+		Spec: corev1.ServiceSpec{
+			Selector: selector,
+			Ports: []corev1.ServicePort{{Name: "webhook", Port: 443, TargetPort: intstr.FromString("webhook"), Protocol: corev1.ProtocolTCP},
+				{Name: "metrics", Port: 8080, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	certDir := "/var/run/inferplane/webhook-certs"
+	falseV, trueV := false, true
+	var uid int64 = 65532
+	grace := int64(DefaultShutdownTimeout.Seconds()) + 10
+	podLabels := installLabels(o.Name)
+	deploy := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"},
+		ObjectMeta: meta(o.Name),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &o.Replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr(intstr.FromInt32(0)), MaxSurge: ptr(intstr.FromInt32(1)),
+			}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: map[string]string{
+					"prometheus.io/scrape": "true", "prometheus.io/port": "8080",
+				}},
+				Spec: corev1.PodSpec{
+					ServiceAccountName:            o.Name,
+					TerminationGracePeriodSeconds: &grace,
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot: &trueV, RunAsUser: &uid, RunAsGroup: &uid,
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					// Spread replicas so that losing a node leaves one deciding.
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
+					}},
+					Containers: []corev1.Container{{
+						Name:  "webhook",
+						Image: o.Image,
+						Args: []string{
+							"webhook", "serve",
+							"--port=" + strconv.Itoa(DefaultPort),
+							"--cert-dir=" + certDir,
+							"--tls-secret=" + o.Namespace + "/" + secretName,
+							"--service=" + o.Namespace + "/" + o.Name,
+							"--webhook-configuration=" + o.ConfigurationName,
+							"--metrics-bind-address=" + DefaultMetricsAddr,
+							"--health-probe-bind-address=" + DefaultProbeAddr,
+						},
+						Ports: []corev1.ContainerPort{
+							{Name: "webhook", ContainerPort: DefaultPort, Protocol: corev1.ProtocolTCP},
+							{Name: "metrics", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
+							{Name: "probes", ContainerPort: 8081, Protocol: corev1.ProtocolTCP},
+						},
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+							Path: "/readyz", Port: intstr.FromString("probes")}}, PeriodSeconds: 5},
+						LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+							Path: "/healthz", Port: intstr.FromString("probes")}}, PeriodSeconds: 10, FailureThreshold: 3},
+						// Keep serving while the endpoint is removed from the Service, then drain.
+						Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}},
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+						},
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: &falseV, ReadOnlyRootFilesystem: &trueV,
+							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+						VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: certDir}},
+					}},
+					Volumes: []corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+						Medium: corev1.StorageMediumMemory, SizeLimit: ptr(resource.MustParse("1Mi")),
+					}}}},
+				},
+			},
+		},
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1.SchemeGroupVersion.String(), Kind: "PodDisruptionBudget"},
+		ObjectMeta: meta(o.Name),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr(intstr.FromInt32(1)),
+			Selector:     &metav1.LabelSelector{MatchLabels: selector},
+		},
+	}
+	return []client.Object{ns, sa, clusterRole, clusterBinding, role, roleBinding, svc, deploy, pdb, configuration(o)}, nil
+}
+
+// policyChangeCEL is true for a CREATE and for an UPDATE that changes what the policy reads:
+// the spec or an inferplane.io/ label or annotation. A VMI's status, KubeVirt's own labels and
+// finalizers are written through the main resource; without this condition each of those
+// writes would call the webhook (and fail closed while it is down). policy.Unchanged is the
+// same test in Go.
+const policyChangeCEL = `request.operation != 'UPDATE' ||
+(has(object.spec) ? object.spec : {}) != (has(oldObject.spec) ? oldObject.spec : {}) ||
+(has(object.metadata.labels) ? object.metadata.labels : {}).exists(k, k.startsWith('inferplane.io/') &&
+  !(has(oldObject.metadata.labels) && k in oldObject.metadata.labels && oldObject.metadata.labels[k] == object.metadata.labels[k])) ||
+(has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}).exists(k, k.startsWith('inferplane.io/') &&
+  !(has(object.metadata.labels) && k in object.metadata.labels)) ||
+(has(object.metadata.annotations) ? object.metadata.annotations : {}).exists(k, k.startsWith('inferplane.io/') &&
+  !(has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations && oldObject.metadata.annotations[k] == object.metadata.annotations[k])) ||
+(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}).exists(k, k.startsWith('inferplane.io/') &&
+  !(has(object.metadata.annotations) && k in object.metadata.annotations))`
+
+func configuration(o ManifestOptions) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	equivalent := admissionregistrationv1.Equivalent
+	namespaced, cluster := admissionregistrationv1.NamespacedScope, admissionregistrationv1.ClusterScope
+	var hooks []admissionregistrationv1.ValidatingWebhook
+	for _, ep := range Endpoints {
+		cc := admissionregistrationv1.WebhookClientConfig{CABundle: o.CABundle}
+		if o.URL != "" {
+			u := o.URL + ep.Path
+			cc.URL = &u
+		} else {
+			cc.Service = &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.Name, Path: ptr(ep.Path), Port: ptr(int32(443))}
+		}
+		scope := &namespaced
+		if ep.Kind == policy.GroupKindMaster {
+			scope = &cluster
+		}
+		hooks = append(hooks, admissionregistrationv1.ValidatingWebhook{
+			Name:         ep.Name,
+			ClientConfig: cc,
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{ep.Kind.Group}, APIVersions: []string{ep.Version},
+					Resources: []string{ep.Resource}, Scope: scope},
+			}},
+			// Only inferplane's workloads: the webhook guards them, not the whole cluster.
+			ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: v1alpha1.LabelTenant, Operator: metav1.LabelSelectorOpExists,
+			}}},
+			MatchConditions:         []admissionregistrationv1.MatchCondition{{Name: "policy-relevant-change", Expression: policyChangeCEL}},
+			FailurePolicy:           &fail,
+			MatchPolicy:             &equivalent,
+			SideEffects:             &none,
+			TimeoutSeconds:          &o.TimeoutSeconds,
+			AdmissionReviewVersions: []string{"v1"},
+		})
+	}
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingWebhookConfiguration"},
+		ObjectMeta: metav1.ObjectMeta{Name: o.ConfigurationName, Labels: installLabels(o.Name)},
+		Webhooks:   hooks,
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// YAML encodes objects as one YAML stream (what `inferplane webhook manifests` prints), without
+// the empty fields typed structs carry (creationTimestamp: null, status: {}).
+func YAML(objs []client.Object) ([]byte, error) {
+	docs := make([]any, 0, len(objs))
+	for _, o := range objs {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return nil, err
+		}
+		for _, md := range []map[string]any{nested(u, "metadata"), nested(u, "spec", "template", "metadata")} {
+			if md != nil && md["creationTimestamp"] == nil {
+				delete(md, "creationTimestamp")
+			}
+		}
+		if st, ok := u["status"].(map[string]any); ok && len(st) == 0 {
+			delete(u, "status")
+		}
+		docs = append(docs, u)
+	}
+	return manifest.Encode(docs...)
+}
+
+func nested(m map[string]any, keys ...string) map[string]any {
+	for _, k := range keys {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			return nil
+		}
+		m = next
+	}
+	return m
+}

@@ -1,0 +1,455 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/inferplane/inferplane/xds"
+	"github.com/inferplane/inferplane/xds/discovery"
+	"github.com/inferplane/inferplane/xds/health"
+	"github.com/inferplane/inferplane/xds/internal/adstest"
+	"github.com/inferplane/inferplane/xds/resources"
+	"github.com/inferplane/inferplane/xds/server"
+)
+
+const (
+	jobs     = 2000
+	perJob   = 5 // 10,000 endpoints
+	tenants  = 50
+	sessions = 100
+
+	childEnv  = "INFERPLANE_XDS_BENCH_CHILD"
+	childMode = "INFERPLANE_XDS_BENCH_MODE"
+	// modeOurs is inferplane's server: per-node snapshots plus its EndpointCache.
+	modeOurs = "ours"
+	// modeLinear is the same server with go-control-plane's LinearCache for endpoints.
+	modeLinear = "linear"
+	// modeSnapshot is the baseline: one go-control-plane snapshot cache for every type.
+	modeSnapshot = "snapshot"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(runChild(os.Getenv(childMode)))
+	}
+	os.Exit(m.Run())
+}
+
+// fleet is the benchmark's replicas: 2,000 jobs of 5 replicas in 50 tenants.
+func fleet() []discovery.Replica {
+	out := make([]discovery.Replica, 0, jobs*perJob)
+	for j := range jobs {
+		tenant := "t" + strconv.Itoa(j%tenants)
+		job := "job" + strconv.Itoa(j)
+		for r := range perJob {
+			n := j*perJob + r + 1
+			out = append(out, discovery.Replica{
+				Tenant: tenant, Job: job, Runtime: "vllm", RequireAPIKey: true, Index: strconv.Itoa(r),
+				Namespace: tenant, Name: fmt.Sprintf("%s-r%d-n0", job, r), Running: true, Ready: true,
+				Address: fmt.Sprintf("10.%d.%d.%d", n>>16&255, n>>8&255, n&255), Port: 8000,
+			})
+		}
+	}
+	return out
+}
+
+// nullProber: the benchmark makes the health decisions itself.
+type nullProber struct{}
+
+func (nullProber) SetTargets([]health.Target) {}
+
+// snapshotPublisher is the baseline a user would reach for: go-control-plane's snapshot cache
+// for every type, endpoints included, one snapshot for all nodes. Every change is a new
+// snapshot, and every node is sent every endpoint set again.
+type snapshotPublisher struct {
+	cache   cachev3.SnapshotCache
+	set     *resources.Set
+	cla     map[string]types.Resource
+	version int
+}
+
+type allNodes struct{}
+
+func (allNodes) ID(*corev3.Node) string { return "all" }
+
+func toResources[T types.Resource](in []T) []types.Resource {
+	out := make([]types.Resource, len(in))
+	for i, r := range in {
+		out[i] = r
+	}
+	return out
+}
+
+func (p *snapshotPublisher) publish(ctx context.Context) error {
+	p.version++
+	clas := make([]types.Resource, 0, len(p.set.LoadAssignments))
+	for _, c := range p.set.LoadAssignments {
+		clas = append(clas, p.cla[c.ClusterName])
+	}
+	snap, err := cachev3.NewSnapshot(strconv.Itoa(p.version), map[resourcev3.Type][]types.Resource{
+		resourcev3.ListenerType: toResources(p.set.Listeners),
+		resourcev3.RouteType:    toResources(p.set.Routes),
+		resourcev3.ClusterType:  toResources(p.set.Clusters),
+		resourcev3.EndpointType: clas,
+	})
+	if err != nil {
+		return err
+	}
+	return p.cache.SetSnapshot(ctx, "all", snap)
+}
+
+func (p *snapshotPublisher) SetConfig(ctx context.Context, set *resources.Set) error {
+	p.set = set
+	p.cla = map[string]types.Resource{}
+	for _, c := range set.LoadAssignments {
+		p.cla[c.ClusterName] = c
+	}
+	return p.publish(ctx)
+}
+
+func (p *snapshotPublisher) UpdateLoadAssignments(clas ...*endpointv3.ClusterLoadAssignment) error {
+	for _, c := range clas {
+		p.cla[c.ClusterName] = c
+	}
+	return p.publish(context.Background())
+}
+
+// runChild is the server process: it serves ADS on loopback, publishes the fleet, then takes
+// commands on stdin: "flip <replica key> up|down" and "mem" (answers "mem <heap> <rss>").
+func runChild(mode string) int {
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := grpc.NewServer(xds.GRPCServerOptions()...)
+	var pub xds.Publisher
+	switch mode {
+	case modeOurs, modeLinear:
+		srv := server.New(ctx, server.Options{Logger: log, LinearCache: mode == modeLinear})
+		srv.Register(g)
+		pub = srv
+	case modeSnapshot:
+		cache := cachev3.NewSnapshotCache(true, allNodes{}, nil)
+		discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, cache, nil))
+		pub = &snapshotPublisher{cache: cache}
+	default:
+		fmt.Fprintln(os.Stderr, "unknown mode", mode)
+		return 2
+	}
+	ctrl, err := xds.NewController(xds.ControllerConfig{Resources: resources.DefaultConfig("bench.example.com"), Logger: log}, pub, nullProber{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = g.Serve(lis) }()
+	updates := make(chan discovery.Update)
+	go ctrl.Run(ctx, updates)
+	reps := fleet()
+	updates <- discovery.Update{Replicas: reps}
+	for _, r := range reps {
+		ctrl.HealthChanged(health.Event{Target: health.Target{Key: r.Key(), URL: r.HealthURL("/health")}, Healthy: true})
+	}
+	for !ctrl.Ready() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	byKey := map[string]discovery.Replica{}
+	for _, r := range reps {
+		byKey[r.Key()] = r
+	}
+	reps = nil
+	if dir := os.Getenv("INFERPLANE_XDS_BENCH_PPROF"); dir != "" {
+		f, _ := os.Create(dir + "/cpu.pprof")
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	fmt.Printf("ready %s\n", lis.Addr())
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		f := strings.Fields(in.Text())
+		switch {
+		case len(f) == 3 && f[0] == "flip":
+			r := byKey[f[1]]
+			ctrl.HealthChanged(health.Event{Target: health.Target{Key: r.Key(), URL: r.HealthURL("/health")}, Healthy: f[2] == "up"})
+		case len(f) == 1 && f[0] == "mem":
+			// Twice: pooled buffers (gRPC's) survive one collection in sync.Pool's victim cache.
+			runtime.GC()
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			fmt.Printf("mem %d %d %d %d %d\n", ms.HeapInuse, rss("VmRSS:"), ms.HeapAlloc, ms.StackInuse, rss("VmHWM:"))
+			if dir := os.Getenv("INFERPLANE_XDS_BENCH_PPROF"); dir != "" {
+				f, _ := os.Create(dir + "/heap.pprof")
+				_ = pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}
+	}
+	return 0
+}
+
+// rss reads this process's resident set size (VmRSS) or its peak (VmHWM) from /proc (0 where
+// there is none).
+func rss(field string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// child is a running server process.
+type child struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Scanner
+	addr string
+}
+
+func startChild(b *testing.B, mode string) *child {
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1", childMode+"="+mode)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	c := &child{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	b.Cleanup(func() {
+		in.Close()
+		_ = cmd.Wait()
+	})
+	line := c.line(b)
+	addr, ok := strings.CutPrefix(line, "ready ")
+	if !ok {
+		b.Fatalf("child: %q", line)
+	}
+	c.addr = addr
+	return c
+}
+
+func (c *child) line(b *testing.B) string {
+	if !c.out.Scan() {
+		b.Fatalf("child ended: %v", c.out.Err())
+	}
+	return c.out.Text()
+}
+
+// memory is the server process's memory after two garbage collections, in MiB.
+type memory struct{ heapInuse, rss, peakRSS float64 }
+
+func (c *child) mem(b *testing.B) memory {
+	fmt.Fprintln(c.in, "mem")
+	f := strings.Fields(c.line(b))
+	mib := func(i int) float64 {
+		v, _ := strconv.ParseFloat(f[i], 64)
+		return v / (1 << 20)
+	}
+	return memory{heapInuse: mib(1), rss: mib(2), peakRSS: mib(5)}
+}
+
+// flip is the change every session waits for.
+type flip struct {
+	cluster string
+	want    int // endpoints in the new set
+	start   time.Time
+	left    atomic.Int32
+	done    chan time.Time
+}
+
+// BenchmarkHealthFlip measures, with 10,000 endpoints over 2,000 jobs and 100 ADS sessions,
+// the time from one replica's health change reaching the controller until all 100 sessions
+// have the job's new endpoint set, and the server process's memory.
+func BenchmarkHealthFlip(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		mode  string
+		delta bool
+		flips int
+	}{
+		{"inferplane/delta", modeOurs, true, 300},
+		{"inferplane/sotw", modeOurs, false, 300},
+		{"baseline=linear-cache/sotw", modeLinear, false, 30},
+		{"baseline=snapshot-cache/sotw", modeSnapshot, false, 10},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for range b.N {
+				runFlips(b, tc.mode, tc.delta, tc.flips)
+			}
+		})
+	}
+	printSummary()
+}
+
+func runFlips(b *testing.B, mode string, delta bool, flips int) {
+	b.StopTimer()
+	c := startChild(b, mode)
+	conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var current atomic.Pointer[flip]
+	seen := make([]atomic.Pointer[flip], sessions) // the last flip each session counted
+	agents := make([]*adstest.Agent, sessions)
+	connectStart := time.Now()
+	for i := range sessions {
+		i := i
+		a := &adstest.Agent{NodeID: fmt.Sprintf("envoy-%03d", i), Delta: delta, Discard: true,
+			OnEndpoints: func(cluster string, addrs []string, at time.Time) {
+				f := current.Load()
+				if f == nil || cluster != f.cluster || len(addrs) != f.want || seen[i].Load() == f {
+					return
+				}
+				seen[i].Store(f)
+				if f.left.Add(-1) == 0 {
+					f.done <- at
+				}
+			}}
+		if err := adstest.Start(ctx, conn, a); err != nil {
+			b.Fatal(err)
+		}
+		agents[i] = a
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for _, a := range agents {
+		for {
+			if _, n := a.Counts(); n >= jobs {
+				break
+			}
+			if time.Now().After(deadline) {
+				_, n := a.Counts()
+				b.Fatalf("%s: only %d load assignments after 5 minutes", a.NodeID, n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	initial := time.Since(connectStart)
+	time.Sleep(2 * time.Second) // let the last ACKs of the initial sync settle
+	before := c.mem(b)
+
+	var lat []time.Duration
+	down := map[string]bool{}
+	b.StartTimer()
+	for i := range flips {
+		j := (i * 7919) % jobs // spread over the jobs
+		key := fmt.Sprintf("t%d/job%d-r%d-n0", j%tenants, j, i%perJob)
+		up := down[key]
+		down[key] = !up
+		want := perJob - 1
+		if up {
+			want = perJob
+		}
+		f := &flip{cluster: fmt.Sprintf("t%d/job%d", j%tenants, j), want: want, done: make(chan time.Time, 1)}
+		f.left.Store(sessions)
+		current.Store(f)
+		f.start = time.Now()
+		fmt.Fprintf(c.in, "flip %s %s\n", key, map[bool]string{true: "up", false: "down"}[up])
+		select {
+		case at := <-f.done:
+			lat = append(lat, at.Sub(f.start))
+		case <-time.After(60 * time.Second):
+			b.Fatalf("flip %d (%s): %d sessions still without the update after 60 s", i, key, f.left.Load())
+		}
+	}
+	b.StopTimer()
+	after := c.mem(b)
+
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+	b.ReportMetric(float64(len(lat)), "flips")
+	heap := max(before.heapInuse, after.heapInuse)
+	b.ReportMetric(heap, "heap-MiB")
+	b.ReportMetric(after.rss, "rss-MiB")
+	b.ReportMetric(after.peakRSS, "peak-rss-MiB")
+	b.ReportMetric(initial.Seconds(), "initial-sync-s")
+	results = append(results, result{name: b.Name(), flips: len(lat), p50: pct(0.50), p99: pct(0.99),
+		max: float64(lat[len(lat)-1].Microseconds()) / 1000, heap: heap, rss: after.rss, peak: after.peakRSS, sync: initial.Seconds()})
+}
+
+type result struct {
+	name                                 string
+	flips                                int
+	p50, p99, max, heap, rss, peak, sync float64
+}
+
+// results collects the sub-benchmarks for the summary.
+var results []result
+
+func printSummary() {
+	if len(results) == 0 {
+		return
+	}
+	fmt.Printf("\nxDS health flip: %d endpoints over %d jobs, %d ADS sessions over gRPC on loopback; "+
+		"server in its own process (memory after GC; RSS after the flips, and its peak during the initial sync)\n",
+		jobs*perJob, jobs, sessions)
+	fmt.Printf("%-46s %6s %8s %8s %8s %9s %8s %9s %8s\n", "variant", "flips", "p50 ms", "p99 ms", "max ms", "heap MiB", "RSS MiB", "peak RSS", "sync s")
+	by := map[string]result{}
+	for _, r := range results {
+		short := r.name
+		if i := strings.Index(r.name, "/"); i >= 0 {
+			short = r.name[i+1:] // drop "BenchmarkHealthFlip/"
+		}
+		short = strings.TrimSuffix(short, "-"+strconv.Itoa(runtime.GOMAXPROCS(0)))
+		by[short] = r
+		fmt.Printf("%-46s %6d %8.1f %8.1f %8.1f %9.1f %8.1f %9.1f %8.1f\n", short, r.flips, r.p50, r.p99, r.max, r.heap, r.rss, r.peak, r.sync)
+	}
+	ours := by["inferplane/sotw"]
+	for _, base := range []string{"baseline=snapshot-cache/sotw", "baseline=linear-cache/sotw"} {
+		if b, ok := by[base]; ok && ours.p99 > 0 {
+			fmt.Printf("state of the world, %s vs inferplane: p50 %.1fx, p99 %.1fx slower\n", strings.TrimPrefix(base, "baseline="), b.p50/ours.p50, b.p99/ours.p99)
+		}
+	}
+	if d, ok := by["inferplane/delta"]; ok && ours.p99 > 0 {
+		fmt.Printf("inferplane, delta vs state of the world: p50 %.1fx, p99 %.1fx faster\n", ours.p50/d.p50, ours.p99/d.p99)
+	}
+	fmt.Println("goal: p99 < 100 ms, memory < 200 MiB")
+}

@@ -1,0 +1,494 @@
+// Package xds is inferplane's xDS server process: it joins replica discovery (xds/discovery),
+// health probing (xds/health), the pure resource builder (xds/resources) and the ADS server
+// (xds/server). The Controller decides which replicas Envoy gets; Serve runs the whole process
+// with its gRPC and admin listeners.
+package xds
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inferplane/inferplane/xds/discovery"
+	"github.com/inferplane/inferplane/xds/health"
+	"github.com/inferplane/inferplane/xds/resources"
+)
+
+// Publisher is where the Controller sends resources (xds/server.Server).
+type Publisher interface {
+	SetConfig(ctx context.Context, set *resources.Set) error
+	UpdateLoadAssignments(clas ...*endpointv3.ClusterLoadAssignment) error
+}
+
+// Prober probes the replicas the Controller names (xds/health.Checker).
+type Prober interface {
+	SetTargets([]health.Target)
+}
+
+// ControllerConfig configures a Controller.
+type ControllerConfig struct {
+	Resources resources.Config
+	// Filters adds the API-key and usage filters to the listener; nil adds none.
+	Filters resources.Filters
+	// HealthPath is the path probed on each replica (health.Config.Path).
+	HealthPath string
+	// InitialProbeWait bounds how long the first configuration waits for the first probe of
+	// every replica found at start (so a restart does not publish empty endpoints).
+	InitialProbeWait time.Duration
+	// RetryInterval is how soon a configuration that failed to build is tried again.
+	RetryInterval time.Duration
+	Logger        *slog.Logger
+	Registerer    prometheus.Registerer
+}
+
+// Controller turns discovered replicas and their probe results into published resources. A
+// replica is served when its VMI is Running with an IP, its Ready condition is true and its
+// probes say it is up. Health changes republish only the affected job's endpoints; changes to
+// the set of jobs (or their runtime or key requirement) republish the configuration.
+type Controller struct {
+	cfg     ControllerConfig
+	pub     Publisher
+	prober  Prober
+	log     *slog.Logger
+	metrics *controllerMetrics
+
+	events chan health.Event
+
+	mu          sync.Mutex
+	initialized bool
+	replicas    map[string]discovery.Replica   // by replica key
+	byJob       map[string][]discovery.Replica // by job key, lowest replica first
+	publishedOK bool                           // a configuration has been published
+	probes      map[string]probeState          // by replica key
+	problems    map[string]bool
+	published   map[string]publishedJob // by job key
+	lastErr     error
+	pending     map[string]bool // replicas whose first probe the first publish waits for
+	retry       bool            // the last configuration failed to build or publish
+}
+
+type probeState struct {
+	url     string
+	healthy bool
+	reason  string
+}
+
+type publishedJob struct {
+	info     resources.EndpointInfo
+	replicas []resources.Replica
+}
+
+// NewController returns a Controller; Run drives it.
+func NewController(cfg ControllerConfig, pub Publisher, prober Prober) (*Controller, error) {
+	if err := cfg.Resources.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.HealthPath = cmp.Or(cfg.HealthPath, "/health")
+	cfg.InitialProbeWait = cmp.Or(cfg.InitialProbeWait, 3*time.Second)
+	cfg.RetryInterval = cmp.Or(cfg.RetryInterval, 5*time.Second)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Controller{
+		cfg:       cfg,
+		pub:       pub,
+		prober:    prober,
+		log:       log,
+		metrics:   newControllerMetrics(cfg.Registerer),
+		events:    make(chan health.Event, 1024),
+		replicas:  map[string]discovery.Replica{},
+		probes:    map[string]probeState{},
+		problems:  map[string]bool{},
+		published: map[string]publishedJob{},
+	}, nil
+}
+
+// HealthChanged takes a probe decision (health.Checker's OnChange).
+func (c *Controller) HealthChanged(ev health.Event) { c.events <- ev }
+
+// Run processes source updates and health events until ctx ends.
+func (c *Controller) Run(ctx context.Context, updates <-chan discovery.Update) {
+	var initialWait <-chan time.Time
+	retry := time.NewTicker(c.cfg.RetryInterval)
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u := <-updates:
+			if c.applyUpdate(ctx, u) && initialWait == nil {
+				initialWait = time.After(c.cfg.InitialProbeWait)
+			}
+		case ev := <-c.events:
+			c.applyHealth(ctx, ev)
+		case <-initialWait:
+			c.mu.Lock()
+			if !c.initialized {
+				c.log.Warn("publishing before every replica answered its first probe", "waitingFor", len(c.pending))
+				c.publishAll(ctx)
+			}
+			c.mu.Unlock()
+		case <-retry.C:
+			c.mu.Lock()
+			if c.initialized && c.retry {
+				c.publishAll(ctx)
+			}
+			c.mu.Unlock()
+		}
+	}
+}
+
+// applyUpdate takes a source's full state. It returns true when the first publish now waits
+// for first probes.
+func (c *Controller) applyUpdate(ctx context.Context, u discovery.Update) (startWait bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	problems := map[string]bool{}
+	for _, p := range u.Problems {
+		problems[p.String()] = true
+		if !c.problems[p.String()] {
+			c.log.Warn("discovery problem", "object", p.Object, "reason", p.Reason)
+		}
+	}
+	c.problems = problems
+	c.metrics.problems.Set(float64(len(problems)))
+
+	c.replicas = make(map[string]discovery.Replica, len(u.Replicas))
+	c.byJob = map[string][]discovery.Replica{}
+	var targets []health.Target
+	for _, r := range u.Replicas {
+		c.replicas[r.Key()] = r
+		c.byJob[r.JobKey()] = append(c.byJob[r.JobKey()], r)
+		if r.Candidate() {
+			targets = append(targets, health.Target{Key: r.Key(), URL: r.HealthURL(c.cfg.HealthPath)})
+		}
+	}
+	for _, reps := range c.byJob {
+		// The job's settings come from its lowest-numbered replica: the generator gives every
+		// replica the same, and during a change the first replica is the reference.
+		slices.SortFunc(reps, func(a, b discovery.Replica) int {
+			ai, _ := strconv.Atoi(a.Index)
+			bi, _ := strconv.Atoi(b.Index)
+			return cmp.Or(cmp.Compare(ai, bi), cmp.Compare(a.Name, b.Name))
+		})
+	}
+	// Forget probe results of replicas that left or moved to another address.
+	want := map[string]string{}
+	for _, t := range targets {
+		want[t.Key] = t.URL
+	}
+	for key, p := range c.probes {
+		if want[key] != p.url {
+			delete(c.probes, key)
+		}
+	}
+	c.prober.SetTargets(targets)
+
+	if !c.initialized {
+		c.pending = map[string]bool{}
+		for _, t := range targets {
+			if _, ok := c.probes[t.Key]; !ok {
+				c.pending[t.Key] = true
+			}
+		}
+		if len(c.pending) == 0 {
+			c.publishAll(ctx)
+			return false
+		}
+		c.log.Info("waiting for the first probe of every replica before the first publish",
+			"replicas", len(c.pending), "atMost", c.cfg.InitialProbeWait)
+		return true
+	}
+	c.reconcile(ctx)
+	return false
+}
+
+func (c *Controller) applyHealth(ctx context.Context, ev health.Event) {
+	start := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.replicas[ev.Key]
+	if !ok || !r.Candidate() || r.HealthURL(c.cfg.HealthPath) != ev.URL {
+		return // a result for a replica that has since left or moved
+	}
+	c.probes[ev.Key] = probeState{url: ev.URL, healthy: ev.Healthy, reason: ev.Reason}
+	if !c.initialized {
+		delete(c.pending, ev.Key)
+		if len(c.pending) == 0 {
+			c.publishAll(ctx)
+		}
+		return
+	}
+	c.reconcileJobs(ctx, r.JobKey())
+	c.metrics.healthToPublish.Observe(time.Since(start).Seconds())
+}
+
+// serving says whether a replica takes traffic now.
+func (c *Controller) serving(r discovery.Replica) bool {
+	if !r.Candidate() || !r.Ready {
+		return false
+	}
+	p, ok := c.probes[r.Key()]
+	return ok && p.healthy && p.url == r.HealthURL(c.cfg.HealthPath)
+}
+
+// endpoint is a job's endpoint with its serving replicas; mu is held.
+func (c *Controller) endpoint(jobKey string) (*resources.Endpoint, bool) {
+	reps := c.byJob[jobKey]
+	if len(reps) == 0 {
+		return nil, false
+	}
+	ref := reps[0]
+	ep := &resources.Endpoint{EndpointInfo: resources.EndpointInfo{
+		Tenant: ref.Tenant, Job: ref.Job, Runtime: ref.Runtime, RequireAPIKey: ref.RequireAPIKey,
+	}}
+	seen := map[string]bool{}
+	for _, r := range reps {
+		if !c.serving(r) || seen[r.HostPort()] {
+			continue
+		}
+		seen[r.HostPort()] = true
+		ep.Replicas = append(ep.Replicas, resources.Replica{Name: r.Name, Address: r.Address, Port: r.Port})
+	}
+	return ep, true
+}
+
+// jobs is every job's endpoint; mu is held.
+func (c *Controller) jobs() map[string]*resources.Endpoint {
+	out := make(map[string]*resources.Endpoint, len(c.byJob))
+	for key := range c.byJob {
+		out[key], _ = c.endpoint(key)
+	}
+	return out
+}
+
+// reconcile publishes whatever differs from what was published; mu is held.
+func (c *Controller) reconcile(ctx context.Context) {
+	jobs := c.jobs()
+	if len(jobs) != len(c.published) {
+		c.publishAll(ctx)
+		return
+	}
+	for key, ep := range jobs {
+		if p, ok := c.published[key]; !ok || p.info != ep.EndpointInfo {
+			c.publishAll(ctx)
+			return
+		}
+	}
+	c.publishEndpoints(jobs, slices.Collect(maps.Keys(jobs)))
+}
+
+// reconcileJobs republishes the endpoints of the given jobs if they changed; mu is held.
+func (c *Controller) reconcileJobs(ctx context.Context, keys ...string) {
+	jobs := make(map[string]*resources.Endpoint, len(keys))
+	for _, k := range keys {
+		ep, ok := c.endpoint(k)
+		if _, pub := c.published[k]; !ok || !pub || c.published[k].info != ep.EndpointInfo {
+			c.reconcile(ctx) // the configuration itself must change
+			return
+		}
+		jobs[k] = ep
+	}
+	c.publishEndpoints(jobs, keys)
+}
+
+func (c *Controller) publishEndpoints(jobs map[string]*resources.Endpoint, keys []string) {
+	var clas []*endpointv3.ClusterLoadAssignment
+	for _, k := range keys {
+		ep, ok := jobs[k]
+		if !ok {
+			continue
+		}
+		p := c.published[k]
+		if slices.Equal(p.replicas, sortedReplicas(ep.Replicas)) {
+			continue
+		}
+		clas = append(clas, resources.LoadAssignment(*ep))
+		p.replicas = sortedReplicas(ep.Replicas)
+		c.published[k] = p
+		c.log.Info("endpoints changed", "endpoint", k, "serving", len(ep.Replicas))
+	}
+	if len(clas) == 0 {
+		return
+	}
+	if err := c.pub.UpdateLoadAssignments(clas...); err != nil {
+		c.fail(fmt.Errorf("publish endpoints: %w", err))
+		return
+	}
+	c.updateGauges()
+}
+
+// publishAll builds and publishes the whole configuration; mu is held. On error the last good
+// configuration stays in force and the Run loop retries.
+func (c *Controller) publishAll(ctx context.Context) {
+	c.initialized = true
+	c.pending = nil
+	jobs := c.jobs()
+	eps := make([]resources.Endpoint, 0, len(jobs))
+	for _, ep := range jobs {
+		eps = append(eps, *ep)
+	}
+	set, err := resources.Build(c.cfg.Resources, eps, c.cfg.Filters)
+	if err != nil {
+		c.fail(fmt.Errorf("build configuration: %w", err))
+		return
+	}
+	if err := c.pub.SetConfig(ctx, set); err != nil {
+		c.fail(fmt.Errorf("publish configuration: %w", err))
+		return
+	}
+	c.published = make(map[string]publishedJob, len(jobs))
+	for k, ep := range jobs {
+		c.published[k] = publishedJob{info: ep.EndpointInfo, replicas: sortedReplicas(ep.Replicas)}
+	}
+	c.retry, c.lastErr, c.publishedOK = false, nil, true
+	c.updateGauges()
+}
+
+func (c *Controller) fail(err error) {
+	c.retry, c.lastErr = true, err
+	c.metrics.publishErrors.Inc()
+	c.log.Error("keeping the last published configuration", "error", err)
+}
+
+func (c *Controller) updateGauges() {
+	serving := 0
+	for _, p := range c.published {
+		serving += len(p.replicas)
+	}
+	c.metrics.jobs.Set(float64(len(c.published)))
+	c.metrics.replicas.WithLabelValues("serving").Set(float64(serving))
+	c.metrics.replicas.WithLabelValues("known").Set(float64(len(c.replicas)))
+}
+
+func sortedReplicas(in []resources.Replica) []resources.Replica {
+	out := slices.Clone(in)
+	slices.SortFunc(out, func(a, b resources.Replica) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))
+	})
+	return out
+}
+
+// Ready says whether the first configuration has been published.
+func (c *Controller) Ready() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.publishedOK
+}
+
+// Problems lists what the source skipped or read with a default, and the last error of
+// building or publishing a configuration (empty once a later one succeeded).
+func (c *Controller) Problems() (problems []string, lastErr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	problems = slices.Sorted(maps.Keys(c.problems))
+	if problems == nil {
+		problems = []string{}
+	}
+	if c.lastErr != nil {
+		lastErr = c.lastErr.Error()
+	}
+	return problems, lastErr
+}
+
+// EndpointStatus is one endpoint as the status page shows it.
+type EndpointStatus struct {
+	Endpoint      string          `json:"endpoint"`
+	Host          string          `json:"host"`
+	Runtime       string          `json:"runtime"`
+	RequireAPIKey bool            `json:"requireAPIKey"`
+	Serving       int             `json:"serving"`
+	Replicas      []ReplicaStatus `json:"replicas"`
+}
+
+// ReplicaStatus is one replica's state and why it does or does not take traffic.
+type ReplicaStatus struct {
+	Name    string `json:"name"`
+	Address string `json:"address,omitempty"`
+	Running bool   `json:"running"`
+	Ready   bool   `json:"ready"`
+	// Probe is "up", "down" or "unknown", with the last probe's result.
+	Probe   string `json:"probe"`
+	Result  string `json:"result,omitempty"`
+	Serving bool   `json:"serving"`
+}
+
+// Status lists every endpoint and replica, sorted, for the admin page and for other parts
+// of the process (the endpoint health view).
+func (c *Controller) Status() []EndpointStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	byJob := map[string]*EndpointStatus{}
+	for _, r := range c.replicas {
+		es := byJob[r.JobKey()]
+		if es == nil {
+			es = &EndpointStatus{Endpoint: r.JobKey(), Host: c.cfg.Resources.Host(r.Tenant, r.Job)}
+			byJob[r.JobKey()] = es
+		}
+		rs := ReplicaStatus{Name: r.Key(), Running: r.Running, Ready: r.Ready, Probe: "unknown", Serving: c.serving(r)}
+		rs.Address = r.HostPort()
+		if p, ok := c.probes[r.Key()]; ok {
+			rs.Probe = map[bool]string{true: "up", false: "down"}[p.healthy]
+			rs.Result = p.reason
+		}
+		if rs.Serving {
+			es.Serving++
+		}
+		es.Replicas = append(es.Replicas, rs)
+	}
+	out := make([]EndpointStatus, 0, len(byJob))
+	for k, es := range byJob {
+		if p, ok := c.published[k]; ok {
+			es.Runtime, es.RequireAPIKey = p.info.Runtime, p.info.RequireAPIKey
+		}
+		slices.SortFunc(es.Replicas, func(a, b ReplicaStatus) int { return cmp.Compare(a.Name, b.Name) })
+		out = append(out, *es)
+	}
+	slices.SortFunc(out, func(a, b EndpointStatus) int { return cmp.Compare(a.Endpoint, b.Endpoint) })
+	return out
+}
+
+type controllerMetrics struct {
+	jobs            prometheus.Gauge
+	replicas        *prometheus.GaugeVec
+	problems        prometheus.Gauge
+	publishErrors   prometheus.Counter
+	healthToPublish prometheus.Histogram
+}
+
+func newControllerMetrics(reg prometheus.Registerer) *controllerMetrics {
+	m := &controllerMetrics{
+		jobs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inferplane_xds_endpoints", Help: "Job endpoints in the published configuration.",
+		}),
+		replicas: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inferplane_xds_replicas", Help: "Replicas discovered (known) and taking traffic (serving).",
+		}, []string{"state"}),
+		problems: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inferplane_xds_discovery_problems", Help: "Objects the source skipped or read with a default (see the logs).",
+		}),
+		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inferplane_xds_publish_errors_total", Help: "Configurations that could not be built or published (the last good one stays).",
+		}),
+		healthToPublish: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "inferplane_xds_health_publish_seconds",
+			Help:    "Time from a replica's health change to its endpoints being handed to the ADS server.",
+			Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10),
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.jobs, m.replicas, m.problems, m.publishErrors, m.healthToPublish)
+	}
+	return m
+}

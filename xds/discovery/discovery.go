@@ -1,0 +1,95 @@
+// Package discovery finds the replicas of inferplane's jobs: from the KubeVirt VMIs the
+// generator's VirtualMachines create (Kube), or from a YAML file for local runs (File). A
+// source reports the whole picture every time it changes; deciding what Envoy gets is the
+// caller's job.
+package discovery
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strconv"
+
+	"github.com/inferplane/inferplane/api/v1alpha1"
+)
+
+// Source reports the replicas it knows, in full, every time that changes.
+type Source interface {
+	// Run sends an Update on updates after its first complete read and after every change,
+	// until ctx ends. It returns an error when it cannot start; once started it keeps the last
+	// good state through outages (a lost API server, a bad file) and only reports them.
+	Run(ctx context.Context, updates chan<- Update) error
+}
+
+// Update is everything a source knows at one moment.
+type Update struct {
+	// Replicas are the head nodes of every replica of every job, serving or not.
+	Replicas []Replica
+	// Problems are objects or entries the source skipped or read with a default, and why.
+	Problems []Problem
+}
+
+// Problem says what is wrong with one object or entry.
+type Problem struct {
+	// Object names it: kind/namespace/name for Kubernetes, file:path for the file source.
+	Object string
+	Reason string
+}
+
+func (p Problem) String() string { return p.Object + ": " + p.Reason }
+
+// Replica is the head node of one replica of a job: the node that answers requests.
+type Replica struct {
+	Tenant        string
+	Job           string
+	Runtime       string
+	RequireAPIKey bool
+	// Index is the replica's number within its job ("0", "1", ...).
+	Index string
+
+	// Namespace and Name identify the head VMI (file source: the entry's name).
+	Namespace string
+	Name      string
+
+	// Running says the VM runs (VMI phase Running); Address is its serving IP, empty until
+	// KubeVirt reports one; Port is the model server's port.
+	Running bool
+	Address string
+	Port    uint32
+	// Ready is the VMI's Ready condition (KubeVirt's own readiness probes, when the VM defines
+	// them). The file source sets it to true.
+	Ready bool
+}
+
+// Key identifies a replica across updates.
+func (r Replica) Key() string { return r.Namespace + "/" + r.Name }
+
+// JobKey identifies the replica's job (the same as the job's cluster name in Envoy).
+func (r Replica) JobKey() string { return r.Tenant + "/" + r.Job }
+
+// Candidate says whether the replica can be probed: running, with an address to probe.
+func (r Replica) Candidate() bool { return r.Running && r.Address != "" && r.Port != 0 }
+
+// HostPort is the serving address as ip:port ([ip]:port for IPv6); "" without an address.
+func (r Replica) HostPort() string {
+	ip, err := netip.ParseAddr(r.Address)
+	if err != nil {
+		return ""
+	}
+	return netip.AddrPortFrom(ip, uint16(r.Port)).String()
+}
+
+// HealthURL is the model server's health endpoint.
+func (r Replica) HealthURL(path string) string { return "http://" + r.HostPort() + path }
+
+// DefaultServingPort is used when a VMI carries no serving-port annotation: the port both
+// runtimes listen on in the guest.
+const DefaultServingPort = v1alpha1.ServingPort
+
+func parsePort(s string) (uint32, error) {
+	p, err := strconv.ParseUint(s, 10, 16)
+	if err != nil || p == 0 {
+		return 0, fmt.Errorf("%q: expected a port number 1-65535", s)
+	}
+	return uint32(p), nil
+}

@@ -1,0 +1,297 @@
+package discovery
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/xds/resources"
+)
+
+// Kube discovers replicas from KubeVirt VirtualMachineInstances through a controller-runtime
+// cache. It watches only VMIs labelled as inferplane's serving nodes (managed-by inferplane,
+// role head, with a tenant label), so a cluster's other VMs cost nothing.
+type Kube struct {
+	Config *rest.Config
+	// Namespaces limits the watch; empty watches every namespace.
+	Namespaces []string
+	// AllowForeignNamespace accepts a VMI whose namespace differs from its tenant label. Off
+	// by default: a tenant's workloads live in the namespace named after it, and a VMI that
+	// claims another tenant's label must not receive that tenant's traffic.
+	AllowForeignNamespace bool
+	// Debounce gathers a burst of VMI events into one update (default 50ms).
+	Debounce time.Duration
+	Logger   *slog.Logger
+	// OnWatchError, when set, is told about every failed list or watch (the API server is
+	// unreachable, access was revoked, ...). The last state stays in place meanwhile.
+	OnWatchError func(error)
+}
+
+// Selector is the label selector of the VMIs Kube watches.
+func Selector() labels.Selector {
+	must := func(key string, op selection.Operator, vals ...string) labels.Requirement {
+		r, err := labels.NewRequirement(key, op, vals)
+		if err != nil {
+			panic(err) // static keys and values: only a programming error gets here
+		}
+		return *r
+	}
+	return labels.NewSelector().Add(
+		must(v1alpha1.LabelManagedBy, selection.Equals, v1alpha1.ManagedByValue),
+		must(v1alpha1.LabelRole, selection.Equals, v1alpha1.RoleHead),
+		must(v1alpha1.LabelTenant, selection.Exists),
+	)
+}
+
+// Run implements Source.
+func (k *Kube) Run(ctx context.Context, updates chan<- Update) error {
+	log := k.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	debounce := cmp.Or(k.Debounce, 50*time.Millisecond)
+	scheme := k8sruntime.NewScheme()
+	if err := kubevirtv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	opts := cache.Options{
+		Scheme:               scheme,
+		DefaultLabelSelector: Selector(),
+		DefaultTransform:     trimVMI,
+		DefaultWatchErrorHandler: func(ctx context.Context, r *toolscache.Reflector, err error) {
+			log.Warn("watching VirtualMachineInstances failed; keeping the last known replicas", "error", err)
+			if k.OnWatchError != nil {
+				k.OnWatchError(err)
+			}
+			toolscache.DefaultWatchErrorHandler(ctx, r, err)
+		},
+	}
+	if len(k.Namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range k.Namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	c, err := cache.New(k.Config, opts)
+	if err != nil {
+		return fmt.Errorf("kubernetes source: %w", err)
+	}
+	inf, err := c.GetInformer(ctx, &kubevirtv1.VirtualMachineInstance{})
+	if err != nil {
+		return fmt.Errorf("kubernetes source: informer for VirtualMachineInstances: %w", err)
+	}
+	changed := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	}); err != nil {
+		return fmt.Errorf("kubernetes source: %w", err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var startErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		startErr = c.Start(ctx)
+	}()
+	defer wg.Wait()
+
+	log.Info("waiting for the VirtualMachineInstance cache to sync", "selector", Selector().String())
+	if !c.WaitForCacheSync(ctx) {
+		cancel()
+		wg.Wait()
+		if startErr != nil {
+			return fmt.Errorf("kubernetes source: %w", startErr)
+		}
+		return ctx.Err()
+	}
+	poke()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+		// Let a burst of events (a rollout, a resync) settle into one update.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(debounce):
+		}
+		var list kubevirtv1.VirtualMachineInstanceList
+		if err := c.List(ctx, &list); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			log.Error("listing cached VirtualMachineInstances", "error", err)
+			continue
+		}
+		u := k.convert(list.Items)
+		select {
+		case updates <- u:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (k *Kube) convert(vmis []kubevirtv1.VirtualMachineInstance) Update {
+	var u Update
+	for i := range vmis {
+		r, problems := ReplicaFromVMI(&vmis[i], k.AllowForeignNamespace)
+		u.Problems = append(u.Problems, problems...)
+		if r != nil {
+			u.Replicas = append(u.Replicas, *r)
+		}
+	}
+	slices.SortFunc(u.Replicas, func(a, b Replica) int { return cmp.Compare(a.Key(), b.Key()) })
+	return u
+}
+
+// ReplicaFromVMI reads one VMI by the workload contract (docs/design.md). It returns nil when
+// the VMI is not a serving node inferplane can route to, with the reasons; a VMI read with a
+// default (no serving-port annotation) comes back with a problem too.
+func ReplicaFromVMI(vmi *kubevirtv1.VirtualMachineInstance, allowForeignNamespace bool) (*Replica, []Problem) {
+	obj := "VirtualMachineInstance/" + vmi.Namespace + "/" + vmi.Name
+	var problems []Problem
+	skip := func(format string, args ...any) (*Replica, []Problem) {
+		return nil, append(problems, Problem{Object: obj, Reason: "skipped: " + fmt.Sprintf(format, args...)})
+	}
+	l, a := vmi.Labels, vmi.Annotations
+	if l[v1alpha1.LabelTenant] == "" {
+		return nil, nil // not inferplane's
+	}
+	if l[v1alpha1.LabelRole] != v1alpha1.RoleHead {
+		return nil, nil // workers add GPUs; they never serve
+	}
+	if rank, ok := l[v1alpha1.LabelNodeRank]; ok && rank != "0" {
+		return skip("label %s is head but %s is %q (the head is rank 0)", v1alpha1.LabelRole, v1alpha1.LabelNodeRank, rank)
+	}
+	r := &Replica{
+		Tenant:    l[v1alpha1.LabelTenant],
+		Job:       l[v1alpha1.LabelJob],
+		Runtime:   l[v1alpha1.LabelRuntime],
+		Index:     l[v1alpha1.LabelReplica],
+		Namespace: vmi.Namespace,
+		Name:      vmi.Name,
+	}
+	for _, f := range []struct{ label, value string }{
+		{v1alpha1.LabelTenant, r.Tenant}, {v1alpha1.LabelJob, r.Job},
+	} {
+		if errs := validation.IsDNS1123Label(f.value); len(errs) > 0 {
+			return skip("label %s %q: %s", f.label, f.value, strings.Join(errs, "; "))
+		}
+	}
+	if _, ok := resources.RuntimePaths(r.Runtime); !ok {
+		return skip("label %s %q: expected one of %s", v1alpha1.LabelRuntime, r.Runtime, strings.Join(resources.Runtimes(), ", "))
+	}
+	if r.Namespace != r.Tenant && !allowForeignNamespace {
+		return skip("namespace %q differs from label %s %q (a tenant's workloads live in the namespace named after it)",
+			r.Namespace, v1alpha1.LabelTenant, r.Tenant)
+	}
+	switch v, ok := a[v1alpha1.AnnotationServingPort]; {
+	case !ok:
+		r.Port = DefaultServingPort
+		problems = append(problems, Problem{Object: obj, Reason: fmt.Sprintf("annotation %s missing: using %d",
+			v1alpha1.AnnotationServingPort, DefaultServingPort)})
+	default:
+		p, err := parsePort(v)
+		if err != nil {
+			return skip("annotation %s %v", v1alpha1.AnnotationServingPort, err)
+		}
+		r.Port = p
+	}
+	switch v, ok := a[v1alpha1.AnnotationRequireAPIKey]; {
+	case !ok, v == "true":
+		r.RequireAPIKey = true // missing means the job's default: keys required
+	case v == "false":
+		r.RequireAPIKey = false
+	default:
+		// Fail closed: an unreadable value must not open the endpoint.
+		r.RequireAPIKey = true
+		problems = append(problems, Problem{Object: obj, Reason: fmt.Sprintf(
+			"annotation %s %q: expected \"true\" or \"false\"; requiring API keys", v1alpha1.AnnotationRequireAPIKey, v)})
+	}
+	r.Running = vmi.Status.Phase == kubevirtv1.Running
+	r.Address = servingIP(vmi)
+	if r.Address != "" {
+		if _, err := netip.ParseAddr(r.Address); err != nil {
+			problems = append(problems, Problem{Object: obj, Reason: fmt.Sprintf("status IP %q is not an IP address", r.Address)})
+			r.Address = ""
+		}
+	}
+	for _, c := range vmi.Status.Conditions {
+		if c.Type == kubevirtv1.VirtualMachineInstanceReady {
+			r.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	return r, problems
+}
+
+// servingIP is the IP of the VMI's pod-network interface (the one Services and Envoy reach);
+// secondary networks (Multus, InfiniBand) carry the replica's own traffic. When no interface
+// is named after the pod network, the first interface with an address is used (KubeVirt lists
+// the pod network first).
+func servingIP(vmi *kubevirtv1.VirtualMachineInstance) string {
+	for _, n := range vmi.Spec.Networks {
+		if n.Pod == nil {
+			continue
+		}
+		for _, itf := range vmi.Status.Interfaces {
+			if itf.Name == n.Name && itf.IP != "" {
+				return itf.IP
+			}
+		}
+	}
+	for _, itf := range vmi.Status.Interfaces {
+		if itf.IP != "" {
+			return itf.IP
+		}
+	}
+	return ""
+}
+
+// trimVMI keeps in the cache only what ReplicaFromVMI reads: a VMI's spec (disks, devices,
+// cloud-init) and managed fields are most of its size, and 10,000 of them add up.
+func trimVMI(obj any) (any, error) {
+	vmi, ok := obj.(*kubevirtv1.VirtualMachineInstance)
+	if !ok {
+		return obj, nil
+	}
+	vmi.ManagedFields = nil
+	vmi.Spec = kubevirtv1.VirtualMachineInstanceSpec{Networks: vmi.Spec.Networks}
+	vmi.Status = kubevirtv1.VirtualMachineInstanceStatus{
+		Phase:      vmi.Status.Phase,
+		Conditions: vmi.Status.Conditions,
+		Interfaces: vmi.Status.Interfaces,
+	}
+	return vmi, nil
+}
