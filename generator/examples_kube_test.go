@@ -2,6 +2,7 @@ package generator
 
 import (
 	"context"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -34,7 +35,7 @@ func TestBundledExamplesPassTheAPIServer(t *testing.T) {
 	kinds := map[string]int{}
 	for _, r := range runs {
 		tenant := r.tp.Tenant.Name
-		paths := slices.Sorted(mapKeys(r.files))
+		paths := slices.Sorted(maps.Keys(r.files))
 		mem := filesys.MakeFsInMemory()
 		jobDirs := map[string]bool{}
 		for _, p := range paths {

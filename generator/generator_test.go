@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -101,7 +102,7 @@ func TestGenerateGolden(t *testing.T) {
 		}
 		want := gentest.WorkTree(t, dir)
 		require.NotEmpty(t, want, "no golden tree for %s: run go test ./generator/ -update", tenant)
-		assert.ElementsMatch(t, slices.Sorted(mapKeys(want)), slices.Sorted(mapKeys(got)), "%s: the files", tenant)
+		assert.ElementsMatch(t, slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(got)), "%s: the files", tenant)
 		for p, w := range want {
 			if g, ok := got[p]; ok && !bytes.Equal(w, g) {
 				t.Errorf("%s/%s differs from the golden file (go test ./generator/ -update rewrites it):\n%s", tenant, p,
@@ -116,16 +117,6 @@ func TestGenerateGolden(t *testing.T) {
 	assert.Equal(t, map[string]publish.Status{"acme": publish.Unchanged, "globex": publish.Unchanged, "initech": publish.Unchanged}, statuses(rep))
 	assert.Equal(t, before, gentest.Snapshot(t, out), "a second run writes nothing")
 	assert.Contains(t, stdout, "globex: unchanged")
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func TestGenerateOneJobChangeTouchesOnlyItsTenant(t *testing.T) {

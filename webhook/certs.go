@@ -15,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/inferplane/inferplane/internal/fileutil"
 )
 
 // File names in a cert dir (controller-runtime's defaults, and the keys of a kubernetes.io/tls
@@ -135,30 +137,9 @@ func (b Bundle) WriteDir(dir string) error {
 		data []byte
 		mode os.FileMode
 	}{{CAFile, b.CA, 0o644}, {KeyFile, b.Key, 0o600}, {CertFile, b.Cert, 0o644}} {
-		if err := writeFileAtomic(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
+		if err := fileutil.WriteAtomic(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// writeFileAtomic replaces path in one rename, so the certificate watcher never reads half.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io/fs"
 	"os"
@@ -15,16 +14,11 @@ import (
 	"github.com/inferplane/inferplane/generator/render"
 )
 
-// runCLI runs the inferplane command line in-process and returns its output and error.
+// runCLI runs the command line and returns stdout and stderr together.
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.ExecuteContext(context.Background())
-	return out.String(), err
+	out, errOut, err := execCLI(context.Background(), args...)
+	return out + errOut, err
 }
 
 func TestGenerateCommandOnTheBundledExamples(t *testing.T) {

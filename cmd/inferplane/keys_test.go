@@ -16,17 +16,10 @@ import (
 	"github.com/inferplane/inferplane/usage"
 )
 
-// keysCLI runs the root command and returns stdout and stderr apart: create prints the key
-// alone on stdout.
+// keysCLI runs the command line: create prints the key alone on stdout.
 func keysCLI(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
-	cmd := newRootCmd()
-	var out, errb bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errb)
-	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(context.Background())
-	return out.String(), errb.String(), err
+	return execCLI(context.Background(), args...)
 }
 
 func exitOf(err error) int {

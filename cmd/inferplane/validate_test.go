@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -12,20 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// validateCLI runs the command line in-process with separate stdout and stderr, and returns
-// the exit code main would use.
+// validateCLI runs the command line and returns the exit code main would use.
 func validateCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	root := newRootCmd()
-	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		errOut.WriteString("inferplane: " + err.Error() + "\n")
-		return out.String(), errOut.String(), exitCode(err)
+	stdout, stderr, err := execCLI(context.Background(), args...)
+	if err != nil {
+		return stdout, stderr + "inferplane: " + err.Error() + "\n", exitCode(err)
 	}
-	return out.String(), errOut.String(), 0
+	return stdout, stderr, 0
 }
 
 const validateData = "testdata/validate"

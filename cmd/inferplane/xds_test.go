@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -26,18 +25,8 @@ import (
 	"github.com/inferplane/inferplane/auth/extauthz"
 )
 
-func xdsCLI(ctx context.Context, args ...string) (string, string, error) {
-	cmd := newRootCmd()
-	var out, errb bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errb)
-	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(ctx)
-	return out.String(), errb.String(), err
-}
-
 func TestXDSBootstrapCommand(t *testing.T) {
-	out, _, err := xdsCLI(context.Background(), "xds", "bootstrap", "--node-id", "envoy-7", "--xds-address", "xds.inferplane.svc:18000")
+	out, _, err := execCLI(context.Background(), "xds", "bootstrap", "--node-id", "envoy-7", "--xds-address", "xds.inferplane.svc:18000")
 	require.NoError(t, err)
 	js, err := yaml.YAMLToJSON([]byte(out))
 	require.NoError(t, err)
@@ -47,7 +36,7 @@ func TestXDSBootstrapCommand(t *testing.T) {
 	assert.Equal(t, corev3.ApiConfigSource_DELTA_GRPC, b.DynamicResources.AdsConfig.ApiType, "delta is the default")
 
 	path := filepath.Join(t.TempDir(), "envoy.yaml")
-	_, _, err = xdsCLI(context.Background(), "xds", "bootstrap", "--node-id", "a", "--api", "sotw", "-o", path)
+	_, _, err = execCLI(context.Background(), "xds", "bootstrap", "--node-id", "a", "--api", "sotw", "-o", path)
 	require.NoError(t, err)
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -81,7 +70,7 @@ func TestXDSCommandErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.want, func(t *testing.T) {
-			_, _, err := xdsCLI(context.Background(), tc.args...)
+			_, _, err := execCLI(context.Background(), tc.args...)
 			require.Error(t, err)
 			assert.Equal(t, tc.code, exitCode(err))
 			assert.Contains(t, err.Error(), tc.want)
@@ -92,7 +81,7 @@ func TestXDSCommandErrors(t *testing.T) {
 // writeKeySecret makes an API key secret file with `keys secret`.
 func writeKeySecret(t *testing.T) string {
 	t.Helper()
-	out, _, err := xdsCLI(context.Background(), "keys", "secret")
+	out, _, err := execCLI(context.Background(), "keys", "secret")
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "secret")
 	require.NoError(t, os.WriteFile(path, []byte(out), 0o600))
@@ -117,7 +106,7 @@ func TestXDSServeCommand(t *testing.T) {
 	require.NoError(t, os.WriteFile(eps, []byte("endpoints:\n- {tenant: acme, job: chat, replicas: [{address: 127.0.0.1, port: 9}]}\n"), 0o644))
 	secret := writeKeySecret(t)
 	store := filepath.Join(dir, "keys.db")
-	key, _, err := xdsCLI(context.Background(), "keys", "create", "--store-file", store, "--secret-file", secret, "--tenant", "acme")
+	key, _, err := execCLI(context.Background(), "keys", "create", "--store-file", store, "--secret-file", secret, "--tenant", "acme")
 	require.NoError(t, err)
 	key = strings.TrimSpace(key)
 	admin, grpcAddr := freePort(t), freePort(t)
@@ -125,7 +114,7 @@ func TestXDSServeCommand(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := xdsCLI(ctx, "xds", "serve", "--source", "file", "--file", eps, "--domain", "example.test",
+		_, _, err := execCLI(ctx, "xds", "serve", "--source", "file", "--file", eps, "--domain", "example.test",
 			"--grpc-address", grpcAddr, "--admin-address", admin, "--log-level", "warn",
 			"--keys-file", store, "--secret-file", secret)
 		done <- err

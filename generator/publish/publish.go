@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"path"
@@ -31,6 +32,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/inferplane/inferplane/internal/fileutil"
 )
 
 // Author is the author and committer of every commit the generator makes.
@@ -601,12 +604,12 @@ func push(ctx context.Context, repo *git.Repository, t Target) (bool, error) {
 // match the commit, touching only files whose bytes differ.
 func syncWorkTree(repo *git.Repository, dir string, files map[string][]byte, head plumbing.Hash) error {
 	changed := false
-	for _, p := range slices.Sorted(mapKeys(files)) {
+	for _, p := range slices.Sorted(maps.Keys(files)) {
 		full := filepath.Join(dir, filepath.FromSlash(p))
 		if cur, err := os.ReadFile(full); err == nil && string(cur) == string(files[p]) {
 			continue
 		}
-		if err := writeFileAtomic(full, files[p]); err != nil {
+		if err := fileutil.WriteAtomic(full, files[p], 0o644); err != nil {
 			return err
 		}
 		changed = true
@@ -620,39 +623,6 @@ func syncWorkTree(repo *git.Repository, dir string, files map[string][]byte, hea
 		return nil
 	}
 	return writeIndex(repo, dir, files, changed)
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
-func writeFileAtomic(full string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(full), ".inferplane-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), full)
 }
 
 // removeStrays deletes files and empty folders the rendered set does not have.
@@ -703,7 +673,7 @@ func removeStrays(dir string, files map[string][]byte) (bool, error) {
 // writeIndex makes the index list exactly files with their blob hashes and current stat data,
 // so `git status` in the folder is clean. It is left alone when it already matches.
 func writeIndex(repo *git.Repository, dir string, files map[string][]byte, force bool) error {
-	names := slices.Sorted(mapKeys(files))
+	names := slices.Sorted(maps.Keys(files))
 	if !force {
 		if idx, err := repo.Storer.Index(); err == nil && len(idx.Entries) == len(names) {
 			same := true

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -42,10 +43,14 @@ const (
 	tenants  = 50
 	sessions = 100
 
-	childEnv  = "INFERPLANE_XDS_BENCH_CHILD"
-	childMode = "INFERPLANE_XDS_BENCH_MODE"
-	// modeOurs is inferplane's server: per-node snapshots plus its EndpointCache.
+	childEnv    = "INFERPLANE_XDS_BENCH_CHILD"
+	childMode   = "INFERPLANE_XDS_BENCH_MODE"
+	childBudget = "INFERPLANE_XDS_BENCH_BUDGET"
+	// modeOurs is inferplane's server: one encoded configuration shared by every node, its
+	// EndpointCache, and the budget of bytes in flight.
 	modeOurs = "ours"
+	// modeUnbounded is the same server without the budget (every node's initial sync at once).
+	modeUnbounded = "unbounded"
 	// modeLinear is the same server with go-control-plane's LinearCache for endpoints.
 	modeLinear = "linear"
 	// modeSnapshot is the baseline: one go-control-plane snapshot cache for every type.
@@ -145,9 +150,22 @@ func runChild(mode string) int {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := grpc.NewServer(xds.GRPCServerOptions()...)
 	var pub xds.Publisher
+	peak := watchPeakHeap()
 	switch mode {
-	case modeOurs, modeLinear:
-		srv := server.New(ctx, server.Options{Logger: log, LinearCache: mode == modeLinear})
+	case modeOurs, modeLinear, modeUnbounded:
+		opts := server.Options{Logger: log, LinearCache: mode == modeLinear}
+		if mode == modeUnbounded {
+			opts.ResponseBudget = -1
+		} else if v := os.Getenv(childBudget); v != "" {
+			// For experiments: INFERPLANE_XDS_BENCH_BUDGET=<bytes> sets the budget.
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, childBudget, err)
+				return 2
+			}
+			opts.ResponseBudget = n
+		}
+		srv := server.New(ctx, opts)
 		srv.Register(g)
 		pub = srv
 	case modeSnapshot:
@@ -203,7 +221,7 @@ func runChild(mode string) int {
 			runtime.GC()
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
-			fmt.Printf("mem %d %d %d %d %d\n", ms.HeapInuse, rss("VmRSS:"), ms.HeapAlloc, ms.StackInuse, rss("VmHWM:"))
+			fmt.Printf("mem %d %d %d %d %d %d\n", ms.HeapInuse, rss("VmRSS:"), ms.HeapAlloc, ms.StackInuse, rss("VmHWM:"), peak.Load())
 			if dir := os.Getenv("INFERPLANE_XDS_BENCH_PPROF"); dir != "" {
 				f, _ := os.Create(dir + "/heap.pprof")
 				_ = pprof.WriteHeapProfile(f)
@@ -212,6 +230,35 @@ func runChild(mode string) int {
 		}
 	}
 	return 0
+}
+
+// watchPeakHeap samples the bytes of heap objects (live and not yet swept) every 10 ms and
+// keeps the highest; with INFERPLANE_XDS_BENCH_PPROF set, it writes a heap profile
+// (peak-heap.pprof: the live objects of the last collection) each time the peak grows by a
+// tenth, so the profile shows what the peak is made of.
+func watchPeakHeap() *atomic.Uint64 {
+	var peak atomic.Uint64
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	dir := os.Getenv("INFERPLANE_XDS_BENCH_PPROF")
+	go func() {
+		var written uint64
+		for range time.Tick(10 * time.Millisecond) {
+			metrics.Read(sample)
+			v := sample[0].Value.Uint64()
+			if v <= peak.Load() {
+				continue
+			}
+			peak.Store(v)
+			if dir != "" && v > written+written/10 {
+				written = v
+				if f, err := os.Create(dir + "/peak-heap.pprof"); err == nil {
+					_ = pprof.WriteHeapProfile(f)
+					f.Close()
+				}
+			}
+		}
+	}()
+	return &peak
 }
 
 // rss reads this process's resident set size (VmRSS) or its peak (VmHWM) from /proc (0 where
@@ -275,7 +322,7 @@ func (c *child) line(b *testing.B) string {
 }
 
 // memory is the server process's memory after two garbage collections, in MiB.
-type memory struct{ heapInuse, rss, peakRSS float64 }
+type memory struct{ heapInuse, rss, peakRSS, peakHeap float64 }
 
 func (c *child) mem(b *testing.B) memory {
 	fmt.Fprintln(c.in, "mem")
@@ -284,7 +331,7 @@ func (c *child) mem(b *testing.B) memory {
 		v, _ := strconv.ParseFloat(f[i], 64)
 		return v / (1 << 20)
 	}
-	return memory{heapInuse: mib(1), rss: mib(2), peakRSS: mib(5)}
+	return memory{heapInuse: mib(1), rss: mib(2), peakRSS: mib(5), peakHeap: mib(6)}
 }
 
 // flip is the change every session waits for.
@@ -308,6 +355,8 @@ func BenchmarkHealthFlip(b *testing.B) {
 	}{
 		{"inferplane/delta", modeOurs, true, 300},
 		{"inferplane/sotw", modeOurs, false, 300},
+		{"inferplane-unbounded/delta", modeUnbounded, true, 100},
+		{"inferplane-unbounded/sotw", modeUnbounded, false, 100},
 		{"baseline=linear-cache/sotw", modeLinear, false, 30},
 		{"baseline=snapshot-cache/sotw", modeSnapshot, false, 10},
 	} {
@@ -410,15 +459,18 @@ func runFlips(b *testing.B, mode string, delta bool, flips int) {
 	b.ReportMetric(heap, "heap-MiB")
 	b.ReportMetric(after.rss, "rss-MiB")
 	b.ReportMetric(after.peakRSS, "peak-rss-MiB")
+	b.ReportMetric(after.peakHeap, "peak-heap-MiB")
 	b.ReportMetric(initial.Seconds(), "initial-sync-s")
 	results = append(results, result{name: b.Name(), flips: len(lat), p50: pct(0.50), p99: pct(0.99),
-		max: float64(lat[len(lat)-1].Microseconds()) / 1000, heap: heap, rss: after.rss, peak: after.peakRSS, sync: initial.Seconds()})
+		max: float64(lat[len(lat)-1].Microseconds()) / 1000, heap: heap, rss: after.rss, peak: after.peakRSS,
+		peakHeap: after.peakHeap, sync: initial.Seconds()})
 }
 
 type result struct {
 	name                                 string
 	flips                                int
 	p50, p99, max, heap, rss, peak, sync float64
+	peakHeap                             float64
 }
 
 // results collects the sub-benchmarks for the summary.
@@ -429,9 +481,10 @@ func printSummary() {
 		return
 	}
 	fmt.Printf("\nxDS health flip: %d endpoints over %d jobs, %d ADS sessions over gRPC on loopback; "+
-		"server in its own process (memory after GC; RSS after the flips, and its peak during the initial sync)\n",
+		"server in its own process (memory after GC; RSS after the flips, and its peak during the initial sync;\n"+
+		"peak heap: heap objects sampled every 10 ms)\n",
 		jobs*perJob, jobs, sessions)
-	fmt.Printf("%-46s %6s %8s %8s %8s %9s %8s %9s %8s\n", "variant", "flips", "p50 ms", "p99 ms", "max ms", "heap MiB", "RSS MiB", "peak RSS", "sync s")
+	fmt.Printf("%-46s %6s %8s %8s %8s %9s %8s %9s %9s %8s\n", "variant", "flips", "p50 ms", "p99 ms", "max ms", "heap MiB", "RSS MiB", "peak RSS", "peak heap", "sync s")
 	by := map[string]result{}
 	for _, r := range results {
 		short := r.name
@@ -440,7 +493,7 @@ func printSummary() {
 		}
 		short = strings.TrimSuffix(short, "-"+strconv.Itoa(runtime.GOMAXPROCS(0)))
 		by[short] = r
-		fmt.Printf("%-46s %6d %8.1f %8.1f %8.1f %9.1f %8.1f %9.1f %8.1f\n", short, r.flips, r.p50, r.p99, r.max, r.heap, r.rss, r.peak, r.sync)
+		fmt.Printf("%-46s %6d %8.1f %8.1f %8.1f %9.1f %8.1f %9.1f %9.1f %8.1f\n", short, r.flips, r.p50, r.p99, r.max, r.heap, r.rss, r.peak, r.peakHeap, r.sync)
 	}
 	ours := by["inferplane/sotw"]
 	for _, base := range []string{"baseline=snapshot-cache/sotw", "baseline=linear-cache/sotw"} {

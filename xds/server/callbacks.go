@@ -87,8 +87,8 @@ func (s *Server) stream(key streamKey) *stream {
 	return v.(*stream)
 }
 
-// attach records the stream's node on its first request and gives a newly seen node the
-// current snapshot, so its first watches are answered at once.
+// attach records the stream's node on its first request. (Every node is served the same
+// configuration: nothing is kept per node but this count.)
 func (s *Server) attach(st *stream, node *corev3.Node) {
 	if st.node != "" || node == nil {
 		return
@@ -98,16 +98,11 @@ func (s *Server) attach(st *stream, node *corev3.Node) {
 	defer s.mu.Unlock()
 	s.nodes[st.node]++
 	s.metrics.nodes.Set(float64(len(s.nodes)))
-	if s.nodes[st.node] == 1 && s.current != nil {
-		if err := s.snapshots.SetSnapshot(context.Background(), st.node, s.current); err != nil {
-			s.log.Error("setting the snapshot of a new node", "node", st.node, "error", err)
-		}
-	}
 	s.log.Info("envoy node connected", "node", st.node, "cluster", node.GetCluster(), "delta", st.delta)
 }
 
-// closeStream forgets a node's snapshot when its last stream closes, so nodes that come and go
-// (Envoy pods rolled over) do not accumulate.
+// closeStream forgets a node when its last stream closes, so nodes that come and go (Envoy
+// pods rolled over) do not accumulate.
 func (s *Server) closeStream(key streamKey) {
 	st := s.stream(key)
 	s.streams.Delete(key)
@@ -119,7 +114,6 @@ func (s *Server) closeStream(key streamKey) {
 	s.nodes[st.node]--
 	if s.nodes[st.node] <= 0 {
 		delete(s.nodes, st.node)
-		s.snapshots.ClearSnapshot(st.node)
 		s.log.Info("envoy node disconnected", "node", st.node)
 	}
 	s.metrics.nodes.Set(float64(len(s.nodes)))

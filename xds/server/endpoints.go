@@ -45,22 +45,36 @@ import (
 type EndpointCache struct {
 	prefix string // distinguishes this process's versions from another's
 	seed   maphash.Seed
+	budget *budget // nil: large responses never wait
 
 	mu      sync.Mutex
 	seq     uint64
 	res     map[string]*entry
-	log     []change // ascending by seq
-	trimmed uint64   // changes up to this sequence are no longer in the log
-	sotw    map[*sotwWatch]struct{}
+	log     []change                // ascending by seq
+	trimmed uint64                  // changes up to this sequence are no longer in the log
+	sotw    map[*sotwWatch]struct{} // parked until a change they subscribe to
 	delta   map[*deltaWatch]struct{}
+	waiting map[any]struct{}               // watches with a response that waits for its share of the budget
 	sets    map[string]map[string]struct{} // recent subscription sets by fingerprint
 	setFIFO []string
 	logMax  int // changes kept in the log (tests lower it)
+
+	// fps remembers the fingerprints of recent requests' name lists by the lists' first
+	// element: nameTable gives every request with the same names the same slice.
+	fpMu   sync.Mutex
+	fps    map[*string]fpEntry
+	fpFIFO []*string
+}
+
+type fpEntry struct {
+	names []string // keeps the list (and so the key) alive
+	fp    string
 }
 
 type entry struct {
 	version string
 	any     *anypb.Any
+	delta   *discoveryv3.Resource // shared by every delta response
 	msg     *endpointv3.ClusterLoadAssignment
 }
 
@@ -70,17 +84,19 @@ type change struct {
 }
 
 type sotwWatch struct {
-	req  *cachev3.Request
-	sub  cachev3.Subscription
-	fp   string
-	resp chan cachev3.Response
+	req    *cachev3.Request
+	sub    cachev3.Subscription
+	fp     string
+	resp   chan cachev3.Response
+	ticket *ticket
 }
 
 type deltaWatch struct {
-	req  *cachev3.DeltaRequest
-	sub  cachev3.Subscription
-	fp   string
-	resp chan cachev3.DeltaResponse
+	req    *cachev3.DeltaRequest
+	sub    cachev3.Subscription
+	fp     string
+	resp   chan cachev3.DeltaResponse
+	ticket *ticket
 }
 
 // maxSets is how many distinct subscription sets are remembered (Envoys of one fleet usually
@@ -92,13 +108,14 @@ var _ cachev3.Cache = (*EndpointCache)(nil)
 // NewEndpointCache returns an empty cache.
 func NewEndpointCache() *EndpointCache {
 	return &EndpointCache{
-		prefix: strconv.FormatInt(time.Now().UnixNano(), 36),
-		seed:   maphash.MakeSeed(),
-		res:    map[string]*entry{},
-		sotw:   map[*sotwWatch]struct{}{},
-		delta:  map[*deltaWatch]struct{}{},
-		sets:   map[string]map[string]struct{}{},
-		logMax: 1 << 16,
+		prefix:  strconv.FormatInt(time.Now().UnixNano(), 36),
+		seed:    maphash.MakeSeed(),
+		res:     map[string]*entry{},
+		sotw:    map[*sotwWatch]struct{}{},
+		delta:   map[*deltaWatch]struct{}{},
+		waiting: map[any]struct{}{},
+		sets:    map[string]map[string]struct{}{},
+		logMax:  1 << 16,
 	}
 }
 
@@ -119,6 +136,7 @@ func (c *EndpointCache) Update(update map[string]*endpointv3.ClusterLoadAssignme
 	changed := make([]string, 0, len(entries)+len(remove))
 	for name, e := range entries {
 		e.version = version
+		e.delta = &discoveryv3.Resource{Name: name, Version: version, Resource: e.any}
 		c.res[name] = e
 		changed = append(changed, name)
 	}
@@ -170,7 +188,7 @@ func (c *EndpointCache) notify(changed []string) {
 		}
 		if len(send) > 0 {
 			delete(c.sotw, w)
-			w.resp <- c.sotwResponse(w.req, w.fp, send)
+			c.sendSotw(w, c.sotwResponse(w.req, w.fp, send))
 		}
 	}
 	for w := range c.delta {
@@ -197,7 +215,7 @@ func (c *EndpointCache) notify(changed []string) {
 		}
 		if r != nil {
 			delete(c.delta, w)
-			w.resp <- r
+			c.sendDelta(w, r)
 		}
 	}
 }
@@ -209,6 +227,37 @@ func (c *EndpointCache) fingerprint(names map[string]struct{}) string {
 		x ^= maphash.String(c.seed, n)
 	}
 	return strconv.FormatUint(x, 36) + "." + strconv.Itoa(len(names))
+}
+
+// requestFingerprint is the fingerprint of a state-of-the-world subscription, which is the
+// set of the request's names: remembered for long lists of names that come again as the same
+// slice.
+func (c *EndpointCache) requestFingerprint(names []string, subscribed map[string]struct{}) string {
+	if len(names) < 64 {
+		return c.fingerprint(subscribed)
+	}
+	key := &names[0]
+	c.fpMu.Lock()
+	if e, ok := c.fps[key]; ok && len(e.names) == len(names) {
+		c.fpMu.Unlock()
+		return e.fp
+	}
+	c.fpMu.Unlock()
+	fp := c.fingerprint(subscribed)
+	c.fpMu.Lock()
+	defer c.fpMu.Unlock()
+	if c.fps == nil {
+		c.fps = map[*string]fpEntry{}
+	}
+	if _, ok := c.fps[key]; !ok {
+		c.fpFIFO = append(c.fpFIFO, key)
+		if len(c.fpFIFO) > 64 {
+			delete(c.fps, c.fpFIFO[0])
+			c.fpFIFO = c.fpFIFO[1:]
+		}
+	}
+	c.fps[key] = fpEntry{names: names, fp: fp}
+	return fp
 }
 
 // parseVersion reads a version this process sent: its sequence and fingerprint.
@@ -304,28 +353,54 @@ func (c *EndpointCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscripti
 	if req.GetTypeUrl() != resourcev3.EndpointType {
 		return nil, errors.New("endpoint cache: unexpected type " + req.GetTypeUrl())
 	}
-	subscribed := sub.SubscribedResources()
-	fp := "*"
+	w := &sotwWatch{req: req, sub: sub, fp: "*", resp: out}
 	if !sub.IsWildcard() {
-		fp = c.fingerprint(subscribed)
+		w.fp = c.requestFingerprint(req.GetResourceNames(), sub.SubscribedResources())
 	}
-	seq, knownFP, ours := c.parseVersion(req.GetVersionInfo())
-
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	send, _, _ := c.plan(subscribed, sub.IsWildcard(), fp, seq, knownFP, ours)
-	// A request that is not an ACK of ours is answered even when empty.
-	if len(send) > 0 || !ours {
-		out <- c.sotwResponse(req, fp, send)
-		return func() {}, nil
-	}
-	w := &sotwWatch{req: req, sub: sub, fp: fp, resp: out}
-	c.sotw[w] = struct{}{}
+	c.answerSotw(w)
+	c.mu.Unlock()
 	return func() {
 		c.mu.Lock()
 		delete(c.sotw, w)
+		delete(c.waiting, w)
+		t := w.ticket
 		c.mu.Unlock()
+		t.release() // the node answered (or left): its response's share is free
 	}, nil
+}
+
+// answerSotw sends w what it needs now, or parks it until a change it subscribes to. mu is
+// held.
+func (c *EndpointCache) answerSotw(w *sotwWatch) {
+	seq, knownFP, ours := c.parseVersion(w.req.GetVersionInfo())
+	send, _, _ := c.plan(w.sub.SubscribedResources(), w.sub.IsWildcard(), w.fp, seq, knownFP, ours)
+	// A request that is not an ACK of ours is answered even when empty.
+	if len(send) > 0 || !ours {
+		c.sendSotw(w, c.sotwResponse(w.req, w.fp, send))
+		return
+	}
+	c.sotw[w] = struct{}{}
+}
+
+// sendSotw sends r to w, or, when r is large and the budget is spent, keeps w waiting for its
+// share and answers it then (from the state of that moment). mu is held; w is not parked.
+func (c *EndpointCache) sendSotw(w *sotwWatch, r *response) {
+	if w.ticket == nil {
+		w.ticket = c.budget.acquire(r.size(), func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if _, ok := c.waiting[w]; ok {
+				delete(c.waiting, w)
+				c.answerSotw(w)
+			}
+		})
+	}
+	if !w.ticket.isGranted() {
+		c.waiting[w] = struct{}{}
+		return
+	}
+	w.resp <- r
 }
 
 // knownKey is the entry of a delta subscription's returned-resources map in which this cache
@@ -338,22 +413,34 @@ func (c *EndpointCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.
 	if req.GetTypeUrl() != resourcev3.EndpointType {
 		return nil, errors.New("endpoint cache: unexpected type " + req.GetTypeUrl())
 	}
-	subscribed := sub.SubscribedResources()
-	returned := sub.ReturnedResources()
-	fp := "*"
+	w := &deltaWatch{req: req, sub: sub, fp: "*", resp: out}
 	if !sub.IsWildcard() {
-		fp = c.fingerprint(subscribed)
+		w.fp = c.fingerprint(sub.SubscribedResources())
 	}
-	seq, knownFP, known := c.parseVersion(c.prefix + ":" + returned[knownKey])
-
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.answerDelta(w)
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.delta, w)
+		delete(c.waiting, w)
+		t := w.ticket
+		c.mu.Unlock()
+		t.release()
+	}, nil
+}
+
+// answerDelta sends w what it needs now, or parks it. mu is held.
+func (c *EndpointCache) answerDelta(w *deltaWatch) {
+	subscribed := w.sub.SubscribedResources()
+	returned := w.sub.ReturnedResources()
+	seq, knownFP, known := c.parseVersion(c.prefix + ":" + returned[knownKey])
 	var r *deltaResp
-	if sub.IsWildcard() || !known {
+	if w.sub.IsWildcard() || !known {
 		// Per-resource comparison: the first request (with the versions Envoy already has,
 		// after a reconnect) and wildcard subscriptions.
 		var names []string
-		if sub.IsWildcard() {
+		if w.sub.IsWildcard() {
 			for name := range c.res {
 				names = append(names, name)
 			}
@@ -368,28 +455,41 @@ func (c *EndpointCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.
 			}
 		}
 		// A first wildcard request is answered even when empty: Envoy waits for it.
-		first := sub.IsWildcard() && req.GetResponseNonce() == ""
-		r = c.deltaFull(req, returned, dedupe(names), fp, first)
+		first := w.sub.IsWildcard() && w.req.GetResponseNonce() == ""
+		r = c.deltaFull(w.req, returned, dedupe(names), w.fp, first)
 	} else {
-		send, removed, full := c.plan(subscribed, false, fp, seq, knownFP, true)
+		send, removed, full := c.plan(subscribed, false, w.fp, seq, knownFP, true)
 		if full {
 			// What the client has is unknown after all: compare versions.
-			r = c.deltaFull(req, returned, send, fp, false)
+			r = c.deltaFull(w.req, returned, send, w.fp, false)
 		} else {
-			r = c.deltaIncrement(req, fp, send, removed)
+			r = c.deltaIncrement(w.req, w.fp, send, removed)
 		}
 	}
 	if r != nil {
-		out <- r
-		return func() {}, nil
+		c.sendDelta(w, r)
+		return
 	}
-	w := &deltaWatch{req: req, sub: sub, fp: fp, resp: out}
 	c.delta[w] = struct{}{}
-	return func() {
-		c.mu.Lock()
-		delete(c.delta, w)
-		c.mu.Unlock()
-	}, nil
+}
+
+// sendDelta is sendSotw for delta watches; mu is held.
+func (c *EndpointCache) sendDelta(w *deltaWatch, r *deltaResp) {
+	if w.ticket == nil {
+		w.ticket = c.budget.acquire(r.size(), func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if _, ok := c.waiting[w]; ok {
+				delete(c.waiting, w)
+				c.answerDelta(w)
+			}
+		})
+	}
+	if !w.ticket.isGranted() {
+		c.waiting[w] = struct{}{}
+		return
+	}
+	w.resp <- r
 }
 
 // Fetch is not supported: Envoy uses streams.
@@ -422,7 +522,7 @@ func (c *EndpointCache) deltaFull(req *cachev3.DeltaRequest, returned map[string
 		known, has := returned[name]
 		switch e, ok := c.res[name]; {
 		case ok && (!has || known != e.version):
-			r.resources = append(r.resources, &discoveryv3.Resource{Name: name, Version: e.version, Resource: e.any})
+			r.resources = append(r.resources, e.delta)
 		case !ok && has:
 			r.removed = append(r.removed, name)
 		}
@@ -442,8 +542,7 @@ func (c *EndpointCache) deltaIncrement(req *cachev3.DeltaRequest, fp string, sen
 	}
 	r := &deltaResp{req: req, version: c.prefix + ":" + strconv.FormatUint(c.seq, 10), removed: removed, next: c.knownMap(fp)}
 	for _, name := range send {
-		e := c.res[name]
-		r.resources = append(r.resources, &discoveryv3.Resource{Name: name, Version: e.version, Resource: e.any})
+		r.resources = append(r.resources, c.res[name].delta)
 	}
 	return r
 }
@@ -471,7 +570,17 @@ type response struct {
 }
 
 func (r *response) GetDiscoveryResponse() (*discoveryv3.DiscoveryResponse, error) {
-	return &discoveryv3.DiscoveryResponse{VersionInfo: r.version, Resources: r.resources, TypeUrl: resourcev3.EndpointType}, nil
+	// A new message each time: the server sets its nonce. The resources are shared.
+	return &discoveryv3.DiscoveryResponse{VersionInfo: r.version, Resources: r.resources, TypeUrl: r.req.GetTypeUrl()}, nil
+}
+
+// size is the response's resources' encoded size.
+func (r *response) size() int64 {
+	var n int64
+	for _, a := range r.resources {
+		n += int64(len(a.GetValue()))
+	}
+	return n
 }
 func (r *response) GetRequest() *discoveryv3.DiscoveryRequest { return r.req }
 func (r *response) GetVersion() (string, error)               { return r.version, nil }
@@ -490,7 +599,16 @@ type deltaResp struct {
 
 func (r *deltaResp) GetDeltaDiscoveryResponse() (*discoveryv3.DeltaDiscoveryResponse, error) {
 	return &discoveryv3.DeltaDiscoveryResponse{SystemVersionInfo: r.version, Resources: r.resources,
-		RemovedResources: r.removed, TypeUrl: resourcev3.EndpointType}, nil
+		RemovedResources: r.removed, TypeUrl: r.req.GetTypeUrl()}, nil
+}
+
+// size is the response's resources' encoded size.
+func (r *deltaResp) size() int64 {
+	var n int64
+	for _, res := range r.resources {
+		n += int64(len(res.GetResource().GetValue()) + len(res.GetName()) + len(res.GetVersion()))
+	}
+	return n
 }
 func (r *deltaResp) GetDeltaRequest() *discoveryv3.DeltaDiscoveryRequest { return r.req }
 func (r *deltaResp) GetSystemVersion() (string, error)                   { return r.version, nil }

@@ -1,15 +1,15 @@
 // Package server is inferplane's ADS server: go-control-plane's xDS server (state of the world
-// and delta) over two caches. Listeners, routes and clusters live in a snapshot cache with a
-// snapshot per Envoy node; endpoints live in one EndpointCache shared by every node, so a
-// replica that changes state sends one ClusterLoadAssignment to the nodes that watch it, not
-// every endpoint set to every node (the lesson of Contour's move to LinearCache; EndpointCache
-// is a LinearCache whose cost per change does not grow with the clusters a node watches).
+// and delta) over two caches, both shared by every Envoy node. Listeners, routes and clusters
+// live in a configCache that encodes each resource once for all nodes; endpoints live in an
+// EndpointCache, so a replica that changes state sends one ClusterLoadAssignment to the nodes
+// that watch it, not every endpoint set to every node (the lesson of Contour's move to
+// LinearCache; EndpointCache is a LinearCache whose cost per change does not grow with the
+// clusters a node watches). Large responses share a budget of bytes in flight, so a fleet
+// that connects at once does not hold its whole configuration in memory once per node.
 package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,7 +19,6 @@ import (
 	"sync"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -41,6 +40,10 @@ type Options struct {
 	// LinearCache serves endpoints from go-control-plane's LinearCache instead of EndpointCache
 	// (slower with many clusters per node; kept for comparison and as a fallback).
 	LinearCache bool
+	// ResponseBudget bounds the bytes of large responses (64 KiB or more: a whole route
+	// configuration, every cluster, every endpoint set) sent to Envoy nodes and not yet
+	// acknowledged; nodes beyond it wait their turn. 0: 16 MiB; negative: no bound.
+	ResponseBudget int64
 }
 
 // endpointStore is the endpoint cache the server publishes to.
@@ -73,19 +76,17 @@ func (l linearStore) Get() map[string]*endpointv3.ClusterLoadAssignment {
 // by registering it on a grpc.Server (Register).
 type Server struct {
 	log       *slog.Logger
-	snapshots cachev3.SnapshotCache
+	config    *configCache
 	endpoints endpointStore
 	xds       serverv3.Server
+	names     *nameTable
 	metrics   *metrics
 
 	// publish serialises publishers (SetConfig, UpdateLoadAssignments).
 	publish sync.Mutex
 
-	// mu guards the node bookkeeping and current; it is held while snapshots are set so a
-	// node that connects during a publish ends with the newest snapshot.
-	mu      sync.Mutex
-	current *cachev3.Snapshot // listeners, routes, clusters; nil until the first SetConfig
-	nodes   map[string]int    // node id -> open streams
+	mu    sync.Mutex
+	nodes map[string]int // node id -> open streams
 
 	streams sync.Map // streamKey -> *stream
 }
@@ -106,12 +107,33 @@ func New(ctx context.Context, opts Options) *Server {
 		log = slog.Default()
 	}
 	cpLog := cpLogger{log.With("component", "go-control-plane")}
+	limit := opts.ResponseBudget
+	if limit == 0 {
+		limit = defaultBudget
+	}
+	b := newBudget(limit)
+	eps := NewEndpointCache()
+	eps.budget = b
 	s := &Server{
 		log:       log,
-		snapshots: cachev3.NewSnapshotCache(true, nodeID{}, cpLog),
-		endpoints: NewEndpointCache(),
+		config:    newConfigCache(),
+		endpoints: eps,
+		names:     newNameTable(),
 		metrics:   newMetrics(opts.Registerer),
 		nodes:     map[string]int{},
+	}
+	s.config.budget = b
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "inferplane_xds_response_bytes_in_flight",
+				Help: "Bytes of large responses sent to Envoy nodes and not yet acknowledged (bounded by the response budget).",
+			}, func() float64 { used, _ := b.inFlight(); return float64(used) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "inferplane_xds_responses_waiting",
+				Help: "Large responses waiting for room in the response budget.",
+			}, func() float64 { _, waiting := b.inFlight(); return float64(waiting) }),
+		)
 	}
 	if opts.LinearCache {
 		// The prefix makes versions of one server process distinct from another's, so an
@@ -123,7 +145,7 @@ func New(ctx context.Context, opts Options) *Server {
 	mux := &cachev3.MuxCache{
 		Classify:      func(r *cachev3.Request) string { return classify(r.GetTypeUrl()) },
 		ClassifyDelta: func(r *cachev3.DeltaRequest) string { return classify(r.GetTypeUrl()) },
-		Caches:        map[string]cachev3.Cache{"eds": s.endpoints, "snapshot": s.snapshots},
+		Caches:        map[string]cachev3.Cache{"eds": s.endpoints, "config": s.config},
 	}
 	s.xds = serverv3.NewServer(ctx, mux, s.callbacks())
 	return s
@@ -133,37 +155,21 @@ func classify(typeURL string) string {
 	if typeURL == resourcev3.EndpointType {
 		return "eds"
 	}
-	return "snapshot"
+	return "config"
 }
-
-// nodeID keys snapshots by the Envoy node's id (every Envoy of a fleet has its own).
-type nodeID struct{}
-
-func (nodeID) ID(n *corev3.Node) string { return n.GetId() }
 
 // Register serves the Aggregated Discovery Service (both protocols) on g.
 func (s *Server) Register(g *grpc.Server) {
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, s.xds)
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, adsService{s.xds, s.names})
 }
 
 // Ready says whether a configuration has been published (Envoy nodes that connect before
 // that wait for it).
-func (s *Server) Ready() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.current != nil
-}
+func (s *Server) Ready() bool { return s.config.Version() != "" }
 
-// Version is the version of the current listeners/routes/clusters snapshot ("" before the
-// first SetConfig).
-func (s *Server) Version() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.current == nil {
-		return ""
-	}
-	return s.current.GetVersion(resourcev3.ClusterType)
-}
+// Version is the version of the current listeners, routes and clusters ("" before the first
+// SetConfig).
+func (s *Server) Version() string { return s.config.Version() }
 
 // SetConfig publishes a whole resource set. The set is validated and checked for consistency
 // first; on error nothing changes. New and changed load assignments go out before the
@@ -173,11 +179,7 @@ func (s *Server) SetConfig(ctx context.Context, set *resources.Set) error {
 	if err := set.Validate(); err != nil {
 		return err
 	}
-	snap, err := cachev3.NewSnapshot(versionOf(set), map[resourcev3.Type][]types.Resource{
-		resourcev3.ListenerType: toResources(set.Listeners),
-		resourcev3.RouteType:    toResources(set.Routes),
-		resourcev3.ClusterType:  toResources(set.Clusters),
-	})
+	cfg, err := encodeConfig(set)
 	if err != nil {
 		return err
 	}
@@ -199,16 +201,9 @@ func (s *Server) SetConfig(ctx context.Context, set *resources.Set) error {
 		}
 	}
 
-	s.mu.Lock()
-	s.current = snap
-	var errs []error
-	for node := range s.nodes {
-		if err := s.snapshots.SetSnapshot(ctx, node, snap); err != nil {
-			errs = append(errs, fmt.Errorf("node %q: %w", node, err))
-		}
-	}
-	s.mu.Unlock()
+	s.config.publish(cfg)
 
+	var errs []error
 	var stale []string
 	for name := range current {
 		if !keep[name] {
@@ -223,7 +218,7 @@ func (s *Server) SetConfig(ctx context.Context, set *resources.Set) error {
 	s.metrics.configs.Inc()
 	s.metrics.clusters.Set(float64(len(set.Clusters)))
 	s.metrics.loadAssignments.Add(float64(len(update)))
-	s.log.Info("published configuration", "version", snap.GetVersion(resourcev3.ClusterType),
+	s.log.Info("published configuration", "version", cfg.version,
 		"clusters", len(set.Clusters), "changedLoadAssignments", len(update), "removedLoadAssignments", len(stale))
 	return errors.Join(errs...)
 }
@@ -259,37 +254,6 @@ func (s *Server) Nodes() []string {
 	out := slices.Sorted(maps.Keys(s.nodes))
 	if out == nil {
 		out = []string{}
-	}
-	return out
-}
-
-// versionOf hashes the deterministic encoding of the snapshot's resources: the same
-// configuration has the same version in every server process, so an Envoy that reconnects to
-// another replica of the xDS server is not sent what it already has.
-func versionOf(set *resources.Set) string {
-	h := sha256.New()
-	opts := proto.MarshalOptions{Deterministic: true}
-	add := func(m proto.Message) {
-		b, _ := opts.Marshal(m) // these messages were just validated: marshal cannot fail
-		h.Write([]byte(strconv.Itoa(len(b))))
-		h.Write(b)
-	}
-	for _, r := range set.Listeners {
-		add(r)
-	}
-	for _, r := range set.Routes {
-		add(r)
-	}
-	for _, r := range set.Clusters {
-		add(r)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
-}
-
-func toResources[T types.Resource](in []T) []types.Resource {
-	out := make([]types.Resource, len(in))
-	for i, r := range in {
-		out[i] = r
 	}
 	return out
 }
