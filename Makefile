@@ -59,7 +59,8 @@ bench-xds:
 	@echo "bench-xds: machine load while measuring: $$(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) on $$(nproc) CPUs"
 
 # API keys and usage (docs/keys.md): the check with 100,000 keys (p50/p99, and the ratio to a
-# per-request bbolt lookup), Check over loopback gRPC paced at 2,000/s (p50/p99), access-log
+# per-request bbolt lookup), Check over loopback gRPC paced at 2,000/s (p50/p99, beside gRPC's
+# own health check paced the same way: the floor of any gRPC call on the machine), access-log
 # ingestion over a real gRPC stream (entries/s, and the ratio to the generated-types decoder),
 # and the Lua usage filter's cost per response (gopher-lua here; LuaJIT, Envoy's runtime,
 # when luajit is installed).

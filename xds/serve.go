@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +71,11 @@ func GRPCServerOptions() []grpc.ServerOption {
 		grpc.MaxConcurrentStreams(1 << 20),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// The same process answers ext_authz Check calls, one short stream per API request:
+		// a pool of workers whose stacks have already grown spares each call a new goroutine
+		// and its stack copies. Long ADS streams do not starve it: with every worker busy,
+		// gRPC starts a goroutine as it would without the pool.
+		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
 	}
 }
 

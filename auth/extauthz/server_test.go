@@ -18,14 +18,18 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/xds"
 )
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef-test-secret")
 
 type fixture struct {
 	client authv3.AuthorizationClient
+	health healthpb.HealthClient
 	store  *keys.FileStore
 	hasher *keys.Hasher
 	index  *keys.Index
@@ -69,13 +73,15 @@ func startWith(t testing.TB, dir string, cleanup func(func())) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	// The server options of `inferplane xds serve`, which hosts this service in production.
+	g := grpc.NewServer(append(xds.GRPCServerOptions(), grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		t0 := time.Now()
 		resp, err := h(ctx, req)
 		f.handlerTime.record(time.Since(t0))
 		return resp, err
-	}))
+	}))...)
 	f.srv.Register(g)
+	healthpb.RegisterHealthServer(g, health.NewServer()) // the benchmark's floor
 	go g.Serve(lis)
 	cleanup(g.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -84,6 +90,7 @@ func startWith(t testing.TB, dir string, cleanup func(func())) *fixture {
 	}
 	cleanup(func() { conn.Close() })
 	f.client = authv3.NewAuthorizationClient(conn)
+	f.health = healthpb.NewHealthClient(conn)
 	return f
 }
 
