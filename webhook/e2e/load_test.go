@@ -2,16 +2,23 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -29,9 +36,10 @@ const (
 )
 
 // TestLoadThroughAPIServer measures what the webhook adds to API requests: workers send dry-run
-// creates of a guarded VirtualMachine for the duration, without the webhook registered and then
-// with it, and it prints requests, p50/p99 and errors of each run and the differences. 50
-// workers is the issue's load; 1 worker shows the cost of one request without queueing. The
+// creates of a guarded VirtualMachine for the duration, without a webhook registered, then with
+// a no-op webhook (the floor: what any webhook costs on the machine), then with ours, and it
+// prints requests, p50/p99 and errors of each run and the differences. 50 workers is the
+// issue's load; 1 worker shows the cost of one request without queueing. The
 // time spent inside the webhook comes from its own histograms. It only runs with
 // INFERPLANE_WEBHOOK_LOAD=1 (`make bench-webhook`): minutes are too long for `make test`. It
 // asserts no errors, never a latency (that is what the printout is for).
@@ -72,6 +80,15 @@ func TestLoadThroughAPIServer(t *testing.T) {
 	for _, w := range concurrencies {
 		without[w] = loadRun(t, c, []client.Object{vm}, w, duration)[0]
 	}
+	// The floor: the same configuration pointing at a webhook that does nothing.
+	floor := map[int]loadResult{}
+	noop := startNoopWebhook(t)
+	vwc := registerNoop(t, noop)
+	for _, w := range concurrencies {
+		floor[w] = loadRun(t, c, []client.Object{vm}, w, duration)[0]
+	}
+	unregisterNoop(t, noop, vwc)
+
 	srv := startServer(t, webhook.ServeOptions{})
 	register(t, "inferplane-policy-load", srv.URL, srv.CA)
 	with := map[int]loadResult{}
@@ -91,8 +108,10 @@ func TestLoadThroughAPIServer(t *testing.T) {
 	fmt.Fprintf(&b, "\nwebhook load: dry-run creates of a guarded VirtualMachine through the API server, %s per run\n", duration)
 	fmt.Fprintf(&b, "  %-8s %-22s %9s %8s %10s %10s %7s\n", "workers", "run", "requests", "req/s", "p50", "p99", "errors")
 	for _, w := range concurrencies {
-		wo, wi := without[w], with[w]
+		wo, wi, fl := without[w], with[w], floor[w]
 		fmt.Fprintf(&b, "  %-8d %-22s %9d %8.0f %10s %10s %7d\n", w, "without the webhook", wo.n, wo.rate, wo.p50, wo.p99, wo.errors)
+		fmt.Fprintf(&b, "  %-8d %-22s %9d %8.0f %10s %10s %7d\n", w, "with a no-op webhook", fl.n, fl.rate, fl.p50, fl.p99, fl.errors)
+		fmt.Fprintf(&b, "  %-8d %-22s %9s %8s %10s %10s\n", w, "added by a no-op", "", "", fl.p50-wo.p50, fl.p99-wo.p99)
 		fmt.Fprintf(&b, "  %-8d %-22s %9d %8.0f %10s %10s %7d\n", w, "with the webhook", wi.n, wi.rate, wi.p50, wi.p99, wi.errors)
 		fmt.Fprintf(&b, "  %-8d %-22s %9s %8s %10s %10s\n", w, "added by the webhook", "", "", wi.p50-wo.p50, wi.p99-wo.p99)
 		fmt.Fprintf(&b, "  %-8d %-22s mean %s in its HTTP handler, of which %s deciding\n", w, "inside the webhook",
@@ -109,7 +128,79 @@ func TestLoadThroughAPIServer(t *testing.T) {
 	for _, w := range concurrencies {
 		require.Zero(t, without[w].errors, "errors without the webhook, %d workers: %v", w, without[w].firstErr)
 		require.Zero(t, with[w].errors, "errors with the webhook, %d workers: %v", w, with[w].firstErr)
+		require.Zero(t, floor[w].errors, "errors with the no-op webhook, %d workers: %v", w, floor[w].firstErr)
 	}
+	require.Positive(t, noop.calls.Load(), "the API server never called the no-op webhook")
+}
+
+// noopWebhook is the floor of the load measurement: a TLS server (HTTP/2, as controller-runtime's
+// is) on the same paths that answers every AdmissionReview "allowed" after reading only its uid.
+// What it adds is what any webhook costs on this machine: the API server encoding the request,
+// the round trip, and decoding the answer, before any decoding or deciding of ours.
+type noopWebhook struct {
+	URL   string
+	CA    []byte
+	calls atomic.Int64
+}
+
+func startNoopWebhook(t *testing.T) *noopWebhook {
+	t.Helper()
+	b, err := webhook.SelfSigned([]string{"127.0.0.1"}, time.Now(), time.Hour)
+	require.NoError(t, err)
+	cert, err := tls.X509KeyPair(b.Cert, b.Key)
+	require.NoError(t, err)
+	n := &noopWebhook{CA: b.CA}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var review struct {
+			Request struct {
+				UID string `json:"uid"`
+			} `json:"request"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		n.calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":%q,"allowed":true}}`, review.Request.UID)
+	}))
+	srv.EnableHTTP2 = true
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	n.URL = srv.URL
+	return n
+}
+
+// unregisterNoop deletes the no-op's configuration and waits until a request no longer
+// reaches it.
+func unregisterNoop(t *testing.T, n *noopWebhook, vwc *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	t.Helper()
+	unregister(t, vwc)
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		before := n.calls.Load()
+		_ = env.DryRun(ctx, pt.VM("noop", 0, 0, pt.Master("qwen-4", 4), pt.H100()))
+		return n.calls.Load() == before, nil
+	})
+	require.NoError(t, err, "the API server still calls the no-op webhook after its configuration was deleted")
+}
+
+// registerNoop registers the webhook configuration Manifests renders, pointed at the no-op
+// server, and waits until the API server calls it.
+func registerNoop(t *testing.T, n *noopWebhook) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	t.Helper()
+	objs, err := webhook.Manifests(webhook.ManifestOptions{ConfigurationName: "inferplane-policy-noop", URL: n.URL, CABundle: n.CA})
+	require.NoError(t, err)
+	vwc := objs[0].(*admissionregistrationv1.ValidatingWebhookConfiguration)
+	require.NoError(t, env.Client.Create(context.Background(), vwc))
+	t.Cleanup(func() { unregister(t, vwc) })
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		before := n.calls.Load()
+		_ = env.DryRun(ctx, pt.VM("noop", 0, 0, pt.Master("qwen-4", 4), pt.H100()))
+		return n.calls.Load() > before, nil
+	})
+	require.NoError(t, err, "the API server never called the no-op webhook")
+	return vwc
 }
 
 // histTotal is a histogram's running sum and count.
