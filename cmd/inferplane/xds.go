@@ -74,7 +74,11 @@ first time is decided by its first probe; afterwards --unhealthy-threshold failu
 take it out and --healthy-threshold successes in a row bring it back.
 
 Admin endpoints (--admin-address): /healthz (alive), /readyz (a configuration is published),
-/metrics (Prometheus), /debug/endpoints (every endpoint and replica with its state, JSON).`,
+/metrics (Prometheus), /debug/endpoints (every endpoint and replica with its state, JSON).
+
+Memory: the process honours Go's GOMEMLIMIT. Its peak comes from a fleet of Envoys syncing at
+once; with 10,000 endpoints and 100 Envoys, GOMEMLIMIT=150MiB kept the peak RSS under 180 MiB
+at no measured cost in latency (docs/xds.md, Figures).`,
 		Example: `  # Local run: replicas from a file, Envoy on this machine
   inferplane xds serve --source file --file endpoints.yaml --domain localhost
   inferplane xds bootstrap --xds-address 127.0.0.1:18000 --node-id envoy-0 > envoy.yaml

@@ -46,6 +46,10 @@ const (
 	childEnv    = "INFERPLANE_XDS_BENCH_CHILD"
 	childMode   = "INFERPLANE_XDS_BENCH_MODE"
 	childBudget = "INFERPLANE_XDS_BENCH_BUDGET"
+
+	// memLimit is the soft memory limit of the GOMEMLIMIT variants.
+	memLimit     = "150MiB"
+	memLimitName = "gomemlimit=150MiB"
 	// modeOurs is inferplane's server: one encoded configuration shared by every node, its
 	// EndpointCache, and the budget of bytes in flight.
 	modeOurs = "ours"
@@ -285,9 +289,9 @@ type child struct {
 	addr string
 }
 
-func startChild(b *testing.B, mode string) *child {
+func startChild(b *testing.B, mode string, env ...string) *child {
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1", childMode+"="+mode)
+	cmd.Env = append(append(os.Environ(), childEnv+"=1", childMode+"="+mode), env...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -352,26 +356,31 @@ func BenchmarkHealthFlip(b *testing.B) {
 		mode  string
 		delta bool
 		flips int
+		env   []string // of the server process
 	}{
-		{"inferplane/delta", modeOurs, true, 300},
-		{"inferplane/sotw", modeOurs, false, 300},
-		{"inferplane-unbounded/delta", modeUnbounded, true, 100},
-		{"inferplane-unbounded/sotw", modeUnbounded, false, 100},
-		{"baseline=linear-cache/sotw", modeLinear, false, 30},
-		{"baseline=snapshot-cache/sotw", modeSnapshot, false, 10},
+		{"inferplane/delta", modeOurs, true, 300, nil},
+		{"inferplane/sotw", modeOurs, false, 300, nil},
+		// The Go runtime's soft memory limit, as a Deployment would set it (docs/xds.md): the
+		// collector runs earlier as the heap nears it, trading CPU for the peak.
+		{"inferplane-" + memLimitName + "/delta", modeOurs, true, 300, []string{"GOMEMLIMIT=" + memLimit}},
+		{"inferplane-" + memLimitName + "/sotw", modeOurs, false, 300, []string{"GOMEMLIMIT=" + memLimit}},
+		{"inferplane-unbounded/delta", modeUnbounded, true, 100, nil},
+		{"inferplane-unbounded/sotw", modeUnbounded, false, 100, nil},
+		{"baseline=linear-cache/sotw", modeLinear, false, 30, nil},
+		{"baseline=snapshot-cache/sotw", modeSnapshot, false, 10, nil},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for range b.N {
-				runFlips(b, tc.mode, tc.delta, tc.flips)
+				runFlips(b, tc.mode, tc.delta, tc.flips, tc.env)
 			}
 		})
 	}
 	printSummary()
 }
 
-func runFlips(b *testing.B, mode string, delta bool, flips int) {
+func runFlips(b *testing.B, mode string, delta bool, flips int, env []string) {
 	b.StopTimer()
-	c := startChild(b, mode)
+	c := startChild(b, mode, env...)
 	conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
 	if err != nil {

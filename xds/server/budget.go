@@ -68,6 +68,21 @@ func (b *budget) acquire(size int64, wake func()) *ticket {
 	return t
 }
 
+// admit is every cache's hand-off of a response to a watch: the first time, it asks for the
+// response's share into *t (the watch's ticket); it reports whether the response may go now.
+// When it may not, wake runs, under the cache's lock mu, once the share is granted, to answer
+// the watch again from the state of that moment.
+func (b *budget) admit(t **ticket, size int64, mu *sync.Mutex, wake func()) bool {
+	if *t == nil {
+		*t = b.acquire(size, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			wake()
+		})
+	}
+	return (*t).isGranted()
+}
+
 // fits says whether size more bytes may go now; mu is held.
 func (b *budget) fits(size int64) bool { return b.used == 0 || b.used+size <= b.limit }
 

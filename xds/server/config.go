@@ -192,25 +192,28 @@ func (c *configCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription
 func (c *configCache) answerSotw(w *configWatch) {
 	r := c.sotwResponse(w)
 	if r == nil {
-		// Nothing to send (any more): give back a share it may have waited for.
-		w.ticket.release()
-		w.ticket = nil
+		c.nothingToSend(&w.ticket)
 		return
 	}
-	if w.ticket == nil {
-		w.ticket = c.budget.acquire(r.size(), func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if _, parked := c.sotw[w]; parked {
-				c.answerSotw(w)
-			}
-		})
+	if c.budget.admit(&w.ticket, r.size(), &c.mu, func() { rewakeIn(c.sotw, w, func() { c.answerSotw(w) }) }) {
+		delete(c.sotw, w)
+		w.out <- r
 	}
-	if !w.ticket.isGranted() {
-		return
+}
+
+// nothingToSend gives back a share a watch may have waited for, now that it has nothing to
+// send (any more). mu is held.
+func (c *configCache) nothingToSend(t **ticket) {
+	(*t).release()
+	*t = nil
+}
+
+// rewakeIn answers a parked watch of set again once its share is granted, unless it has gone.
+// mu is held.
+func rewakeIn[W comparable](set map[W]struct{}, w W, answer func()) {
+	if _, parked := set[w]; parked {
+		answer()
 	}
-	delete(c.sotw, w)
-	w.out <- r
 }
 
 // sotwResponse is what w must be sent now, or nil. mu is held.
@@ -295,24 +298,13 @@ func (c *configCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Su
 func (c *configCache) answerDelta(w *configDeltaWatch) {
 	r := c.deltaResponse(w)
 	if r == nil {
-		w.ticket.release()
-		w.ticket = nil
+		c.nothingToSend(&w.ticket)
 		return
 	}
-	if w.ticket == nil {
-		w.ticket = c.budget.acquire(r.size(), func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if _, parked := c.delta[w]; parked {
-				c.answerDelta(w)
-			}
-		})
+	if c.budget.admit(&w.ticket, r.size(), &c.mu, func() { rewakeIn(c.delta, w, func() { c.answerDelta(w) }) }) {
+		delete(c.delta, w)
+		w.out <- r
 	}
-	if !w.ticket.isGranted() {
-		return
-	}
-	delete(c.delta, w)
-	w.out <- r
 }
 
 // deltaResponse compares the resources' versions with those the node has; nil when there is

@@ -386,21 +386,20 @@ func (c *EndpointCache) answerSotw(w *sotwWatch) {
 // sendSotw sends r to w, or, when r is large and the budget is spent, keeps w waiting for its
 // share and answers it then (from the state of that moment). mu is held; w is not parked.
 func (c *EndpointCache) sendSotw(w *sotwWatch, r *response) {
-	if w.ticket == nil {
-		w.ticket = c.budget.acquire(r.size(), func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if _, ok := c.waiting[w]; ok {
-				delete(c.waiting, w)
-				c.answerSotw(w)
-			}
-		})
-	}
-	if !w.ticket.isGranted() {
-		c.waiting[w] = struct{}{}
+	if c.budget.admit(&w.ticket, r.size(), &c.mu, func() { c.rewake(w, func() { c.answerSotw(w) }) }) {
+		w.resp <- r
 		return
 	}
-	w.resp <- r
+	c.waiting[w] = struct{}{}
+}
+
+// rewake answers a waiting watch again once its share is granted, unless it has gone (closed,
+// or answered since). mu is held.
+func (c *EndpointCache) rewake(w any, answer func()) {
+	if _, ok := c.waiting[w]; ok {
+		delete(c.waiting, w)
+		answer()
+	}
 }
 
 // knownKey is the entry of a delta subscription's returned-resources map in which this cache
@@ -475,21 +474,11 @@ func (c *EndpointCache) answerDelta(w *deltaWatch) {
 
 // sendDelta is sendSotw for delta watches; mu is held.
 func (c *EndpointCache) sendDelta(w *deltaWatch, r *deltaResp) {
-	if w.ticket == nil {
-		w.ticket = c.budget.acquire(r.size(), func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if _, ok := c.waiting[w]; ok {
-				delete(c.waiting, w)
-				c.answerDelta(w)
-			}
-		})
-	}
-	if !w.ticket.isGranted() {
-		c.waiting[w] = struct{}{}
+	if c.budget.admit(&w.ticket, r.size(), &c.mu, func() { c.rewake(w, func() { c.answerDelta(w) }) }) {
+		w.resp <- r
 		return
 	}
-	w.resp <- r
+	c.waiting[w] = struct{}{}
 }
 
 // Fetch is not supported: Envoy uses streams.
