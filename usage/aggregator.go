@@ -370,8 +370,12 @@ func (a *Aggregator) Usage(q UsageQuery) []KeyUsage {
 		out = append(out, u)
 	}
 	a.mu.Unlock()
+	sortUsage(out)
+	return out
+}
+
+func sortUsage(out []KeyUsage) {
 	slices.SortFunc(out, func(x, y KeyUsage) int {
 		return cmp.Or(cmp.Compare(x.Tenant, y.Tenant), cmp.Compare(x.KeyID, y.KeyID))
 	})
-	return out
 }

@@ -342,13 +342,21 @@ The record stays, listed as revoked, so usage recorded against the id keeps its 
 }
 
 func newKeysUsageCmd() *cobra.Command {
-	var tenant, key, since, server, output string
+	var tenant, key, since, output string
+	var servers []string
 	var hourly bool
 	cmd := &cobra.Command{
-		Use:   "usage [--tenant T] [--key ID] [--since 24h] [--hourly] [--server URL] [-o table|json]",
-		Short: "Show requests and tokens per key, from a running xDS server",
+		Use:   "usage [--tenant T] [--key ID] [--since 24h] [--hourly] [--server URL]... [-o table|json]",
+		Short: "Show requests and tokens per key, from running xDS servers",
 		Long: `Reads per-key usage (requests, tokens in and out, per hour) from the HTTP endpoint of a
-running xDS server (` + usage.UsagePath + `), which counts it from Envoy's access logs.`,
+running xDS server (` + usage.UsagePath + `), which counts it from Envoy's access logs.
+
+Each server counts the access logs of the Envoys connected to it. With several server
+replicas, repeat --server once per replica (each replica's own address, not a load-balanced
+Service): the figures are summed per key and hour. A server that cannot be reached fails the
+command rather than print a partial sum.`,
+		Example: `  inferplane keys usage --tenant acme --since 24h
+  inferplane keys usage --server http://10.0.0.5:9090 --server http://10.0.0.6:9090 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
@@ -363,10 +371,22 @@ running xDS server (` + usage.UsagePath + `), which counts it from Envoy's acces
 					q.Set(k, v)
 				}
 			}
-			var rep usage.UsageReport
-			if err := serverGetJSON(cmd.Context(), server, usage.UsagePath, q, &rep); err != nil {
-				return err
+			if len(servers) == 0 {
+				return keysBadUsage(errors.New("--server: give at least one xDS server URL"))
 			}
+			var rep usage.UsageReport
+			lists := make([][]usage.KeyUsage, 0, len(servers))
+			for _, server := range servers {
+				var one usage.UsageReport
+				if err := serverGetJSON(cmd.Context(), server, usage.UsagePath, q, &one); err != nil {
+					return err
+				}
+				if rep.From.IsZero() {
+					rep.From, rep.To = one.From, one.To
+				}
+				lists = append(lists, one.Keys)
+			}
+			rep.Keys = usage.MergeUsage(lists...)
 			if output == "json" {
 				return keysJSON(cmd.OutOrStdout(), rep)
 			}
@@ -392,7 +412,7 @@ running xDS server (` + usage.UsagePath + `), which counts it from Envoy's acces
 	fl.StringVar(&key, "key", "", "only this key id")
 	fl.StringVar(&since, "since", "", "from this long ago (24h) or this RFC 3339 time; default everything kept")
 	fl.BoolVar(&hourly, "hourly", false, "one row per key and hour")
-	fl.StringVar(&server, "server", serverURLDefault(), "base URL of the xDS server's HTTP endpoint ($"+envServerURL+")")
+	fl.StringArrayVar(&servers, "server", []string{serverURLDefault()}, "base URL of an xDS server's HTTP endpoint; repeat for each server replica ($"+envServerURL+")")
 	fl.StringVarP(&output, "output", "o", "table", "table or json")
 	return cmd
 }

@@ -180,3 +180,37 @@ func TestHealthAndUsageCommands(t *testing.T) {
 		t.Fatalf("server down: %v", err)
 	}
 }
+
+// Two xDS server replicas each count the access logs of their own Envoys: `keys usage` with
+// one --server per replica sums them per key and hour, and refuses a partial sum.
+func TestKeysUsageSumsServerReplicas(t *testing.T) {
+	now := time.Now()
+	replica := func(requests int) *httptest.Server {
+		agg := usage.NewAggregator(usage.Options{})
+		for range requests {
+			agg.Add(usage.Entry{Tenant: "acme", Job: "chat", KeyID: "00112233aabbccdd", Code: 200, Done: now, TokensIn: 5, TokensOut: 7})
+		}
+		srv := httptest.NewServer(usage.Handler(agg))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	a, b := replica(3), replica(4)
+	out, _, err := keysCLI(t, "keys", "usage", "--server", a.URL, "--server", b.URL, "-o", "json")
+	if err != nil {
+		t.Fatalf("keys usage: %v", err)
+	}
+	var rep usage.UsageReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Keys) != 1 {
+		t.Fatalf("keys usage -o json: %v %q", err, out)
+	}
+	if got, want := rep.Keys[0].Total, (usage.Hour{Requests: 7, TokensIn: 35, TokensOut: 49}); got != want {
+		t.Errorf("summed usage %+v, want %+v", got, want)
+	}
+	if len(rep.Keys[0].Hours) != 1 || rep.Keys[0].Hours[0].Requests != 7 {
+		t.Errorf("hours not summed: %+v", rep.Keys[0].Hours)
+	}
+	b.Close()
+	if _, _, err := keysCLI(t, "keys", "usage", "--server", a.URL, "--server", b.URL); err == nil || !strings.Contains(err.Error(), "reach the xDS server") {
+		t.Fatalf("a replica down must fail the command, not print a partial sum: %v", err)
+	}
+}

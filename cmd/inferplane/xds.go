@@ -124,10 +124,12 @@ at no measured cost in latency (docs/xds.md, Figures).`,
 			default:
 				return xdsUsageErr(fmt.Errorf("--source %q: expected kube or file", source))
 			}
-			if err := wireAPIKeys(cmd.Context(), &cfg, apiKeys, ctrlconfig.GetConfig, log); err != nil {
+			finish, err := wireAPIKeys(cmd.Context(), &cfg, apiKeys, ctrlconfig.GetConfig, log)
+			if err != nil {
 				return err
 			}
-			return xds.Serve(cmd.Context(), cfg)
+			err = xds.Serve(cmd.Context(), cfg)
+			return errors.Join(err, finish())
 		},
 	}
 	f := cmd.Flags()

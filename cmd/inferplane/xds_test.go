@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferplane/inferplane/auth/extauthz"
+	"github.com/inferplane/inferplane/usage"
 )
 
 func TestXDSBootstrapCommand(t *testing.T) {
@@ -65,6 +67,8 @@ func TestXDSCommandErrors(t *testing.T) {
 			"--keys-file", eps, "--keys-namespace", "keys"}, 1, "--keys-file and --keys-namespace choose different key stores"},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--secret-file", secret,
 			"--keys-file", filepath.Join(filepath.Dir(eps), "keys.db"), "--grpc-address", "127.0.0.1:0"}, 1, "--services-address is needed"},
+		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--secret-file", secret,
+			"--usage-save-interval", "0s"}, 2, "--usage-save-interval 0s: want a positive duration"},
 		{[]string{"xds", "bootstrap", "--api", "grpc"}, 2, `--api "grpc": expected sotw or delta`},
 		{[]string{"xds", "bootstrap", "--node-id", "a", "--xds-address", "nohost"}, 2, `xds address "nohost": expected host:port`},
 	}
@@ -101,32 +105,12 @@ func freePort(t *testing.T) string {
 // unknown one is refused, the health view answers on the admin port, and the command stops
 // the way SIGTERM stops it (its context ends) without error.
 func TestXDSServeCommand(t *testing.T) {
-	dir := t.TempDir()
-	eps := filepath.Join(dir, "eps.yaml")
-	require.NoError(t, os.WriteFile(eps, []byte("endpoints:\n- {tenant: acme, job: chat, replicas: [{address: 127.0.0.1, port: 9}]}\n"), 0o644))
-	secret := writeKeySecret(t)
-	store := filepath.Join(dir, "keys.db")
-	key, _, err := execCLI(context.Background(), "keys", "create", "--store-file", store, "--secret-file", secret, "--tenant", "acme")
-	require.NoError(t, err)
-	key = strings.TrimSpace(key)
+	eps, secret, store, key := serveFixture(t)
 	admin, grpcAddr := freePort(t), freePort(t)
-
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, _, err := execCLI(ctx, "xds", "serve", "--source", "file", "--file", eps, "--domain", "example.test",
-			"--grpc-address", grpcAddr, "--admin-address", admin, "--log-level", "warn",
-			"--keys-file", store, "--secret-file", secret)
-		done <- err
-	}()
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(fmt.Sprintf("http://%s/readyz", admin))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, 20*time.Second, 50*time.Millisecond)
+	done := startServe(t, ctx, admin, "--source", "file", "--file", eps, "--domain", "example.test",
+		"--grpc-address", grpcAddr, "--admin-address", admin, "--log-level", "warn",
+		"--keys-file", store, "--secret-file", secret)
 
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
@@ -151,10 +135,109 @@ func TestXDSServeCommand(t *testing.T) {
 	assert.Equal(t, 200, resp.StatusCode)
 
 	cancel()
+	require.NoError(t, waitServe(t, done))
+}
+
+// serveFixture is what `xds serve` with keys needs: an endpoints file with one endpoint
+// (acme/chat), a key secret, and a key store holding one key of acme (returned in the clear).
+func serveFixture(t *testing.T) (eps, secret, store, key string) {
+	t.Helper()
+	dir := t.TempDir()
+	eps = filepath.Join(dir, "eps.yaml")
+	require.NoError(t, os.WriteFile(eps, []byte("endpoints:\n- {tenant: acme, job: chat, replicas: [{address: 127.0.0.1, port: 9}]}\n"), 0o644))
+	secret = writeKeySecret(t)
+	store = filepath.Join(dir, "keys.db")
+	key, _, err := execCLI(context.Background(), "keys", "create", "--store-file", store, "--secret-file", secret, "--tenant", "acme")
+	require.NoError(t, err)
+	return eps, secret, store, strings.TrimSpace(key)
+}
+
+// startServe runs `xds serve args...` until ctx ends and waits until its /readyz at admin
+// answers 200 (or the command fails first).
+func startServe(t *testing.T, ctx context.Context, admin string, args ...string) chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := execCLI(ctx, append([]string{"xds", "serve"}, args...)...)
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-done:
+			done <- err
+			return true
+		default:
+		}
+		resp, err := http.Get(fmt.Sprintf("http://%s/readyz", admin))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, 20*time.Second, 50*time.Millisecond)
 	select {
 	case err := <-done:
-		require.NoError(t, err)
+		t.Fatalf("xds serve stopped before it was ready: %v", err)
+	default:
+	}
+	return done
+}
+
+// waitServe returns the command's result once its context has ended.
+func waitServe(t *testing.T, done chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
 	case <-time.After(15 * time.Second):
 		t.Fatal("xds serve did not stop")
+		return nil
 	}
+}
+
+// Per-key usage outlives a restart of the server: it is read back from --usage-file at start
+// and written again on shutdown; a file it cannot read stops the start, untouched.
+func TestXDSServeKeepsUsageAcrossRestarts(t *testing.T) {
+	eps, secret, store, _ := serveFixture(t)
+	dir := filepath.Dir(store)
+
+	// What an earlier run of the server saved: the default file sits next to the key store.
+	ledgerPath := filepath.Join(dir, "keys.usage.json")
+	hour := time.Now().UTC().Truncate(time.Hour)
+	earlier := usage.Ledger{Version: usage.LedgerVersion, SavedAt: time.Now().UTC(), Keys: []usage.KeyUsage{{
+		KeyID: "00112233aabbccdd", Tenant: "acme", Endpoints: []string{"chat"}, Total: usage.Hour{Requests: 3, TokensIn: 30, TokensOut: 300},
+		Hours: []usage.HourSlot{{Hour: hour, Requests: 3, TokensIn: 30, TokensOut: 300}},
+	}}}
+	require.NoError(t, usage.LedgerFile{Path: ledgerPath}.Save(earlier))
+
+	serve := func(ctx context.Context, admin string) chan error {
+		return startServe(t, ctx, admin, "--source", "file", "--file", eps, "--domain", "example.test",
+			"--grpc-address", freePort(t), "--admin-address", admin, "--log-level", "warn",
+			"--keys-file", store, "--secret-file", secret)
+	}
+	admin := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := serve(ctx, admin)
+	out, _, err := execCLI(context.Background(), "keys", "usage", "--server", "http://"+admin, "-o", "json")
+	require.NoError(t, err)
+	var rep usage.UsageReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.Len(t, rep.Keys, 1, "the usage saved by the earlier run is served again")
+	assert.Equal(t, earlier.Keys[0].Total, rep.Keys[0].Total)
+	cancel()
+	require.NoError(t, waitServe(t, done))
+	l, err := usage.LedgerFile{Path: ledgerPath}.Load()
+	require.NoError(t, err)
+	assert.Equal(t, earlier.Keys, l.Keys, "the file still holds the usage after a shutdown")
+
+	// A file this build cannot read: the server refuses to start and leaves it alone.
+	require.NoError(t, os.WriteFile(ledgerPath, []byte("{not json"), 0o600))
+	_, _, err = execCLI(context.Background(), "xds", "serve", "--source", "file", "--file", eps, "--domain", "example.test",
+		"--grpc-address", freePort(t), "--admin-address", freePort(t), "--log-level", "warn",
+		"--keys-file", store, "--secret-file", secret)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--usage-file")
+	assert.Contains(t, err.Error(), ledgerPath)
+	b, _ := os.ReadFile(ledgerPath)
+	assert.Equal(t, "{not json", string(b))
 }
