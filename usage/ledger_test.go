@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -136,3 +137,19 @@ func TestMergeUsageSumsServers(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestLedgerLockKeepsASecondServerOut(t *testing.T) {
+	f := LedgerFile{Path: filepath.Join(t.TempDir(), "usage.json")}
+	unlock, err := f.Lock()
+	require.NoError(t, err)
+	_, err = f.Lock()
+	if runtime.GOOS == "windows" {
+		t.Skip("SKIPPED: no flock on windows; Lock is a no-op there")
+	}
+	require.Error(t, err, "a second holder of the same ledger is refused")
+	assert.Contains(t, err.Error(), "in use by another server")
+	unlock()
+	unlock2, err := f.Lock()
+	require.NoError(t, err, "free again once released")
+	unlock2()
+}

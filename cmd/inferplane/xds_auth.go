@@ -137,8 +137,13 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, f apiKeyFlags, kube func(
 	agg := usage.NewAggregator(usage.Options{Replicas: counts})
 	if usageFile != "" && usageFile != "-" {
 		ledger := usage.LedgerFile{Path: usageFile}
+		unlock, err := ledger.Lock()
+		if err != nil {
+			return finish, fmt.Errorf("--usage-file: %w", err)
+		}
 		l, err := ledger.Load()
 		if err != nil {
+			unlock()
 			return finish, fmt.Errorf("--usage-file: %w", err)
 		}
 		agg.Restore(l)
@@ -147,6 +152,7 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, f apiKeyFlags, kube func(
 		go func() { kept <- usage.Keep(keepCtx, agg, ledger, f.usageEvery, log) }()
 		finish = func() error {
 			stop()
+			defer unlock()
 			return <-kept
 		}
 		log.Info("usage kept in a file", "file", usageFile, "keys", len(l.Keys), "every", f.usageEvery)

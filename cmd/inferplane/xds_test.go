@@ -196,7 +196,8 @@ func waitServe(t *testing.T, done chan error) error {
 }
 
 // Per-key usage outlives a restart of the server: it is read back from --usage-file at start
-// and written again on shutdown; a file it cannot read stops the start, untouched.
+// and written again on shutdown; a second server may not share it; a file it cannot read stops
+// the start, untouched.
 func TestXDSServeKeepsUsageAcrossRestarts(t *testing.T) {
 	eps, secret, store, _ := serveFixture(t)
 	dir := filepath.Dir(store)
@@ -224,6 +225,13 @@ func TestXDSServeKeepsUsageAcrossRestarts(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.Len(t, rep.Keys, 1, "the usage saved by the earlier run is served again")
 	assert.Equal(t, earlier.Keys[0].Total, rep.Keys[0].Total)
+	// A second server on the same ledger would overwrite this one's usage: it may not start.
+	_, _, err = execCLI(context.Background(), "xds", "serve", "--source", "file", "--file", eps, "--domain", "example.test",
+		"--grpc-address", freePort(t), "--admin-address", freePort(t), "--log-level", "warn",
+		"--keys-file", store, "--secret-file", secret)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "in use by another server")
+
 	cancel()
 	require.NoError(t, waitServe(t, done))
 	l, err := usage.LedgerFile{Path: ledgerPath}.Load()
