@@ -174,45 +174,53 @@ func (c *configCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription
 		return nil, err
 	}
 	w := &configWatch{req: req, sub: sub, out: out}
-	c.mu.Lock()
-	c.sotw[w] = struct{}{}
-	c.answerSotw(w)
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		delete(c.sotw, w)
-		t := w.ticket
-		c.mu.Unlock()
-		t.release()
-	}, nil
+	return parkWatch(c, c.sotw, w, &w.ticket, c.answerSotw), nil
 }
 
 // answerSotw sends w its response if it has one and the budget allows; otherwise w stays
 // parked. mu is held.
 func (c *configCache) answerSotw(w *configWatch) {
-	r := c.sotwResponse(w)
-	if r == nil {
-		c.nothingToSend(&w.ticket)
+	answerParked(c, c.sotw, w, &w.ticket, c.answerSotw, func() (*response, bool) {
+		r := c.sotwResponse(w)
+		return r, r != nil
+	}, func(r *response) { w.out <- r })
+}
+
+// parkWatch parks a new watch in set and answers it at once if it can be; the cancel it
+// returns takes the watch out and gives back any share of the budget it held.
+func parkWatch[W comparable](c *configCache, set map[W]struct{}, w W, t **ticket, answer func(W)) func() {
+	c.mu.Lock()
+	set[w] = struct{}{}
+	answer(w)
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(set, w)
+		held := *t
+		c.mu.Unlock()
+		held.release()
+	}
+}
+
+// answerParked is one answer to a parked watch w of set: respond makes its response (false:
+// nothing to send, and any share it waited for goes back); a response the budget admits is
+// sent and w leaves the set; otherwise w stays parked and answer runs again once its share is
+// granted, from the state of that moment. mu is held.
+func answerParked[W comparable, R interface{ size() int64 }](c *configCache, set map[W]struct{}, w W, t **ticket,
+	answer func(W), respond func() (R, bool), send func(R)) {
+	r, ok := respond()
+	if !ok {
+		(*t).release()
+		*t = nil
 		return
 	}
-	if c.budget.admit(&w.ticket, r.size(), &c.mu, func() { rewakeIn(c.sotw, w, func() { c.answerSotw(w) }) }) {
-		delete(c.sotw, w)
-		w.out <- r
-	}
-}
-
-// nothingToSend gives back a share a watch may have waited for, now that it has nothing to
-// send (any more). mu is held.
-func (c *configCache) nothingToSend(t **ticket) {
-	(*t).release()
-	*t = nil
-}
-
-// rewakeIn answers a parked watch of set again once its share is granted, unless it has gone.
-// mu is held.
-func rewakeIn[W comparable](set map[W]struct{}, w W, answer func()) {
-	if _, parked := set[w]; parked {
-		answer()
+	if c.budget.admit(t, r.size(), &c.mu, func() {
+		if _, parked := set[w]; parked {
+			answer(w)
+		}
+	}) {
+		delete(set, w)
+		send(r)
 	}
 }
 
@@ -281,30 +289,15 @@ func (c *configCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Su
 		return nil, err
 	}
 	w := &configDeltaWatch{req: req, sub: sub, out: out}
-	c.mu.Lock()
-	c.delta[w] = struct{}{}
-	c.answerDelta(w)
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		delete(c.delta, w)
-		t := w.ticket
-		c.mu.Unlock()
-		t.release()
-	}, nil
+	return parkWatch(c, c.delta, w, &w.ticket, c.answerDelta), nil
 }
 
 // answerDelta is answerSotw for delta streams; mu is held.
 func (c *configCache) answerDelta(w *configDeltaWatch) {
-	r := c.deltaResponse(w)
-	if r == nil {
-		c.nothingToSend(&w.ticket)
-		return
-	}
-	if c.budget.admit(&w.ticket, r.size(), &c.mu, func() { rewakeIn(c.delta, w, func() { c.answerDelta(w) }) }) {
-		delete(c.delta, w)
-		w.out <- r
-	}
+	answerParked(c, c.delta, w, &w.ticket, c.answerDelta, func() (*deltaResp, bool) {
+		r := c.deltaResponse(w)
+		return r, r != nil
+	}, func(r *deltaResp) { w.out <- r })
 }
 
 // deltaResponse compares the resources' versions with those the node has; nil when there is
