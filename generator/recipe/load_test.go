@@ -291,7 +291,7 @@ func TestDeriveImage(t *testing.T) {
 func TestLoadUpstreamTree(t *testing.T) {
 	dir := os.Getenv("INFERPLANE_UPSTREAM_RECIPES")
 	if dir == "" {
-		t.Skip("INFERPLANE_UPSTREAM_RECIPES is not set: no checkout of github.com/vllm-project/recipes to load")
+		t.Skip("SKIPPED: INFERPLANE_UPSTREAM_RECIPES is not set: no checkout of github.com/vllm-project/recipes to load")
 	}
 	b, err := recipe.Load(os.DirFS(dir))
 	require.NoError(t, err)
