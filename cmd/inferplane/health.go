@@ -23,7 +23,7 @@ probes. Exits 1 when an endpoint shown is unavailable, so scripts can gate on it
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
-				return keysBadUsage(fmt.Errorf("-o %q: want table or json", output))
+				return usageErr(fmt.Errorf("-o %q: want table or json", output))
 			}
 			q := url.Values{}
 			if tenant != "" {

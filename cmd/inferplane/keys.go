@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -67,7 +68,7 @@ func defaultKeysFile() string {
 func (f *storeFlags) open() (keys.Store, string, error) {
 	if f.namespace != "" {
 		if f.file != "" {
-			return nil, "", keysBadUsage(errors.New("--store-file and --namespace choose different stores: pass one"))
+			return nil, "", usageErr(errors.New("--store-file and --namespace choose different stores: pass one"))
 		}
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
 		rules.ExplicitPath = f.kubeconfig
@@ -85,8 +86,6 @@ func (f *storeFlags) open() (keys.Store, string, error) {
 	}
 	return keys.NewFileStore(path), path, nil
 }
-
-func keysBadUsage(err error) error { return &exitStatus{code: 2, err: err} }
 
 func newKeysCmd() *cobra.Command {
 	var sf storeFlags
@@ -143,26 +142,26 @@ The key is shown this once; the store keeps only its hash.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if msgs := validation.IsDNS1123Label(tenant); tenant == "" || len(msgs) > 0 {
-				return keysBadUsage(fmt.Errorf("--tenant %q: want a tenant name (a DNS label): %s", tenant, strings.Join(msgs, "; ")))
+				return usageErr(fmt.Errorf("--tenant %q: want a tenant name (a DNS label): %s", tenant, strings.Join(msgs, "; ")))
 			}
 			if msgs := validation.IsDNS1123Subdomain(endpoint); endpoint != "" && len(msgs) > 0 {
-				return keysBadUsage(fmt.Errorf("--endpoint %q: want a job name: %s", endpoint, strings.Join(msgs, "; ")))
+				return usageErr(fmt.Errorf("--endpoint %q: want a job name: %s", endpoint, strings.Join(msgs, "; ")))
 			}
 			if output != "text" && output != "json" {
-				return keysBadUsage(fmt.Errorf("-o %q: want text or json", output))
+				return usageErr(fmt.Errorf("-o %q: want text or json", output))
 			}
 			now := time.Now().UTC()
 			exp, err := parseExpiry(expires, now)
 			if err != nil {
-				return keysBadUsage(fmt.Errorf("--expires: %w", err))
+				return usageErr(fmt.Errorf("--expires: %w", err))
 			}
 			secret, err := keys.LoadSecret(secretFile)
 			if err != nil {
-				return keysBadUsage(err)
+				return usageErr(err)
 			}
 			h, err := keys.NewHasher(secret)
 			if err != nil {
-				return keysBadUsage(err)
+				return usageErr(err)
 			}
 			store, where, err := sf.open()
 			if err != nil {
@@ -262,12 +261,12 @@ func newKeysListCmd(sf *storeFlags) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
-				return keysBadUsage(fmt.Errorf("-o %q: want table or json", output))
+				return usageErr(fmt.Errorf("-o %q: want table or json", output))
 			}
 			switch keys.Status(status) {
 			case "", keys.StatusActive, keys.StatusRevoked, keys.StatusExpired:
 			default:
-				return keysBadUsage(fmt.Errorf("--status %q: want active, revoked or expired", status))
+				return usageErr(fmt.Errorf("--status %q: want active, revoked or expired", status))
 			}
 			store, _, err := sf.open()
 			if err != nil {
@@ -291,7 +290,7 @@ func newKeysListCmd(sf *storeFlags) *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tTENANT\tENDPOINT\tNAME\tSTATUS\tCREATED\tEXPIRES")
 			for _, v := range views {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Tenant, keysOr(v.Endpoint, "*"), keysOr(v.Name, "-"),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Tenant, cmp.Or(v.Endpoint, "*"), cmp.Or(v.Name, "-"),
 					v.Status, v.CreatedAt.Format(time.RFC3339), keysTimeOr(v.ExpiresAt, "never"))
 			}
 			return tw.Flush()
@@ -313,7 +312,7 @@ The record stays, listed as revoked, so usage recorded against the id keeps its 
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			for _, id := range ids {
 				if !keys.ValidID(id) {
-					return keysBadUsage(fmt.Errorf("%q is not a key id (16 hex digits, as `keys list` shows)", id))
+					return usageErr(fmt.Errorf("%q is not a key id (16 hex digits, as `keys list` shows)", id))
 				}
 			}
 			store, _, err := sf.open()
@@ -360,10 +359,10 @@ command rather than print a partial sum.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
-				return keysBadUsage(fmt.Errorf("-o %q: want table or json", output))
+				return usageErr(fmt.Errorf("-o %q: want table or json", output))
 			}
 			if _, err := usage.ParseSince(since, time.Now()); err != nil {
-				return keysBadUsage(fmt.Errorf("--since: %w", err))
+				return usageErr(fmt.Errorf("--since: %w", err))
 			}
 			q := url.Values{}
 			for k, v := range map[string]string{"tenant": tenant, "key": key, "since": since} {
@@ -372,7 +371,7 @@ command rather than print a partial sum.`,
 				}
 			}
 			if len(servers) == 0 {
-				return keysBadUsage(errors.New("--server: give at least one xDS server URL"))
+				return usageErr(errors.New("--server: give at least one xDS server URL"))
 			}
 			var rep usage.UsageReport
 			lists := make([][]usage.KeyUsage, 0, len(servers))
@@ -428,7 +427,7 @@ func serverURLDefault() string {
 func serverGetJSON(ctx context.Context, base, path string, q url.Values, v any) error {
 	u, err := url.Parse(strings.TrimRight(base, "/") + path)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return keysBadUsage(fmt.Errorf("--server %q: want a URL such as %s", base, defaultServerURL))
+		return usageErr(fmt.Errorf("--server %q: want a URL such as %s", base, defaultServerURL))
 	}
 	u.RawQuery = q.Encode()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -465,13 +464,6 @@ func keysJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-func keysOr(s, empty string) string {
-	if s == "" {
-		return empty
-	}
-	return s
 }
 
 func keysTimeOr(t time.Time, zero string) string {

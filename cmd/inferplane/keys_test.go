@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -20,17 +19,6 @@ import (
 func keysCLI(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	return execCLI(context.Background(), args...)
-}
-
-func exitOf(err error) int {
-	var es *exitStatus
-	if errors.As(err, &es) {
-		return es.code
-	}
-	if err != nil {
-		return 1
-	}
-	return 0
 }
 
 func TestKeysCommands(t *testing.T) {
@@ -125,8 +113,8 @@ func TestKeysCommandErrors(t *testing.T) {
 		{[]string{"keys", "usage", "--since", "last week"}, 2, "--since"},
 	} {
 		_, _, err := keysCLI(t, tc.args...)
-		if err == nil || exitOf(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
-			t.Errorf("%v: exit %d %v; want exit %d mentioning %q", tc.args, exitOf(err), err, tc.code, tc.msg)
+		if err == nil || exitCode(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%v: exit %d %v; want exit %d mentioning %q", tc.args, exitCode(err), err, tc.code, tc.msg)
 		}
 	}
 	t.Setenv(keys.SecretEnv, "short")
@@ -152,7 +140,7 @@ func TestHealthAndUsageCommands(t *testing.T) {
 	defer srv.Close()
 
 	out, _, err := keysCLI(t, "health", "--server", srv.URL, "--tenant", "acme")
-	if exitOf(err) != 1 || !strings.Contains(err.Error(), "acme/down") {
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "acme/down") {
 		t.Fatalf("an unavailable endpoint must exit 1 naming it: %v", err)
 	}
 	for _, want := range []string{"TENANT", "chat", "healthy", "2/2", "100.0%", "down", "unavailable", "no ready replica"} {

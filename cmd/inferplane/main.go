@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -54,8 +55,17 @@ type exitStatus struct {
 func (e *exitStatus) Error() string { return e.err.Error() }
 func (e *exitStatus) Unwrap() error { return e.err }
 
+// usageErr is a command used wrongly (a bad flag value, a missing argument): exit status 2.
+func usageErr(err error) error { return &exitStatus{code: 2, err: err} }
+
+// exitCode is the process's exit status for a command's error: 0 for none, the status an
+// exitStatus carries (wrapped or not), else 1.
 func exitCode(err error) int {
-	if es, ok := err.(*exitStatus); ok {
+	var es *exitStatus
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &es):
 		return es.code
 	}
 	return 1

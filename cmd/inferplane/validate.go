@@ -43,7 +43,7 @@ Exit status: 0 when every object passes, 1 when any is denied, 2 when the input 
   inferplane validate --tenants tenants jobs/chat.yaml`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return &exitStatus{code: 2, err: errors.New("validate needs at least one PATH (a manifest file or a folder)")}
+				return usageErr(errors.New("validate needs at least one PATH (a manifest file or a folder)"))
 			}
 			return nil
 		},
@@ -53,28 +53,27 @@ Exit status: 0 when every object passes, 1 when any is denied, 2 when the input 
 	}
 	cmd.Flags().StringVar(&tenantsDir, "tenants", "", "the generator's tenants folder, for node types, tenants and hand-written masters")
 	cmd.Flags().StringVar(&recipesDir, "recipes", "", "the vLLM recipes folder, to derive the masters of jobs that name a recipe model")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitStatus{code: 2, err: err} })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	return cmd
 }
 
 func runValidate(ctx context.Context, stdout, stderr io.Writer, paths []string, tenantsDir, recipesDir string) error {
-	bad := func(err error) error { return &exitStatus{code: 2, err: err} }
 	files, err := validateRead(paths)
 	if err != nil {
-		return bad(err)
+		return usageErr(err)
 	}
 	decoded, err := policy.DecodeFiles(files)
 	for _, p := range decoded.Skipped {
 		fmt.Fprintf(stderr, "validate: skipping %s: no Kubernetes object in it\n", p)
 	}
 	if err != nil {
-		return bad(err)
+		return usageErr(err)
 	}
 	base := policy.Overlay{}
 	if tenantsDir != "" {
 		store, err := validateTenantsData(tenantsDir)
 		if err != nil {
-			return bad(err)
+			return usageErr(err)
 		}
 		base = append(base, store)
 	}
@@ -82,13 +81,13 @@ func runValidate(ctx context.Context, stdout, stderr io.Writer, paths []string, 
 	if recipesDir != "" {
 		derived, err := validateDerive(ctx, stderr, recipesDir, objs, base)
 		if err != nil {
-			return bad(err)
+			return usageErr(err)
 		}
 		base = append(base, derived)
 	}
 	results, err := policy.ReviewObjects(ctx, base, objs)
 	if err != nil {
-		return bad(fmt.Errorf("policy data in %s: %w", strings.Join(paths, ", "), err))
+		return usageErr(fmt.Errorf("policy data in %s: %w", strings.Join(paths, ", "), err))
 	}
 	reviewed, denied := 0, 0
 	for _, r := range results {

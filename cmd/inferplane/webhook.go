@@ -33,8 +33,6 @@ replica layout, allowed node types and GPU devices. See docs/webhook.md.`,
 	return cmd
 }
 
-func webhookUsageErr(err error) error { return &exitStatus{code: 2, err: err} }
-
 func newWebhookServeCmd() *cobra.Command {
 	var (
 		o          webhook.ServeOptions
@@ -74,12 +72,12 @@ Endpoints: the webhook on --port (TLS, /validate/<resource>); /healthz and /read
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := webhookLogger(cmd.ErrOrStderr(), logLevel)
 			if err != nil {
-				return webhookUsageErr(err)
+				return usageErr(err)
 			}
 			o.Logger = logger
 			switch {
 			case dev && tlsSecret != "":
-				return webhookUsageErr(errors.New("--dev and --tls-secret both choose the certificate: give one"))
+				return usageErr(errors.New("--dev and --tls-secret both choose the certificate: give one"))
 			case dev:
 				if err := webhookDevCerts(cmd.OutOrStdout(), &o, devHosts); err != nil {
 					return err
@@ -87,7 +85,7 @@ Endpoints: the webhook on --port (TLS, /validate/<resource>); /healthz and /read
 			case tlsSecret != "":
 				cs, err := webhookCertSecret(tlsSecret, service, vwcName)
 				if err != nil {
-					return webhookUsageErr(err)
+					return usageErr(err)
 				}
 				o.CertSecret = cs
 			default:
@@ -97,7 +95,7 @@ Endpoints: the webhook on --port (TLS, /validate/<resource>); /healthz and /read
 				}
 				for _, f := range []string{webhook.CertFile, webhook.KeyFile} {
 					if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-						return webhookUsageErr(fmt.Errorf("no %s in %s: mount a serving certificate there (--cert-dir), "+
+						return usageErr(fmt.Errorf("no %s in %s: mount a serving certificate there (--cert-dir), "+
 							"or use --tls-secret (in cluster) or --dev", f, dir))
 					}
 				}
@@ -125,7 +123,7 @@ Endpoints: the webhook on --port (TLS, /validate/<resource>); /healthz and /read
 	f.StringVar(&service, "service", "", "with --tls-secret: NAMESPACE/NAME of the webhook's Service (the certificate's host names)")
 	f.StringVar(&vwcName, "webhook-configuration", webhook.DefaultConfigurationName, "with --tls-secret: the ValidatingWebhookConfiguration whose caBundle the webhook fills in")
 	f.StringVar(&logLevel, "log-level", "info", "debug (every decision), info (denials and errors), warn or error")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return webhookUsageErr(err) })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	return cmd
 }
 
@@ -143,7 +141,7 @@ func webhookRESTConfig(kubeconfig, kubeCtx string) (*rest.Config, error) {
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
 		&clientcmd.ConfigOverrides{CurrentContext: kubeCtx}).ClientConfig()
 	if err != nil {
-		return nil, webhookUsageErr(fmt.Errorf("kubeconfig: %w", err))
+		return nil, usageErr(fmt.Errorf("kubeconfig: %w", err))
 	}
 	return cfg, nil
 }
@@ -182,7 +180,7 @@ func webhookDevCerts(out io.Writer, o *webhook.ServeOptions, hosts []string) err
 	}
 	b, err := webhook.SelfSigned(hosts, time.Now(), 30*24*time.Hour)
 	if err != nil {
-		return webhookUsageErr(err)
+		return usageErr(err)
 	}
 	if err := b.WriteDir(o.CertDir); err != nil {
 		return err
@@ -220,13 +218,13 @@ configuration is printed, pointing at a webhook outside the cluster (serve --dev
 			if caFile != "" {
 				ca, err := os.ReadFile(caFile)
 				if err != nil {
-					return webhookUsageErr(fmt.Errorf("--ca-bundle-file: %w", err))
+					return usageErr(fmt.Errorf("--ca-bundle-file: %w", err))
 				}
 				o.CABundle = ca
 			}
 			objs, err := webhook.Manifests(o)
 			if err != nil {
-				return webhookUsageErr(err)
+				return usageErr(err)
 			}
 			data, err := webhook.YAML(objs)
 			if err != nil {
@@ -245,6 +243,6 @@ configuration is printed, pointing at a webhook outside the cluster (serve --dev
 	f.Int32Var(&o.TimeoutSeconds, "timeout", webhook.DefaultTimeoutSeconds, "seconds the API server waits for a decision (1-30)")
 	f.StringVar(&o.URL, "url", "", "https://HOST[:PORT] of a webhook outside the cluster: print only the configuration, pointing there")
 	f.StringVar(&caFile, "ca-bundle-file", "", "with --url: PEM file of the CA that signed the webhook's certificate")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return webhookUsageErr(err) })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	return cmd
 }

@@ -90,7 +90,7 @@ at no measured cost in latency (docs/xds.md, Figures).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := xdsLogger(cmd, logLevel, logFormat)
 			if err != nil {
-				return xdsUsageErr(err)
+				return usageErr(err)
 			}
 			cfg.Logger = log
 			cfg.Resources.ListenerPort = listenerPort
@@ -100,20 +100,20 @@ at no measured cost in latency (docs/xds.md, Figures).`,
 			cfg.Resources.StreamIdleTimeout = streamIdle
 			cfg.Resources.ConnectTimeout = connectTimout
 			if err := cfg.Resources.Validate(); err != nil {
-				return xdsUsageErr(fmt.Errorf("--domain/--listener-*: %w", err))
+				return usageErr(fmt.Errorf("--domain/--listener-*: %w", err))
 			}
 			if err := cfg.Health.Validate(); err != nil {
-				return xdsUsageErr(fmt.Errorf("--probe-*: %w", err))
+				return usageErr(fmt.Errorf("--probe-*: %w", err))
 			}
 			switch source {
 			case "file":
 				if file == "" {
-					return xdsUsageErr(errors.New("--source file needs --file"))
+					return usageErr(errors.New("--source file needs --file"))
 				}
 				cfg.Source = &discovery.File{Path: file, Interval: fileInterval, Logger: log}
 			case "kube":
 				if file != "" {
-					return xdsUsageErr(errors.New("--file is for --source file"))
+					return usageErr(errors.New("--file is for --source file"))
 				}
 				rc, err := ctrlconfig.GetConfig()
 				if err != nil {
@@ -122,7 +122,7 @@ at no measured cost in latency (docs/xds.md, Figures).`,
 				rc.UserAgent = "inferplane-xds"
 				cfg.Source = &discovery.Kube{Config: rc, Namespaces: namespaces, AllowForeignNamespace: foreignNS, Logger: log}
 			default:
-				return xdsUsageErr(fmt.Errorf("--source %q: expected kube or file", source))
+				return usageErr(fmt.Errorf("--source %q: expected kube or file", source))
 			}
 			finish, err := wireAPIKeys(cmd.Context(), &cfg, apiKeys, ctrlconfig.GetConfig, log)
 			if err != nil {
@@ -193,11 +193,11 @@ a large request; see docs/xds.md for the measured difference.`,
 			case "delta":
 				opts.Delta = true
 			default:
-				return xdsUsageErr(fmt.Errorf("--api %q: expected sotw or delta", api))
+				return usageErr(fmt.Errorf("--api %q: expected sotw or delta", api))
 			}
 			y, err := bootstrap.YAML(opts)
 			if err != nil {
-				return xdsUsageErr(err)
+				return usageErr(err)
 			}
 			if output == "" || output == "-" {
 				_, err = cmd.OutOrStdout().Write(y)
@@ -234,4 +234,3 @@ func xdsLogger(cmd *cobra.Command, level, format string) (*slog.Logger, error) {
 }
 
 // xdsUsageErr marks bad flags or input: exit status 2.
-func xdsUsageErr(err error) error { return &exitStatus{code: 2, err: err} }

@@ -80,7 +80,7 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, f apiKeyFlags, kube func(
 		return finish, nil
 	}
 	if f.usageEvery <= 0 {
-		return finish, xdsUsageErr(fmt.Errorf("--usage-save-interval %s: want a positive duration such as 30s", f.usageEvery))
+		return finish, usageErr(fmt.Errorf("--usage-save-interval %s: want a positive duration such as 30s", f.usageEvery))
 	}
 	secret, err := keys.LoadSecret(f.secretFile)
 	if err != nil {
