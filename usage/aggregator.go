@@ -72,6 +72,22 @@ type Hour struct {
 	TokensOut uint64 `json:"tokensOut"`
 }
 
+func (h *Hour) add(o Hour) {
+	h.Requests += o.Requests
+	h.TokensIn += o.TokensIn
+	h.TokensOut += o.TokensOut
+}
+
+// slot is h as the HourSlot of hour hr (hours since the epoch).
+func (h Hour) slot(hr int64) HourSlot {
+	return HourSlot{Hour: time.Unix(hr*3600, 0).UTC(), Requests: h.Requests, TokensIn: h.TokensIn, TokensOut: h.TokensOut}
+}
+
+// counts is the slot's figures without its hour.
+func (s HourSlot) counts() Hour {
+	return Hour{Requests: s.Requests, TokensIn: s.TokensIn, TokensOut: s.TokensOut}
+}
+
 // NewAggregator returns an empty aggregator.
 func NewAggregator(opt Options) *Aggregator {
 	if opt.Window < time.Minute {
@@ -89,13 +105,6 @@ func NewAggregator(opt Options) *Aggregator {
 		endpoints: map[EndpointKey]*endpointStats{},
 		keys:      map[string]*keyStats{},
 	}
-}
-
-// SetReplicas wires the replica probes in after construction.
-func (a *Aggregator) SetReplicas(r ReplicaSource) {
-	a.mu.Lock()
-	a.opt.Replicas = r
-	a.mu.Unlock()
 }
 
 // Unattributed counts log entries that could not be tied to an endpoint.
@@ -178,11 +187,9 @@ func (a *Aggregator) addLocked(e *Entry, now time.Time) {
 		h = &Hour{}
 		ks.hours[hr] = h
 	}
-	for _, x := range []*Hour{h, &ks.total} {
-		x.Requests++
-		x.TokensIn += uint64(e.TokensIn)
-		x.TokensOut += uint64(e.TokensOut)
-	}
+	one := Hour{Requests: 1, TokensIn: uint64(e.TokensIn), TokensOut: uint64(e.TokensOut)}
+	h.add(one)
+	ks.total.add(one)
 }
 
 // bucket is the window's bucket for minute m (now is the current minute), or nil when m is
@@ -249,12 +256,9 @@ func ms(d time.Duration) *float64 {
 // and those that served traffic, sorted by tenant and job.
 func (a *Aggregator) Health(tenant string) HealthReport {
 	now := a.opt.Now()
-	a.mu.Lock()
-	rs := a.opt.Replicas
-	a.mu.Unlock()
 	// The replica source is called without our lock: it has locks of its own.
 	replicas := map[EndpointKey]*ReplicaCount{}
-	if rs != nil {
+	if rs := a.opt.Replicas; rs != nil {
 		for _, r := range rs.Replicas() {
 			replicas[EndpointKey{r.Tenant, r.Job}] = &r
 		}
@@ -361,10 +365,8 @@ func (a *Aggregator) Usage(q UsageQuery) []KeyUsage {
 			if h < from || h >= to {
 				continue
 			}
-			u.Hours = append(u.Hours, HourSlot{Hour: time.Unix(h*3600, 0).UTC(), Requests: v.Requests, TokensIn: v.TokensIn, TokensOut: v.TokensOut})
-			u.Total.Requests += v.Requests
-			u.Total.TokensIn += v.TokensIn
-			u.Total.TokensOut += v.TokensOut
+			u.Hours = append(u.Hours, v.slot(h))
+			u.Total.add(*v)
 		}
 		slices.SortFunc(u.Hours, func(x, y HourSlot) int { return x.Hour.Compare(y.Hour) })
 		out = append(out, u)

@@ -67,9 +67,7 @@ func (a *Aggregator) Restore(l Ledger) {
 				h = &Hour{}
 				ks.hours[hr] = h
 			}
-			h.Requests += s.Requests
-			h.TokensIn += s.TokensIn
-			h.TokensOut += s.TokensOut
+			h.add(s.counts())
 		}
 	}
 }
@@ -78,31 +76,28 @@ func (a *Aggregator) Restore(l Ledger) {
 // talk to it) into one list: per key and hour, sorted as Usage sorts.
 func MergeUsage(lists ...[]KeyUsage) []KeyUsage {
 	byKey := map[string]*KeyUsage{}
-	hours := map[string]map[int64]*HourSlot{}
+	hours := map[string]map[int64]*Hour{}
 	for _, list := range lists {
 		for _, k := range list {
 			m := byKey[k.KeyID]
 			if m == nil {
 				m = &KeyUsage{KeyID: k.KeyID, Tenant: k.Tenant}
-				byKey[k.KeyID], hours[k.KeyID] = m, map[int64]*HourSlot{}
+				byKey[k.KeyID], hours[k.KeyID] = m, map[int64]*Hour{}
 			}
 			for _, e := range k.Endpoints {
 				if !slices.Contains(m.Endpoints, e) {
 					m.Endpoints = append(m.Endpoints, e)
 				}
 			}
-			m.Total.Requests += k.Total.Requests
-			m.Total.TokensIn += k.Total.TokensIn
-			m.Total.TokensOut += k.Total.TokensOut
+			m.Total.add(k.Total)
 			for _, s := range k.Hours {
-				h := hours[k.KeyID][s.Hour.Unix()]
+				hr := s.Hour.Unix() / 3600
+				h := hours[k.KeyID][hr]
 				if h == nil {
-					h = &HourSlot{Hour: s.Hour.UTC()}
-					hours[k.KeyID][s.Hour.Unix()] = h
+					h = &Hour{}
+					hours[k.KeyID][hr] = h
 				}
-				h.Requests += s.Requests
-				h.TokensIn += s.TokensIn
-				h.TokensOut += s.TokensOut
+				h.add(s.counts())
 			}
 		}
 	}
@@ -110,8 +105,8 @@ func MergeUsage(lists ...[]KeyUsage) []KeyUsage {
 	for id, m := range byKey {
 		slices.Sort(m.Endpoints)
 		m.Hours = make([]HourSlot, 0, len(hours[id]))
-		for _, h := range hours[id] {
-			m.Hours = append(m.Hours, *h)
+		for hr, h := range hours[id] {
+			m.Hours = append(m.Hours, h.slot(hr))
 		}
 		slices.SortFunc(m.Hours, func(x, y HourSlot) int { return x.Hour.Compare(y.Hour) })
 		out = append(out, *m)

@@ -357,10 +357,9 @@ func TestClassify(t *testing.T) {
 }
 
 func TestReplicaSourceJoins(t *testing.T) {
-	agg := NewAggregator(Options{Now: func() time.Time { return t0 }})
-	agg.SetReplicas(ReplicaFunc(func() []ReplicaCount {
+	agg := NewAggregator(Options{Now: func() time.Time { return t0 }, Replicas: ReplicaFunc(func() []ReplicaCount {
 		return []ReplicaCount{{Tenant: "acme", Job: "idle", Ready: 0, Total: 2}, {Tenant: "acme", Job: "chat", Ready: 2, Total: 2}}
-	}))
+	})})
 	agg.Add(Entry{Tenant: "acme", Job: "chat", Code: 200, Done: t0, Latency: time.Millisecond})
 	rep := agg.Health("acme")
 	if len(rep.Endpoints) != 2 || rep.Endpoints[1].Job != "idle" || rep.Endpoints[1].Status != StatusUnavailable ||

@@ -39,7 +39,7 @@ import (
 // Filter names. ExtAuthzName is also the key of the per-virtual-host config and the namespace
 // of the dynamic metadata the check returns, so it must stay the canonical name.
 const (
-	ExtAuthzName  = "envoy.filters.http.ext_authz"
+	ExtAuthzName  = extauthz.MetadataNamespace
 	UsageLuaName  = "inferplane.usage"
 	AccessLogName = "envoy.access_loggers.http_grpc"
 	// DefaultCluster is the cluster of the auth and usage services.

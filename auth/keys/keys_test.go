@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -302,7 +303,7 @@ func TestCreateBatchAllOrNothing(t *testing.T) {
 		key, id, _ := Generate(nil)
 		batch = append(batch, Record{ID: id, Tenant: "acme", Hash: h.Hex(key), CreatedAt: time.Now().UTC()})
 	}
-	bad := append(slicesClone(batch), existing)
+	bad := append(slices.Clone(batch), existing)
 	if err := s.CreateBatch(ctx, bad); !errors.Is(err, ErrExists) {
 		t.Fatalf("batch with a duplicate: %v", err)
 	}
@@ -316,5 +317,3 @@ func TestCreateBatchAllOrNothing(t *testing.T) {
 		t.Fatalf("%d records after the batch", len(recs))
 	}
 }
-
-func slicesClone(r []Record) []Record { return append([]Record(nil), r...) }

@@ -128,10 +128,9 @@ func TestKeysCommandErrors(t *testing.T) {
 
 func TestHealthAndUsageCommands(t *testing.T) {
 	now := time.Now()
-	agg := usage.NewAggregator(usage.Options{})
-	agg.SetReplicas(usage.ReplicaFunc(func() []usage.ReplicaCount {
+	agg := usage.NewAggregator(usage.Options{Replicas: usage.ReplicaFunc(func() []usage.ReplicaCount {
 		return []usage.ReplicaCount{{Tenant: "acme", Job: "chat", Ready: 2, Total: 2}, {Tenant: "acme", Job: "down", Ready: 0, Total: 1}}
-	}))
+	})})
 	for i := range 50 {
 		agg.Add(usage.Entry{Tenant: "acme", Job: "chat", KeyID: "00112233aabbccdd", Code: 200, Done: now,
 			Latency: time.Duration(10+i) * time.Millisecond, TokensIn: 5, TokensOut: 7})
