@@ -71,9 +71,8 @@ type Controller struct {
 	probes      map[string]probeState          // by replica key
 	problems    map[string]bool
 	published   map[string]publishedJob // by job key
-	lastErr     error
-	pending     map[string]bool // replicas whose first probe the first publish waits for
-	retry       bool            // the last configuration failed to build or publish
+	lastErr     error                   // why the last configuration failed to build or publish; nil once one succeeds
+	pending     map[string]bool         // replicas whose first probe the first publish waits for
 }
 
 type probeState struct {
@@ -135,13 +134,13 @@ func (c *Controller) Run(ctx context.Context, updates <-chan discovery.Update) {
 			c.mu.Lock()
 			if !c.initialized {
 				c.log.Warn("publishing before every replica answered its first probe", "waitingFor", len(c.pending))
-				c.publishAll(ctx)
+				c.publishAll(ctx, c.jobs())
 			}
 			c.mu.Unlock()
 		case <-retry.C:
 			c.mu.Lock()
-			if c.initialized && c.retry {
-				c.publishAll(ctx)
+			if c.initialized && c.lastErr != nil {
+				c.publishAll(ctx, c.jobs())
 			}
 			c.mu.Unlock()
 		}
@@ -203,7 +202,7 @@ func (c *Controller) applyUpdate(ctx context.Context, u discovery.Update) (start
 			}
 		}
 		if len(c.pending) == 0 {
-			c.publishAll(ctx)
+			c.publishAll(ctx, c.jobs())
 			return false
 		}
 		c.log.Info("waiting for the first probe of every replica before the first publish",
@@ -226,7 +225,7 @@ func (c *Controller) applyHealth(ctx context.Context, ev health.Event) {
 	if !c.initialized {
 		delete(c.pending, ev.Key)
 		if len(c.pending) == 0 {
-			c.publishAll(ctx)
+			c.publishAll(ctx, c.jobs())
 		}
 		return
 	}
@@ -277,12 +276,12 @@ func (c *Controller) jobs() map[string]*resources.Endpoint {
 func (c *Controller) reconcile(ctx context.Context) {
 	jobs := c.jobs()
 	if len(jobs) != len(c.published) {
-		c.publishAll(ctx)
+		c.publishAll(ctx, jobs)
 		return
 	}
 	for key, ep := range jobs {
 		if p, ok := c.published[key]; !ok || p.info != ep.EndpointInfo {
-			c.publishAll(ctx)
+			c.publishAll(ctx, jobs)
 			return
 		}
 	}
@@ -311,11 +310,12 @@ func (c *Controller) publishEndpoints(jobs map[string]*resources.Endpoint, keys 
 			continue
 		}
 		p := c.published[k]
-		if slices.Equal(p.replicas, sortedReplicas(ep.Replicas)) {
+		replicas := sortedReplicas(ep.Replicas)
+		if slices.Equal(p.replicas, replicas) {
 			continue
 		}
 		clas = append(clas, resources.LoadAssignment(*ep))
-		p.replicas = sortedReplicas(ep.Replicas)
+		p.replicas = replicas
 		c.published[k] = p
 		c.log.Info("endpoints changed", "endpoint", k, "serving", len(ep.Replicas))
 	}
@@ -331,10 +331,9 @@ func (c *Controller) publishEndpoints(jobs map[string]*resources.Endpoint, keys 
 
 // publishAll builds and publishes the whole configuration; mu is held. On error the last good
 // configuration stays in force and the Run loop retries.
-func (c *Controller) publishAll(ctx context.Context) {
+func (c *Controller) publishAll(ctx context.Context, jobs map[string]*resources.Endpoint) {
 	c.initialized = true
 	c.pending = nil
-	jobs := c.jobs()
 	eps := make([]resources.Endpoint, 0, len(jobs))
 	for _, ep := range jobs {
 		eps = append(eps, *ep)
@@ -352,12 +351,12 @@ func (c *Controller) publishAll(ctx context.Context) {
 	for k, ep := range jobs {
 		c.published[k] = publishedJob{info: ep.EndpointInfo, replicas: sortedReplicas(ep.Replicas)}
 	}
-	c.retry, c.lastErr, c.publishedOK = false, nil, true
+	c.lastErr, c.publishedOK = nil, true
 	c.updateGauges()
 }
 
 func (c *Controller) fail(err error) {
-	c.retry, c.lastErr = true, err
+	c.lastErr = err
 	c.metrics.publishErrors.Inc()
 	c.log.Error("keeping the last published configuration", "error", err)
 }
