@@ -48,7 +48,7 @@ func FromUnstructured(u *unstructured.Unstructured) (client.Object, error) {
 func ReviewObjects(ctx context.Context, base Source, objs []client.Object) ([]Result, error) {
 	store := &Store{}
 	for _, o := range objs {
-		if _, err := store.add(o); err != nil {
+		if err := store.Add(o); err != nil {
 			return nil, err
 		}
 	}

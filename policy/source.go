@@ -59,31 +59,25 @@ func NewStore(objs ...client.Object) (*Store, error) {
 	return s, nil
 }
 
-// Add stores a Tenant, NodeType or ModelMaster and reports whether it was one of those (other
-// kinds are ignored). Adding an object whose name is taken is fine when the two specs are
-// equal (a master shared by two jobs is rendered into both), and an error otherwise.
+// Add stores a Tenant, NodeType or ModelMaster (other kinds are ignored). Adding an object
+// whose name is taken is fine when the two specs are equal (a master shared by two jobs is
+// rendered into both), and an error otherwise.
 func (s *Store) Add(obj client.Object) error {
-	_, err := s.add(obj)
-	return err
-}
-
-// add reports whether obj is policy data.
-func (s *Store) add(obj client.Object) (bool, error) {
 	switch o := obj.(type) {
 	case *v1alpha1.Tenant:
-		return true, put(&s.tenants, v1alpha1.KindTenant, o.Name, o, func(a, b *v1alpha1.Tenant) bool {
+		return put(&s.tenants, v1alpha1.KindTenant, o.Name, o, func(a, b *v1alpha1.Tenant) bool {
 			return apiequality.Semantic.DeepEqual(a.Spec, b.Spec)
 		})
 	case *v1alpha1.NodeType:
-		return true, put(&s.nodeTypes, v1alpha1.KindNodeType, o.Name, o, func(a, b *v1alpha1.NodeType) bool {
+		return put(&s.nodeTypes, v1alpha1.KindNodeType, o.Name, o, func(a, b *v1alpha1.NodeType) bool {
 			return apiequality.Semantic.DeepEqual(a.Spec, b.Spec)
 		})
 	case *v1alpha1.ModelMaster:
-		return true, put(&s.masters, v1alpha1.KindModelMaster, o.Name, o, func(a, b *v1alpha1.ModelMaster) bool {
+		return put(&s.masters, v1alpha1.KindModelMaster, o.Name, o, func(a, b *v1alpha1.ModelMaster) bool {
 			return apiequality.Semantic.DeepEqual(a.Spec, b.Spec)
 		})
 	}
-	return false, nil
+	return nil
 }
 
 func put[T any](m *map[string]*T, kind, name string, obj *T, same func(a, b *T) bool) error {
@@ -195,29 +189,17 @@ func clientGet[T client.Object](ctx context.Context, c ClientSource, name string
 	var zero T
 	if name == "" {
 		// The API server would answer with a confusing "resource name may not be empty".
-		return zero, &NotFoundError{Kind: kindOf(obj), Name: name}
+		return zero, &NotFoundError{Kind: RefOf(obj).Kind, Name: name}
 	}
 	err := c.Reader.Get(ctx, client.ObjectKey{Name: name}, obj)
 	if apierrors.IsNotFound(err) && c.Live != nil {
 		err = c.Live.Get(ctx, client.ObjectKey{Name: name}, obj)
 	}
 	if apierrors.IsNotFound(err) {
-		return zero, &NotFoundError{Kind: kindOf(obj), Name: name}
+		return zero, &NotFoundError{Kind: RefOf(obj).Kind, Name: name}
 	}
 	if err != nil {
 		return zero, err
 	}
 	return obj, nil
-}
-
-func kindOf(obj client.Object) string {
-	switch obj.(type) {
-	case *v1alpha1.Tenant:
-		return v1alpha1.KindTenant
-	case *v1alpha1.NodeType:
-		return v1alpha1.KindNodeType
-	case *v1alpha1.ModelMaster:
-		return v1alpha1.KindModelMaster
-	}
-	return fmt.Sprintf("%T", obj)
 }

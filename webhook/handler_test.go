@@ -68,16 +68,6 @@ func post(t testing.TB, h http.Handler, path, contentType string, body []byte) *
 	return out.Response
 }
 
-func pathOf(obj client.Object) string {
-	kind := obj.GetObjectKind().GroupVersionKind().Kind
-	for _, ep := range webhook.Endpoints {
-		if ep.Kind.Kind == kind {
-			return ep.Path
-		}
-	}
-	return "/nowhere"
-}
-
 type brokenSource struct{ policy.Source }
 
 func (brokenSource) Master(context.Context, string) (*v1alpha1.ModelMaster, error) {

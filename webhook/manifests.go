@@ -165,7 +165,7 @@ func Manifests(o ManifestOptions) ([]client.Object, error) {
 		Spec: corev1.ServiceSpec{
 			Selector: selector,
 			Ports: []corev1.ServicePort{{Name: "webhook", Port: 443, TargetPort: intstr.FromString("webhook"), Protocol: corev1.ProtocolTCP},
-				{Name: "metrics", Port: 8080, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP}},
+				{Name: "metrics", Port: DefaultMetricsPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP}},
 		},
 	}
 	certDir := "/var/run/inferplane/webhook-certs"
@@ -184,7 +184,7 @@ func Manifests(o ManifestOptions) ([]client.Object, error) {
 			}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: map[string]string{
-					"prometheus.io/scrape": "true", "prometheus.io/port": "8080",
+					"prometheus.io/scrape": "true", "prometheus.io/port": strconv.Itoa(DefaultMetricsPort),
 				}},
 				Spec: corev1.PodSpec{
 					ServiceAccountName:            o.Name,
@@ -213,8 +213,8 @@ func Manifests(o ManifestOptions) ([]client.Object, error) {
 						},
 						Ports: []corev1.ContainerPort{
 							{Name: "webhook", ContainerPort: DefaultPort, Protocol: corev1.ProtocolTCP},
-							{Name: "metrics", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
-							{Name: "probes", ContainerPort: 8081, Protocol: corev1.ProtocolTCP},
+							{Name: "metrics", ContainerPort: DefaultMetricsPort, Protocol: corev1.ProtocolTCP},
+							{Name: "probes", ContainerPort: DefaultProbePort, Protocol: corev1.ProtocolTCP},
 						},
 						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 							Path: "/readyz", Port: intstr.FromString("probes")}}, PeriodSeconds: 5},

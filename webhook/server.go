@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -30,11 +31,18 @@ import (
 // Defaults of ServeOptions.
 const (
 	DefaultPort             = 9443
-	DefaultMetricsAddr      = ":8080"
-	DefaultProbeAddr        = ":8081"
+	DefaultMetricsPort      = 8080
+	DefaultProbePort        = 8081
 	DefaultCertDir          = "/tmp/k8s-webhook-server/serving-certs"
 	DefaultCertSyncInterval = time.Minute
 	DefaultShutdownTimeout  = 30 * time.Second
+)
+
+// The default addresses of /metrics and the probes: every interface, the default ports (which
+// the install manifests also expose).
+var (
+	DefaultMetricsAddr = ":" + strconv.Itoa(DefaultMetricsPort)
+	DefaultProbeAddr   = ":" + strconv.Itoa(DefaultProbePort)
 )
 
 // ServeOptions configure Serve.

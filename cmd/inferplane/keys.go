@@ -18,7 +18,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/usage"
@@ -70,12 +69,9 @@ func (f *storeFlags) open() (keys.Store, string, error) {
 		if f.file != "" {
 			return nil, "", usageErr(errors.New("--store-file and --namespace choose different stores: pass one"))
 		}
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = f.kubeconfig
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-			&clientcmd.ConfigOverrides{CurrentContext: f.context}).ClientConfig()
+		cfg, err := kubeRESTConfig(f.kubeconfig, f.context)
 		if err != nil {
-			return nil, "", fmt.Errorf("kubeconfig: %w", err)
+			return nil, "", err
 		}
 		s, err := keys.NewKubeStore(cfg, f.namespace)
 		return s, "namespace " + f.namespace, err

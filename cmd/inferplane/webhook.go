@@ -100,9 +100,9 @@ Endpoints: the webhook on --port (TLS, /validate/<resource>); /healthz and /read
 					}
 				}
 			}
-			cfg, err := webhookRESTConfig(kubeconfig, kubeCtx)
+			cfg, err := kubeRESTConfig(kubeconfig, kubeCtx)
 			if err != nil {
-				return err
+				return usageErr(err)
 			}
 			return webhook.Serve(cmd.Context(), cfg, o)
 		},
@@ -135,13 +135,15 @@ func webhookLogger(w io.Writer, level string) (logr.Logger, error) {
 	return logr.FromSlogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-func webhookRESTConfig(kubeconfig, kubeCtx string) (*rest.Config, error) {
+// kubeRESTConfig loads a kubeconfig the way kubectl does (--kubeconfig, else $KUBECONFIG, else
+// ~/.kube/config, or in-cluster), with kubeCtx as the context when set.
+func kubeRESTConfig(kubeconfig, kubeCtx string) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
 		&clientcmd.ConfigOverrides{CurrentContext: kubeCtx}).ClientConfig()
 	if err != nil {
-		return nil, usageErr(fmt.Errorf("kubeconfig: %w", err))
+		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	return cfg, nil
 }

@@ -6,7 +6,6 @@ package crd
 import (
 	"embed"
 	"io/fs"
-	"slices"
 )
 
 //go:embed inferplane.io_*.yaml
@@ -33,15 +32,4 @@ func Read(names ...string) ([][]byte, error) {
 		out = append(out, b)
 	}
 	return out, nil
-}
-
-// Names lists every embedded CRD file, sorted.
-func Names() []string {
-	entries, _ := fs.ReadDir(files, ".")
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	slices.Sort(names)
-	return names
 }
