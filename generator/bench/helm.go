@@ -5,6 +5,7 @@
 package bench
 
 import (
+	"cmp"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -45,8 +46,8 @@ func Chart() (*chart.Chart, error) {
 // outside the timed part, which only favours Helm.
 func Values(tp plan.TenantPlan, opts render.Options) (map[string]any, error) {
 	t := tp.Tenant
-	repo := first(opts.RepoURL, t.Spec.Git.URL)
-	rev := first(opts.Revision, t.Spec.Git.Branch, render.DefaultRevision)
+	repo := cmp.Or(opts.RepoURL, t.Spec.Git.URL)
+	rev := cmp.Or(opts.Revision, t.Spec.Git.Branch, render.DefaultRevision)
 
 	tenant := map[string]any{
 		"name":          t.Name,
@@ -56,8 +57,8 @@ func Values(tp plan.TenantPlan, opts render.Options) (map[string]any, error) {
 		"allowed":       anyList(t.Spec.AllowedNodeTypes),
 		"gpuQuota":      t.Spec.GPUQuota,
 		"spec":          mapOf(t.Spec),
-		"argoNamespace": first(t.Spec.ArgoCD.Namespace, render.DefaultArgoCDNamespace),
-		"destination":   first(t.Spec.ArgoCD.Destination, t.Name),
+		"argoNamespace": cmp.Or(t.Spec.ArgoCD.Namespace, render.DefaultArgoCDNamespace),
+		"destination":   cmp.Or(t.Spec.ArgoCD.Destination, t.Name),
 		"connector":     t.Spec.ArgoCD.Connector,
 		"repoURL":       repo,
 		"revision":      rev,
@@ -87,7 +88,7 @@ func Values(tp plan.TenantPlan, opts render.Options) (map[string]any, error) {
 		if nt.Spec.InfiniBand != nil {
 			ib = map[string]any{"resourceName": nt.Spec.InfiniBand.ResourceName, "count": nt.Spec.InfiniBand.Count}
 		}
-		fabric := first(opts.FabricNetwork, render.DefaultFabricNetwork)
+		fabric := cmp.Or(opts.FabricNetwork, render.DefaultFabricNetwork)
 		if nt.Spec.InfiniBand != nil && nt.Spec.InfiniBand.Network != "" {
 			fabric = nt.Spec.InfiniBand.Network
 		}
@@ -117,10 +118,10 @@ func Values(tp plan.TenantPlan, opts render.Options) (map[string]any, error) {
 			"rack":          nt.Rack(),
 			"ib":            ib,
 			"fabric":        fabric,
-			"guestImage":    first(nt.Spec.GuestImage, opts.GuestImage, render.DefaultGuestImage),
+			"guestImage":    cmp.Or(nt.Spec.GuestImage, opts.GuestImage, render.DefaultGuestImage),
 			"cpu":           cpu,
 			"memory":        mem.String(),
-			"cache":         first(jp.ModelCacheSize, jp.Job.Spec.ModelCacheSize, render.DefaultModelCacheSize),
+			"cache":         cmp.Or(jp.ModelCacheSize, jp.Job.Spec.ModelCacheSize, render.DefaultModelCacheSize),
 			"requireAPIKey": jp.Job.Spec.APIKeyRequired(),
 		})
 	}
@@ -146,8 +147,8 @@ func Values(tp plan.TenantPlan, opts render.Options) (map[string]any, error) {
 			"namespacedKinds": kinds(addons.NamespacedKinds),
 		},
 		"opts": map[string]any{
-			"hfTokenSecret": first(opts.HFTokenSecret, render.DefaultHFTokenSecret),
-			"clusterDomain": first(opts.ClusterDomain, render.DefaultClusterDomain),
+			"hfTokenSecret": cmp.Or(opts.HFTokenSecret, render.DefaultHFTokenSecret),
+			"clusterDomain": cmp.Or(opts.ClusterDomain, render.DefaultClusterDomain),
 			"storageClass":  opts.StorageClass,
 		},
 	}, nil
@@ -161,15 +162,6 @@ func RenderHelm(c *chart.Chart, values map[string]any, tenant string) (map[strin
 		return nil, err
 	}
 	return engine.Render(c, vals)
-}
-
-func first(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 func anyList(l []string) []any {

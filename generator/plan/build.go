@@ -27,7 +27,7 @@ func Build(in *inputs.Inputs, book *recipe.Book) (*Plan, error) {
 		book:      book,
 		nodeTypes: map[string]*inputs.NodeType{},
 		masters:   map[string]*inputs.Master{},
-		derived:   map[string]derivation{},
+		unfit:     map[string]bool{},
 	}
 	for i := range in.NodeTypes {
 		nt := &in.NodeTypes[i]
@@ -54,15 +54,9 @@ type builder struct {
 	book      *recipe.Book
 	nodeTypes map[string]*inputs.NodeType
 	masters   map[string]*inputs.Master
-	derived   map[string]derivation
-	problems  problem.List
-}
-
-// NodeTypeAllowed is the allowedNodeTypes rule (absent = all, [] = none, "<provider>.*"
-// wildcards). It is the policy package's, so what the generator renders is what the webhook
-// admits.
-func NodeTypeAllowed(allowed []string, nodeType string) bool {
-	return policy.NodeTypeAllowed(allowed, nodeType)
+	// unfit are the hand-written masters that break the policy rules (reported at their files).
+	unfit    map[string]bool
+	problems problem.List
 }
 
 func (b *builder) tenant(t *inputs.Tenant) TenantPlan {
@@ -106,7 +100,7 @@ func (b *builder) job(t *inputs.Tenant, j *inputs.Job) (JobPlan, bool) {
 	if !ok {
 		add("spec.nodeType", "one of: "+listOrNone(slices.Sorted(maps.Keys(b.nodeTypes))),
 			"unknown node type %q (no NodeType of that name in nodetypes/)", spec.NodeType)
-	} else if !NodeTypeAllowed(t.Object.Spec.AllowedNodeTypes, spec.NodeType) {
+	} else if !policy.NodeTypeAllowed(t.Object.Spec.AllowedNodeTypes, spec.NodeType) { // the webhook's own rule
 		add("spec.nodeType", "a node type the tenant's allowedNodeTypes permits: "+describeAllowed(t.Object.Spec.AllowedNodeTypes),
 			"node type %q is not allowed for tenant %s (%s)", spec.NodeType, t.Object.Name, t.File)
 	}
@@ -215,7 +209,7 @@ func (b *builder) master(t *inputs.Tenant, j *inputs.Job, nt *inputs.NodeType) (
 				"node type %s has hardware profile %q", nt.Object.Name, nt.Object.Spec.HardwareProfile)
 			good = false
 		}
-		if len(policy.CheckMaster(m)) > 0 {
+		if b.unfit[m.Name] {
 			good = false // reported once, at the master's file
 		}
 		return m, hw.File, good
@@ -257,7 +251,7 @@ func (b *builder) master(t *inputs.Tenant, j *inputs.Job, nt *inputs.NodeType) (
 			"node type %s (%s) names no hardware profile", nt.Object.Name, nt.File)
 		return nil, "", false
 	}
-	m, err := b.derive(recipe.Request{
+	m, err := b.book.Derive(recipe.Request{
 		ModelID:  spec.Model,
 		Variant:  spec.Variant,
 		Strategy: spec.Strategy,
@@ -280,31 +274,6 @@ func (b *builder) master(t *inputs.Tenant, j *inputs.Job, nt *inputs.NodeType) (
 		return nil, "", false
 	}
 	return m, "derived from recipe " + spec.Model + " for " + nt.Object.Spec.HardwareProfile, true
-}
-
-// derive is book.Derive, remembered per request: many jobs ask for the same master.
-func (b *builder) derive(req recipe.Request) (*v1alpha1.ModelMaster, error) {
-	var key strings.Builder
-	fmt.Fprintf(&key, "%q %q %q %q %d %d %d", req.ModelID, req.Variant, req.Strategy, req.Hardware.Profile,
-		req.Hardware.GPUsPerNode, req.Hardware.GPUMemoryGB, req.Nodes)
-	for _, f := range slices.Sorted(maps.Keys(req.Features)) {
-		fmt.Fprintf(&key, " %q=%t", f, req.Features[f])
-	}
-	k := key.String()
-	d, ok := b.derived[k]
-	if !ok {
-		d.master, d.err = b.book.Derive(req)
-		b.derived[k] = d
-	}
-	if d.err != nil {
-		return nil, d.err
-	}
-	return d.master.DeepCopy(), nil
-}
-
-type derivation struct {
-	master *v1alpha1.ModelMaster
-	err    error
 }
 
 // deriveField maps the request field a derivation error concerns to the job's field.
@@ -390,6 +359,7 @@ func (b *builder) checkExtraArgs(f string, args []string) {
 func (b *builder) checkMaster(m *inputs.Master) {
 	for _, v := range policy.CheckMaster(&m.Object) {
 		b.problems.Add(m.File, v.Field, v.Reason, "is %s", v.Value)
+		b.unfit[m.Object.Name] = true
 	}
 	s := &m.Object.Spec
 	if s.Runtime != v1alpha1.RuntimeVLLM || s.PerReplicaGPUCount <= 1 || s.TensorParallelSize > 0 || s.PipelineParallelSize > 0 {

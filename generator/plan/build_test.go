@@ -169,25 +169,6 @@ func TestBuildWildcardAllowsProvider(t *testing.T) {
 	assert.Equal(t, []string{"metal3.gpu-h100", "metal3.gpu-h200"}, nts)
 }
 
-func TestNodeTypeAllowed(t *testing.T) {
-	cases := []struct {
-		allowed []string
-		name    string
-		want    bool
-	}{
-		{nil, "metal3.gpu-h100", true},
-		{[]string{}, "metal3.gpu-h100", false},
-		{[]string{"metal3.gpu-h100"}, "metal3.gpu-h100", true},
-		{[]string{"metal3.gpu-h100"}, "metal3.gpu-h200", false},
-		{[]string{"metal3.*"}, "metal3.gpu-h200", true},
-		{[]string{"aws.*"}, "metal3.gpu-h200", false},
-		{[]string{"metal.*"}, "metal3.gpu-h200", false},
-	}
-	for _, c := range cases {
-		assert.Equal(t, c.want, plan.NodeTypeAllowed(c.allowed, c.name), "%v %s", c.allowed, c.name)
-	}
-}
-
 type want = gentest.Want
 
 func TestBuildBadInput(t *testing.T) {

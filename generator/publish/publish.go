@@ -269,13 +269,7 @@ func Message(tenant string, first bool, changes []Change, group func(string) str
 		}
 		groups[g] = append(groups[g], c)
 	}
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range groups {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	keys := slices.Sorted(maps.Keys(groups))
 	for _, g := range keys {
 		b.WriteString("\n")
 		if g != "" {

@@ -6,6 +6,7 @@ package recipe
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -95,7 +96,7 @@ func (b *Book) Derive(req Request) (*v1alpha1.ModelMaster, error) {
 func (r Request) key() string {
 	var k strings.Builder
 	fmt.Fprintf(&k, "%q %q %q %q %d %d %d", r.ModelID, r.Variant, r.Strategy, r.Hardware.Profile, r.Hardware.GPUsPerNode, r.Hardware.GPUMemoryGB, r.Nodes)
-	for _, f := range sortedKeys(r.Features) {
+	for _, f := range slices.Sorted(maps.Keys(r.Features)) {
 		fmt.Fprintf(&k, " %q=%t", f, r.Features[f])
 	}
 	return k.String()
@@ -139,7 +140,7 @@ func (b *Book) Model(modelID string) (r *Recipe, variant string, ok bool) {
 }
 
 // Strategies returns the names of the strategies this tree has a file for, sorted.
-func (b *Book) Strategies() []string { return sortedKeys(b.strategies) }
+func (b *Book) Strategies() []string { return slices.Sorted(maps.Keys(b.strategies)) }
 
 // Strategy returns a strategy by name.
 func (b *Book) Strategy(name string) (*Strategy, bool) {

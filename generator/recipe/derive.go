@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -185,7 +186,7 @@ func precisionConstraint(v Variant) *Constraint {
 // request toggles any of them.
 func (d *derivation) pickFeatures(toggles map[string]bool) error {
 	r := d.recipe
-	for _, name := range sortedKeys(toggles) {
+	for _, name := range slices.Sorted(maps.Keys(toggles)) {
 		if _, ok := r.Features.Get(name); !ok {
 			if r.Features.Len() == 0 {
 				return newError(ErrUnknownFeature, "features", "unknown feature %q: recipe %s has no features", name, r.ID)
@@ -248,7 +249,7 @@ func (d *derivation) dropStrategyFeatures(toggles map[string]bool) {
 
 // checkForcedFeatures: a feature asked for by name must apply under the chosen strategy.
 func (d *derivation) checkForcedFeatures(toggles map[string]bool) error {
-	for _, name := range sortedKeys(toggles) {
+	for _, name := range slices.Sorted(maps.Keys(toggles)) {
 		f := d.recipe.Features.Values[name]
 		if toggles[name] && len(f.Strategies) > 0 && !slices.Contains(f.Strategies, d.strategy.Name) {
 			return newError(ErrUnknownFeature, "features", "feature %q of recipe %s applies only under strategy %s, not %s",
@@ -272,7 +273,7 @@ func (d *derivation) listedStrategies() []string {
 func (d *derivation) compatibleStrategies() []string {
 	r := d.recipe
 	all := slices.Clone(d.listedStrategies())
-	for _, s := range sortedKeys(r.StrategyHardware) {
+	for _, s := range slices.Sorted(maps.Keys(r.StrategyHardware)) {
 		if slices.Contains(all, s) {
 			continue
 		}

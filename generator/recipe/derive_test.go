@@ -3,6 +3,7 @@ package recipe_test
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -174,11 +175,11 @@ func TestDeriveEveryBundledRecipe(t *testing.T) {
 			"amd_fp8": {tp(1), tp(1)}, // 80 GB fits one 80 GB GPU
 		},
 	}
-	require.ElementsMatch(t, slices.Collect(mapKeys(want)), b.Models(), "a bundled recipe without an expectation")
+	require.ElementsMatch(t, slices.Collect(maps.Keys(want)), b.Models(), "a bundled recipe without an expectation")
 	for _, id := range b.Models() {
 		r, _, ok := b.Model(id)
 		require.True(t, ok)
-		require.ElementsMatch(t, r.Variants.Keys, slices.Collect(mapKeys(want[id])), "variants of %s", id)
+		require.ElementsMatch(t, r.Variants.Keys, slices.Collect(maps.Keys(want[id])), "variants of %s", id)
 		for _, variant := range r.Variants.Keys {
 			for i, profile := range []string{"h100", "h200"} {
 				exp := want[id][variant][i]
@@ -197,16 +198,6 @@ func TestDeriveEveryBundledRecipe(t *testing.T) {
 					assert.Equal(t, exp.strategy, s.Source.Strategy, "strategy")
 					checkInvariants(t, b, m, variant, profile)
 				})
-			}
-		}
-	}
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -238,7 +239,7 @@ func (b *Book) checkRecipe(r *Recipe, probs *problem.List) bool {
 		known := b.knownStrategies()
 		for i, s := range r.CompatibleStrategies {
 			if !known[s] {
-				bad(fmt.Sprintf("compatible_strategies[%d]", i), "a strategy of taxonomy.yaml ("+strings.Join(sortedKeys(known), ", ")+")", "names unknown strategy %q", s)
+				bad(fmt.Sprintf("compatible_strategies[%d]", i), "a strategy of taxonomy.yaml ("+strings.Join(slices.Sorted(maps.Keys(known)), ", ")+")", "names unknown strategy %q", s)
 			}
 		}
 	}
@@ -260,7 +261,7 @@ func checkTP(field string, tp *HardwareInt, bad func(field, expected, format str
 	if tp.ByHardware == nil && tp.Value < 1 {
 		bad(field, "a whole number of at least 1", "is %d", tp.Value)
 	}
-	for _, hk := range sortedKeys(tp.ByHardware) {
+	for _, hk := range slices.Sorted(maps.Keys(tp.ByHardware)) {
 		if n := tp.ByHardware[hk]; n < 1 {
 			bad(field+"."+hk, "a whole number of at least 1", "is %d", n)
 		}
@@ -279,15 +280,6 @@ func (b *Book) knownStrategies() map[string]bool {
 		known[s] = true
 	}
 	return known
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // index builds the lookups Derive uses: served checkpoints (model.model_id when it differs

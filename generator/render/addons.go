@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -117,21 +118,11 @@ func appendKind(list []GroupKind, gks ...GroupKind) []GroupKind {
 	}
 	slices.SortFunc(list, func(a, b GroupKind) int {
 		if a.Group != b.Group {
-			return compareStrings(a.Group, b.Group)
+			return strings.Compare(a.Group, b.Group)
 		}
-		return compareStrings(a.Kind, b.Kind)
+		return strings.Compare(a.Kind, b.Kind)
 	})
 	return list
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // addonsKustomization lists the add-on files in apply order.

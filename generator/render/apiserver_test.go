@@ -2,6 +2,8 @@ package render_test
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +28,7 @@ func TestRenderedObjectsPassStrictDryRun(t *testing.T) {
 	kinds := map[string]int{}
 	for _, tp := range fixtures() {
 		files := mustRender(t, tp)
-		for _, p := range sortedPaths(files) {
+		for _, p := range slices.Sorted(maps.Keys(files)) {
 			if !isKubeObjectFile(p) || p == render.FileProject {
 				continue
 			}

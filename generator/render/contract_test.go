@@ -36,7 +36,7 @@ func loadJob(t *testing.T, files render.Files, job string) jobFolder {
 		vms: map[string]kubevirtv1.VirtualMachine{}, secrets: map[string]corev1.Secret{},
 		pvcs: map[string]corev1.PersistentVolumeClaim{}, services: map[string]corev1.Service{},
 	}
-	for _, p := range sortedPaths(files) {
+	for _, p := range slices.Sorted(maps.Keys(files)) {
 		if path.Dir(p) != render.JobDir(job) {
 			continue
 		}

@@ -1,8 +1,10 @@
 package render_test
 
 import (
+	"maps"
 	"path"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,7 +23,7 @@ func TestJobFoldersBuildWithKustomize(t *testing.T) {
 		files := mustRender(t, tp)
 		fs := filesys.MakeFsInMemory()
 		dirs := map[string]bool{}
-		for _, p := range sortedPaths(files) {
+		for _, p := range slices.Sorted(maps.Keys(files)) {
 			if err := fs.WriteFile("/"+p, files[p]); err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +51,7 @@ func TestJobFoldersBuildWithKustomize(t *testing.T) {
 			}
 
 			want := map[string]map[string]any{}
-			for _, p := range sortedPaths(files) {
+			for _, p := range slices.Sorted(maps.Keys(files)) {
 				if path.Dir(p) != dir || !isKubeObjectFile(p) {
 					continue
 				}

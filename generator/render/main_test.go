@@ -3,7 +3,6 @@ package render_test
 import (
 	"flag"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 
@@ -42,14 +41,6 @@ func mustRender(t testing.TB, tp plan.TenantPlan) render.Files {
 }
 
 // sortedPaths lists a rendered tree's paths in order.
-func sortedPaths(files render.Files) []string {
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	return paths
-}
 
 // isKubeObjectFile tells Kubernetes manifests from vcluster.yaml (Helm values) and
 // kustomization.yaml (a kustomize input, not an object).

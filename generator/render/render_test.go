@@ -44,14 +44,14 @@ func TestTree(t *testing.T) {
 		"vcluster.yaml",
 	)
 	slices.Sort(want)
-	if got := sortedPaths(files); !slices.Equal(got, want) {
+	if got := slices.Sorted(maps.Keys(files)); !slices.Equal(got, want) {
 		t.Errorf("tree:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	// initech has no jobs: no applications, no job folders, and a node type file that says so.
 	files = mustRender(t, rendertest.Initech())
 	want = append(slices.Clone(addonFiles), "argocd/appproject.yaml", "platform/project.yaml", "vcluster.yaml")
 	slices.Sort(want)
-	if got := sortedPaths(files); !slices.Equal(got, want) {
+	if got := slices.Sorted(maps.Keys(files)); !slices.Equal(got, want) {
 		t.Errorf("initech tree: %v", got)
 	}
 }

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"net/url"
@@ -91,8 +92,8 @@ func resolve(tp *plan.TenantPlan, opts Options) (*tenant, error) {
 		namespace:     tn,
 		spec:          &tp.Tenant.Spec,
 		opts:          opts,
-		argoNamespace: orDefault(tp.Tenant.Spec.ArgoCD.Namespace, DefaultArgoCDNamespace),
-		destination:   orDefault(tp.Tenant.Spec.ArgoCD.Destination, tn),
+		argoNamespace: cmp.Or(tp.Tenant.Spec.ArgoCD.Namespace, DefaultArgoCDNamespace),
+		destination:   cmp.Or(tp.Tenant.Spec.ArgoCD.Destination, tn),
 		connector:     tp.Tenant.Spec.ArgoCD.Connector,
 		nodeTypes:     slices.Clone(tp.NodeTypes),
 		labels:        map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelTenant: tn},
@@ -138,13 +139,6 @@ func hasControl(s string) bool {
 	return strings.IndexFunc(s, func(c rune) bool {
 		return c < 0x20 && c != '\t' && c != '\n' || c == 0x7f
 	}) >= 0
-}
-
-func orDefault(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 func jobFile(jp *plan.JobPlan) string {
@@ -219,7 +213,7 @@ func resolveJob(probs *problem.List, t *tenant, jp *plan.JobPlan) (job, bool) {
 		nodes:         jp.NodesPerReplica,
 		gpusPerNode:   jp.GPUsPerNode,
 		nodeType:      nt,
-		guestImage:    orDefault(nt.Spec.GuestImage, t.opts.GuestImage),
+		guestImage:    cmp.Or(nt.Spec.GuestImage, t.opts.GuestImage),
 		requireAPIKey: jp.Job.Spec.APIKeyRequired(),
 	}
 
@@ -228,12 +222,12 @@ func resolveJob(probs *problem.List, t *tenant, jp *plan.JobPlan) (job, bool) {
 	}
 	switch j.runtime {
 	case v1alpha1.RuntimeVLLM:
-		j.image = orDefault(jp.Image, v1alpha1.DefaultVLLMImage)
+		j.image = cmp.Or(jp.Image, v1alpha1.DefaultVLLMImage)
 		if jp.Master.Spec.Model == "" {
 			probs.Add(f, "spec.model", "a master with spec.model set", "master %q names no model to serve", j.master)
 		}
 	case v1alpha1.RuntimeParakeet:
-		j.image = orDefault(jp.Image, v1alpha1.DefaultParakeetImage)
+		j.image = cmp.Or(jp.Image, v1alpha1.DefaultParakeetImage)
 		if j.nodes > 1 {
 			probs.Add(f, "spec.gpuCount", "a Parakeet replica on one node", "the plan spreads it over %d nodes", j.nodes)
 		}
@@ -298,7 +292,7 @@ func resolveJob(probs *problem.List, t *tenant, jp *plan.JobPlan) (job, bool) {
 		probs.Add(f, "spec.nodeType", "a node type with valid spec.cpu and spec.memory", "node type %q cannot size a VM", nt.Name)
 	}
 
-	cacheText := orDefault(orDefault(jp.ModelCacheSize, jp.Job.Spec.ModelCacheSize), DefaultModelCacheSize)
+	cacheText := cmp.Or(cmp.Or(jp.ModelCacheSize, jp.Job.Spec.ModelCacheSize), DefaultModelCacheSize)
 	cache, err := resource.ParseQuantity(cacheText)
 	switch {
 	case err != nil:
