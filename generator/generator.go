@@ -49,8 +49,9 @@ type Options struct {
 	// Stdout receives the per-tenant report (and the diffs of a dry run). Nil: discarded.
 	Stdout io.Writer
 
-	// Check, when set, is called with each tenant's files before anything is written; an error
-	// stops the run (e.g. the admission policy refusing an object).
+	// Check, when set, is called with each tenant's files before anything is written, for
+	// several tenants at once (it must be safe for concurrent use); an error stops the run (e.g.
+	// the admission policy refusing an object).
 	Check func(tenant string, files render.Files) error
 
 	// Render holds the render settings that are not inputs (guest image, storage class, ...).
@@ -193,6 +194,7 @@ func prepare(opts Options) ([]tenantRun, error) {
 
 	runs := make([]tenantRun, len(p.Tenants))
 	errs := make([]error, len(p.Tenants))
+	checkErrs := make([]error, len(p.Tenants))
 	tenantFile := map[string]string{}
 	for _, t := range in.Tenants {
 		tenantFile[t.Object.Name] = t.File
@@ -201,6 +203,9 @@ func prepare(opts Options) ([]tenantRun, error) {
 		tp := &p.Tenants[i]
 		runs[i].tp = tp
 		runs[i].files, errs[i] = render.Tenant(*tp, renderOptions(opts, tp))
+		if errs[i] == nil && opts.Check != nil {
+			checkErrs[i] = opts.Check(tp.Tenant.Name, runs[i].files)
+		}
 	})
 	getenv := opts.Getenv
 	if getenv == nil {
@@ -215,10 +220,8 @@ func prepare(opts Options) ([]tenantRun, error) {
 		target, tprobs := targetOf(runs[i].tp, tenantFile[name], opts.OutDir, getenv)
 		probs.Merge(tprobs)
 		runs[i].target = target
-		if opts.Check != nil {
-			if err := opts.Check(name, runs[i].files); err != nil {
-				addErr(&probs, err, filepath.Join(opts.OutDir, name), "objects the admission policy admits", "refused by the check: ")
-			}
+		if checkErrs[i] != nil {
+			addErr(&probs, checkErrs[i], filepath.Join(opts.OutDir, name), "objects the admission policy admits", "refused by the check: ")
 		}
 	}
 	if err := probs.Err(); err != nil {

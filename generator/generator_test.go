@@ -21,8 +21,6 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -65,19 +63,6 @@ func statuses(rep *Report) map[string]publish.Status {
 	return out
 }
 
-func commits(t *testing.T, dir string) int {
-	t.Helper()
-	repo, err := git.PlainOpen(dir)
-	require.NoError(t, err)
-	head, err := repo.Head()
-	require.NoError(t, err)
-	it, err := repo.Log(&git.LogOptions{From: head.Hash()})
-	require.NoError(t, err)
-	n := 0
-	require.NoError(t, it.ForEach(func(c *object.Commit) error { n++; return nil }))
-	return n
-}
-
 // TestGenerateGolden generates the bundled examples and compares every tenant's repository
 // with testdata/golden/<tenant>/ byte for byte (go test ./generator/ -update rewrites them).
 // A second run on the same inputs is then byte-identical and commits nothing.
@@ -109,7 +94,7 @@ func TestGenerateGolden(t *testing.T) {
 					unifiedDiff(publish.Change{Path: p, Op: publish.Modified}, w, g))
 			}
 		}
-		assert.Equal(t, 1, commits(t, filepath.Join(out, tenant)))
+		assert.Equal(t, 1, gentest.Commits(t, filepath.Join(out, tenant)))
 	}
 
 	before := gentest.Snapshot(t, out)
@@ -130,7 +115,7 @@ func TestGenerateOneJobChangeTouchesOnlyItsTenant(t *testing.T) {
 	assert.Equal(t, map[string]publish.Status{"acme": publish.Updated, "globex": publish.Unchanged, "initech": publish.Unchanged}, statuses(rep))
 	assert.Equal(t, globex, gentest.Snapshot(t, filepath.Join(out, "globex")))
 	assert.Equal(t, initech, gentest.Snapshot(t, filepath.Join(out, "initech")))
-	assert.Equal(t, 2, commits(t, filepath.Join(out, "acme")))
+	assert.Equal(t, 2, gentest.Commits(t, filepath.Join(out, "acme")))
 
 	var acme TenantReport
 	for _, tr := range rep.Tenants {
@@ -315,32 +300,6 @@ func TestGenerateMissingFolders(t *testing.T) {
 }
 
 // bareRemote is a bare repository standing in for a git server.
-func bareRemote(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "remote.git")
-	_, err := git.PlainInit(dir, true)
-	require.NoError(t, err)
-	return dir
-}
-
-func remoteFiles(t *testing.T, bare, branch string) map[string][]byte {
-	t.Helper()
-	repo, err := git.PlainOpen(bare)
-	require.NoError(t, err)
-	ref, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
-	require.NoError(t, err)
-	c, err := repo.CommitObject(ref.Hash())
-	require.NoError(t, err)
-	tr, err := c.Tree()
-	require.NoError(t, err)
-	out := map[string][]byte{}
-	require.NoError(t, tr.Files().ForEach(func(f *object.File) error {
-		s, err := f.Contents()
-		out[f.Name] = []byte(s)
-		return err
-	}))
-	return out
-}
 
 func requireGit(t *testing.T) {
 	t.Helper()
@@ -351,7 +310,7 @@ func requireGit(t *testing.T) {
 
 func TestGeneratePushesToARemote(t *testing.T) {
 	requireGit(t)
-	bare := bareRemote(t)
+	bare := gentest.BareRepo(t)
 	in := gentest.Copy(t, "../tenants")
 	gentest.Edit(t, in, "globex/tenant.yaml", "  argoCD:", "  git:\n    url: file://"+bare+"\n    branch: gitops\n  argoCD:")
 	out := t.TempDir()
@@ -359,9 +318,10 @@ func TestGeneratePushesToARemote(t *testing.T) {
 	rep, stdout := generate(t, in, out)
 	assert.Equal(t, publish.Created, statuses(rep)["globex"])
 	assert.Contains(t, stdout, ", pushed)")
-	assert.Equal(t, gentest.WorkTree(t, filepath.Join(out, "globex")), remoteFiles(t, bare, "gitops"))
+	pushed, _ := gentest.BranchFiles(t, bare, "gitops")
+	assert.Equal(t, gentest.WorkTree(t, filepath.Join(out, "globex")), pushed)
 	// The Application pulls from the tenant's own URL and branch.
-	app := string(remoteFiles(t, bare, "gitops")["argocd/applications/kimi-k2.yaml"])
+	app := string(pushed["argocd/applications/kimi-k2.yaml"])
 	assert.Contains(t, app, "repoURL: file://"+bare)
 	assert.Contains(t, app, "targetRevision: gitops")
 
@@ -422,7 +382,8 @@ func TestGeneratePushesOverHTTPWithCredentials(t *testing.T) {
 	require.NoError(t, err, buf.String())
 	assert.True(t, sawAuth)
 	assert.Equal(t, publish.Created, statuses(rep)["globex"])
-	assert.Equal(t, gentest.WorkTree(t, filepath.Join(out, "globex")), remoteFiles(t, bare, "main"))
+	pushed, _ := gentest.BranchFiles(t, bare, "main")
+	assert.Equal(t, gentest.WorkTree(t, filepath.Join(out, "globex")), pushed)
 
 	// A wrong token fails the push, and the error does not echo it.
 	gentest.Edit(t, in, "globex/jobs/kimi-k2.yaml", "modelCacheSize: 2Ti", "modelCacheSize: 3Ti")

@@ -131,7 +131,8 @@ func Publish(ctx context.Context, t Target, files map[string][]byte, opts Option
 	if err != nil {
 		return Result{}, fmt.Errorf("tenant %s: read %s: %w", t.Name, t.Dir, err)
 	}
-	changes := Diff(old, files)
+	hashes := blobHashes(files) // once: the diff and the index both need them
+	changes := diffHashes(old, hashes)
 
 	res := Result{Status: Unchanged, Changes: changes}
 	head := plumbing.ZeroHash
@@ -167,7 +168,7 @@ func Publish(ctx context.Context, t Target, files map[string][]byte, opts Option
 		}
 		res.Pushed = pushed
 	}
-	if err := syncWorkTree(repo, t.Dir, files, head); err != nil {
+	if err := syncWorkTree(repo, t.Dir, files, hashes, head); err != nil {
 		return res, fmt.Errorf("tenant %s: committed %s but could not update the work tree %s: %w", t.Name, short(head), t.Dir, err)
 	}
 	return res, nil
@@ -219,18 +220,28 @@ func Current(ctx context.Context, t Target) (files map[string][]byte, exists boo
 // Diff lists the files that differ between a tree (path to blob hash) and rendered files,
 // sorted by path.
 func Diff(old map[string]plumbing.Hash, files map[string][]byte) []Change {
+	return diffHashes(old, blobHashes(files))
+}
+
+// DiffFiles is Diff between two sets of file contents.
+func DiffFiles(old, files map[string][]byte) []Change {
+	return diffHashes(blobHashes(old), blobHashes(files))
+}
+
+// diffHashes lists what differs between two trees given as path to blob hash, sorted by path.
+func diffHashes(old, cur map[string]plumbing.Hash) []Change {
 	var out []Change
-	for p, data := range files {
-		h, ok := old[p]
+	for p, h := range cur {
+		o, ok := old[p]
 		switch {
 		case !ok:
 			out = append(out, Change{p, Added})
-		case h != blobHash(data):
+		case o != h:
 			out = append(out, Change{p, Modified})
 		}
 	}
 	for p := range old {
-		if _, ok := files[p]; !ok {
+		if _, ok := cur[p]; !ok {
 			out = append(out, Change{p, Deleted})
 		}
 	}
@@ -238,13 +249,13 @@ func Diff(old map[string]plumbing.Hash, files map[string][]byte) []Change {
 	return out
 }
 
-// DiffFiles is Diff between two sets of file contents.
-func DiffFiles(old, files map[string][]byte) []Change {
-	hashes := make(map[string]plumbing.Hash, len(old))
-	for p, data := range old {
-		hashes[p] = blobHash(data)
+// blobHashes is each file's git blob hash.
+func blobHashes(files map[string][]byte) map[string]plumbing.Hash {
+	out := make(map[string]plumbing.Hash, len(files))
+	for p, data := range files {
+		out[p] = blobHash(data)
 	}
-	return Diff(hashes, files)
+	return out
 }
 
 // Message is the commit message for a set of changes: a title, the counts, then every change
@@ -595,8 +606,8 @@ func push(ctx context.Context, repo *git.Repository, t Target) (bool, error) {
 }
 
 // syncWorkTree makes the work tree hold exactly files (nothing else but .git) and the index
-// match the commit, touching only files whose bytes differ.
-func syncWorkTree(repo *git.Repository, dir string, files map[string][]byte, head plumbing.Hash) error {
+// match the commit, touching only files whose bytes differ. hashes are the files' blob hashes.
+func syncWorkTree(repo *git.Repository, dir string, files map[string][]byte, hashes map[string]plumbing.Hash, head plumbing.Hash) error {
 	changed := false
 	for _, p := range slices.Sorted(maps.Keys(files)) {
 		full := filepath.Join(dir, filepath.FromSlash(p))
@@ -616,7 +627,7 @@ func syncWorkTree(repo *git.Repository, dir string, files map[string][]byte, hea
 	if head.IsZero() {
 		return nil
 	}
-	return writeIndex(repo, dir, files, changed)
+	return writeIndex(repo, dir, hashes, changed)
 }
 
 // removeStrays deletes files and empty folders the rendered set does not have.
@@ -665,14 +676,15 @@ func removeStrays(dir string, files map[string][]byte) (bool, error) {
 }
 
 // writeIndex makes the index list exactly files with their blob hashes and current stat data,
-// so `git status` in the folder is clean. It is left alone when it already matches.
-func writeIndex(repo *git.Repository, dir string, files map[string][]byte, force bool) error {
-	names := slices.Sorted(maps.Keys(files))
+// so `git status` in the folder is clean. It is left alone when it already matches. hashes are
+// the files' blob hashes.
+func writeIndex(repo *git.Repository, dir string, hashes map[string]plumbing.Hash, force bool) error {
+	names := slices.Sorted(maps.Keys(hashes))
 	if !force {
 		if idx, err := repo.Storer.Index(); err == nil && len(idx.Entries) == len(names) {
 			same := true
 			for i, e := range idx.Entries {
-				if e.Name != names[i] || e.Hash != blobHash(files[names[i]]) {
+				if e.Name != names[i] || e.Hash != hashes[names[i]] {
 					same = false
 					break
 				}
@@ -690,7 +702,7 @@ func writeIndex(repo *git.Repository, dir string, files map[string][]byte, force
 		}
 		idx.Entries = append(idx.Entries, &index.Entry{
 			Name:       p,
-			Hash:       blobHash(files[p]),
+			Hash:       hashes[p],
 			Mode:       filemode.Regular,
 			Size:       uint32(info.Size()),
 			ModifiedAt: info.ModTime(),

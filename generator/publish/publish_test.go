@@ -59,19 +59,6 @@ func commitFiles(t *testing.T, c *object.Commit) map[string][]byte {
 	return files
 }
 
-func countCommits(t *testing.T, dir string) int {
-	t.Helper()
-	repo, err := git.PlainOpen(dir)
-	require.NoError(t, err)
-	ref, err := repo.Head()
-	require.NoError(t, err)
-	it, err := repo.Log(&git.LogOptions{From: ref.Hash()})
-	require.NoError(t, err)
-	n := 0
-	require.NoError(t, it.ForEach(func(*object.Commit) error { n++; return nil }))
-	return n
-}
-
 // gitStatusClean asks the real git CLI, when installed, whether the work tree matches HEAD.
 func gitStatusClean(t *testing.T, dir string) {
 	t.Helper()
@@ -112,7 +99,7 @@ func TestPublishLocalRepo(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Result{Status: Unchanged}, res)
 	assert.Equal(t, before, gentest.Snapshot(t, dir))
-	assert.Equal(t, 1, countCommits(t, dir))
+	assert.Equal(t, 1, gentest.Commits(t, dir))
 
 	// A change: one file modified, one job gone, one file added. Stale files and the emptied
 	// folder are removed, and the message lists the changes per job.
@@ -165,7 +152,7 @@ func TestPublishRestoresHandEditsWithoutCommit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Unchanged, res.Status, "the branch already holds these files")
 	assert.Equal(t, rendered(), gentest.WorkTree(t, dir))
-	assert.Equal(t, 1, countCommits(t, dir))
+	assert.Equal(t, 1, gentest.Commits(t, dir))
 	gitStatusClean(t, dir)
 }
 
@@ -203,24 +190,6 @@ func TestPublishRefusesBadPaths(t *testing.T) {
 }
 
 // bare creates a bare repository, the stand-in for a git server, and its file:// URL.
-func bare(t *testing.T) (string, string) {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "remote.git")
-	_, err := git.PlainInit(dir, true)
-	require.NoError(t, err)
-	return dir, "file://" + dir
-}
-
-func remoteBranchFiles(t *testing.T, bareDir, branch string) (map[string][]byte, *object.Commit) {
-	t.Helper()
-	repo, err := git.PlainOpen(bareDir)
-	require.NoError(t, err)
-	ref, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
-	require.NoError(t, err)
-	c, err := repo.CommitObject(ref.Hash())
-	require.NoError(t, err)
-	return commitFiles(t, c), c
-}
 
 func TestPublishPushesToRemote(t *testing.T) {
 	if _, err := exec.LookPath("git-upload-pack"); err != nil {
@@ -229,14 +198,15 @@ func TestPublishPushesToRemote(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	remoteDir, url := bare(t)
+	remoteDir := gentest.BareRepo(t)
+	url := "file://" + remoteDir
 	target := Target{Name: "globex", Dir: filepath.Join(t.TempDir(), "globex"), URL: url, Branch: "gitops"}
 
 	res, err := Publish(ctx, target, rendered(), opts())
 	require.NoError(t, err)
 	assert.Equal(t, Created, res.Status)
 	assert.True(t, res.Pushed)
-	files, c := remoteBranchFiles(t, remoteDir, "gitops")
+	files, c := gentest.BranchFiles(t, remoteDir, "gitops")
 	assert.Equal(t, rendered(), files)
 	assert.Equal(t, res.Commit, c.Hash.String())
 
@@ -265,7 +235,7 @@ func TestPublishPushesToRemote(t *testing.T) {
 	// The first clone saw the other's change on the remote: it reverts that file (the inputs
 	// say so) and changes vcluster.yaml, on top of the other's commit.
 	assert.Equal(t, []Change{{"jobs/qwen/vm.yaml", Modified}, {"vcluster.yaml", Modified}}, res.Changes)
-	files, c = remoteBranchFiles(t, remoteDir, "gitops")
+	files, c = gentest.BranchFiles(t, remoteDir, "gitops")
 	assert.Equal(t, third, files)
 	assert.Equal(t, res.Commit, c.Hash.String())
 	require.Len(t, c.ParentHashes, 1)
@@ -297,11 +267,11 @@ func TestPublishPushFailureCommitsNothing(t *testing.T) {
 
 func TestPublishRefusesACloneOfAnotherRemote(t *testing.T) {
 	ctx := context.Background()
-	_, url := bare(t)
+	url := "file://" + gentest.BareRepo(t)
 	dir := filepath.Join(t.TempDir(), "globex")
 	_, err := Publish(ctx, Target{Name: "globex", Dir: dir, URL: url}, rendered(), opts())
 	require.NoError(t, err)
-	_, url2 := bare(t)
+	url2 := "file://" + gentest.BareRepo(t)
 	_, err = Publish(ctx, Target{Name: "globex", Dir: dir, URL: url2}, rendered(), opts())
 	require.ErrorContains(t, err, "is a clone of "+url)
 }

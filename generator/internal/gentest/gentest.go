@@ -11,6 +11,9 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -121,4 +124,47 @@ func AssertProblems(t testing.TB, err error, wants []Want) {
 		}
 		assert.Contains(t, line, "; expected ")
 	}
+}
+
+// Commits counts the commits reachable from HEAD of the repository in dir.
+func Commits(t testing.TB, dir string) int {
+	t.Helper()
+	repo, err := git.PlainOpen(dir)
+	require.NoError(t, err)
+	head, err := repo.Head()
+	require.NoError(t, err)
+	it, err := repo.Log(&git.LogOptions{From: head.Hash()})
+	require.NoError(t, err)
+	n := 0
+	require.NoError(t, it.ForEach(func(*object.Commit) error { n++; return nil }))
+	return n
+}
+
+// BareRepo makes an empty bare repository to push to and returns its folder.
+func BareRepo(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "remote.git")
+	_, err := git.PlainInit(dir, true)
+	require.NoError(t, err)
+	return dir
+}
+
+// BranchFiles reads the files of branch's last commit in the repository at dir.
+func BranchFiles(t testing.TB, dir, branch string) (map[string][]byte, *object.Commit) {
+	t.Helper()
+	repo, err := git.PlainOpen(dir)
+	require.NoError(t, err)
+	ref, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
+	require.NoError(t, err)
+	c, err := repo.CommitObject(ref.Hash())
+	require.NoError(t, err)
+	tr, err := c.Tree()
+	require.NoError(t, err)
+	out := map[string][]byte{}
+	require.NoError(t, tr.Files().ForEach(func(f *object.File) error {
+		s, err := f.Contents()
+		out[f.Name] = []byte(s)
+		return err
+	}))
+	return out, c
 }
