@@ -458,6 +458,36 @@ func (c *Controller) Status() []EndpointStatus {
 	return out
 }
 
+// ReplicaCount is one job endpoint's replicas: how many are known, and how many serve.
+type ReplicaCount struct {
+	Tenant, Job    string
+	Serving, Total int
+}
+
+// ReplicaCounts is Status reduced to counts, for callers that ask often (each metrics scrape
+// and health request of the usage view): no per-replica detail is built.
+func (c *Controller) ReplicaCounts() []ReplicaCount {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	byJob := map[string]*ReplicaCount{}
+	for _, r := range c.replicas {
+		rc := byJob[r.JobKey()]
+		if rc == nil {
+			rc = &ReplicaCount{Tenant: r.Tenant, Job: r.Job}
+			byJob[r.JobKey()] = rc
+		}
+		rc.Total++
+		if c.serving(r) {
+			rc.Serving++
+		}
+	}
+	out := make([]ReplicaCount, 0, len(byJob))
+	for _, rc := range byJob {
+		out = append(out, *rc)
+	}
+	return out
+}
+
 type controllerMetrics struct {
 	jobs            prometheus.Gauge
 	replicas        *prometheus.GaugeVec

@@ -59,11 +59,10 @@ func (r *replicaCounts) Replicas() []usage.ReplicaCount {
 	if c == nil {
 		return nil
 	}
-	st := c.Status()
-	out := make([]usage.ReplicaCount, 0, len(st))
-	for _, e := range st {
-		tenant, job, _ := strings.Cut(e.Endpoint, "/")
-		out = append(out, usage.ReplicaCount{Tenant: tenant, Job: job, Ready: e.Serving, Total: len(e.Replicas)})
+	counts := c.ReplicaCounts()
+	out := make([]usage.ReplicaCount, 0, len(counts))
+	for _, e := range counts {
+		out = append(out, usage.ReplicaCount{Tenant: e.Tenant, Job: e.Job, Ready: e.Serving, Total: e.Total})
 	}
 	return out
 }
