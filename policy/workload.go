@@ -134,7 +134,7 @@ func checkWorkload(w workload, d Data) []Violation {
 		out = append(out, Violation{labelField(w.labelsPath, v1alpha1.LabelNodeRank), quote(l[v1alpha1.LabelNodeRank]), nErr.Error()})
 	}
 	if rErr == nil && nErr == nil {
-		if want := fmt.Sprintf("%s-r%d-n%d", l[v1alpha1.LabelJob], replica, rank); w.name != want {
+		if want := VMName(l[v1alpha1.LabelJob], int32(replica), int32(rank)); w.name != want {
 			out = append(out, Violation{"metadata.name", quote(w.name), fmt.Sprintf(
 				"must be %q, <job>-r<replica>-n<node-rank> from its labels (one VM per node of a replica)", want)})
 		}
@@ -184,10 +184,7 @@ func checkWorkload(w workload, d Data) []Violation {
 			out = append(out, Violation{labelField(w.labelsPath, v1alpha1.LabelNodeRank), quote(l[v1alpha1.LabelNodeRank]),
 				fmt.Sprintf("must be below %d, the nodes of one replica of ModelMaster %s on NodeType %s", layout.Nodes, master.Name, nt.Name)})
 		}
-		role := v1alpha1.RoleWorker
-		if rank == 0 {
-			role = v1alpha1.RoleHead
-		}
+		role := Role(int32(rank))
 		if got := l[v1alpha1.LabelRole]; got != role {
 			out = append(out, Violation{labelField(w.labelsPath, v1alpha1.LabelRole), quote(got),
 				fmt.Sprintf("must be %q for node-rank %d (rank 0 is the head)", role, rank)})
@@ -319,6 +316,20 @@ func checkAnnotation(ann map[string]string, key string, want int32) string {
 }
 
 // ordinal parses a replica or node-rank label: a whole number, no sign, no leading zeros.
+// VMName is the name of the VM of node rank of a job's replica: <job>-r<replica>-n<rank> (the
+// workload contract the generator renders and this package checks).
+func VMName(job string, replica, rank int32) string {
+	return job + "-r" + strconv.Itoa(int(replica)) + "-n" + strconv.Itoa(int(rank))
+}
+
+// Role is the role label of node rank of a replica: rank 0 is the head, the others workers.
+func Role(rank int32) string {
+	if rank == 0 {
+		return v1alpha1.RoleHead
+	}
+	return v1alpha1.RoleWorker
+}
+
 func ordinal(s string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 32)
 	if err != nil || n < 0 || strconv.FormatInt(n, 10) != s {

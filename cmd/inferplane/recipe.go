@@ -162,11 +162,7 @@ func resolveHardware(book *recipe.Book, name, tenantsDir string, tenantsGiven bo
 			if nt.Object.Spec.HardwareProfile == "" {
 				return recipe.Hardware{}, fmt.Errorf("--node-type %s: %s sets no spec.hardwareProfile, which recipe derivation needs", name, nt.File)
 			}
-			return recipe.Hardware{
-				Profile:     nt.Object.Spec.HardwareProfile,
-				GPUsPerNode: nt.Object.Spec.GPU.Count,
-				GPUMemoryGB: nt.Object.Spec.GPU.MemoryGB,
-			}, nil
+			return recipe.HardwareOf(&nt.Object.Spec), nil
 		}
 		names = append(names, nt.Object.Name)
 	}

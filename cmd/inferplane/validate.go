@@ -213,8 +213,7 @@ func validateDerive(ctx context.Context, stderr io.Writer, dir string, objs []cl
 		}
 		var m *v1alpha1.ModelMaster
 		switch {
-		case job.Spec.EffectiveRuntime() == v1alpha1.RuntimeParakeet &&
-			(name == "" || name == v1alpha1.ParakeetModel || name == recipe.ParakeetMasterName):
+		case job.Spec.EffectiveRuntime() == v1alpha1.RuntimeParakeet && (name == "" || recipe.IsParakeetName(name)):
 			m = recipe.Parakeet()
 		case book.Has(job.Spec.Model):
 			nt, err := known.NodeType(ctx, job.Spec.NodeType)
@@ -223,7 +222,7 @@ func validateDerive(ctx context.Context, stderr io.Writer, dir string, objs []cl
 			}
 			m, err = book.Derive(recipe.Request{
 				ModelID: job.Spec.Model, Variant: job.Spec.Variant, Strategy: job.Spec.Strategy, Features: job.Spec.Features,
-				Hardware: recipe.Hardware{Profile: nt.Spec.HardwareProfile, GPUsPerNode: nt.Spec.GPU.Count, GPUMemoryGB: nt.Spec.GPU.MemoryGB},
+				Hardware: recipe.HardwareOf(&nt.Spec),
 			})
 			if err != nil {
 				fmt.Fprintf(stderr, "validate: ManagedInferenceJob/%s/%s: no master from recipe %q: %v\n", job.Namespace, job.Name, job.Spec.Model, err)

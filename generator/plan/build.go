@@ -216,9 +216,7 @@ func (b *builder) master(t *inputs.Tenant, j *inputs.Job, nt *inputs.NodeType) (
 	}
 
 	if runtime == v1alpha1.RuntimeParakeet {
-		switch spec.Model {
-		case "", v1alpha1.ParakeetModel, recipe.ParakeetMasterName:
-		default:
+		if spec.Model != "" && !recipe.IsParakeetName(spec.Model) {
 			add("spec.model", fmt.Sprintf("%q (or nothing): the one model the parakeet runtime serves", v1alpha1.ParakeetModel),
 				"is %q", spec.Model)
 			return nil, "", false
@@ -229,7 +227,7 @@ func (b *builder) master(t *inputs.Tenant, j *inputs.Job, nt *inputs.NodeType) (
 		return recipe.Parakeet(), "built-in", true
 	}
 
-	if spec.Model == v1alpha1.ParakeetModel || spec.Model == recipe.ParakeetMasterName {
+	if recipe.IsParakeetName(spec.Model) {
 		add("spec.runtime", `"parakeet": `+v1alpha1.ParakeetModel+" is served by the parakeet runtime", "is %q", runtime)
 		return nil, "", false
 	}
@@ -256,11 +254,7 @@ func (b *builder) master(t *inputs.Tenant, j *inputs.Job, nt *inputs.NodeType) (
 		Variant:  spec.Variant,
 		Strategy: spec.Strategy,
 		Features: spec.Features,
-		Hardware: recipe.Hardware{
-			Profile:     nt.Object.Spec.HardwareProfile,
-			GPUsPerNode: nt.Object.Spec.GPU.Count,
-			GPUMemoryGB: nt.Object.Spec.GPU.MemoryGB,
-		},
+		Hardware: recipe.HardwareOf(&nt.Object.Spec),
 	})
 	if err != nil {
 		field, expected := deriveField(err)

@@ -53,6 +53,11 @@ type Hardware struct {
 	GPUMemoryGB int32
 }
 
+// HardwareOf is the hardware a node type offers recipe derivation.
+func HardwareOf(nt *v1alpha1.NodeTypeSpec) Hardware {
+	return Hardware{Profile: nt.HardwareProfile, GPUsPerNode: nt.GPU.Count, GPUMemoryGB: nt.GPU.MemoryGB}
+}
+
 // Request asks for the master of one model on one kind of hardware.
 type Request struct {
 	// ModelID is the recipe's model id, e.g. "Qwen/Qwen3-32B".
@@ -104,6 +109,12 @@ func (r Request) key() string {
 
 // ParakeetMasterName is the name of the built-in Parakeet master.
 const ParakeetMasterName = "parakeet-tdt-0.6b-v3"
+
+// IsParakeetName says whether a job's model names the built-in Parakeet master (by its model
+// id or its master name).
+func IsParakeetName(model string) bool {
+	return model == v1alpha1.ParakeetModel || model == ParakeetMasterName
+}
 
 // Parakeet returns the built-in master of the Parakeet speech-to-text runtime: one model on
 // one GPU of one node, no parallelism, no parsers. Its image is empty: the job type supplies

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/policy"
 )
 
 // Paths inside the guest. The guest image provides the NVIDIA driver, the NVIDIA container
@@ -47,7 +48,7 @@ func userData(t *tenant, j *job, r, n int32, head string) string {
 	b.WriteString(" of ")
 	b.WriteString(itoa(j.nodes))
 	b.WriteString(" (")
-	b.WriteString(role(n))
+	b.WriteString(policy.Role(n))
 	b.WriteString(").\n")
 	b.WriteString("# Rendered from the job's plan and regenerated on every run: edit the inputs, not this.\n" +
 		"write_files:\n" +
@@ -69,7 +70,7 @@ func userData(t *tenant, j *job, r, n int32, head string) string {
 		scriptIndent + "Description=inferplane model server (")
 	b.WriteString(t.name)
 	b.WriteString("/")
-	b.WriteString(vmName(j.name, r, n))
+	b.WriteString(policy.VMName(j.name, r, n))
 	b.WriteString(")\n" +
 		scriptIndent + "Wants=network-online.target\n" +
 		scriptIndent + "After=network-online.target docker.service\n" +

@@ -2,6 +2,7 @@ package render
 
 import (
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/policy"
 )
 
 // object is a Kubernetes object with a typed spec. It exists instead of the upstream structs'
@@ -51,16 +52,10 @@ func (t *tenant) nodeLabels(j *job, replica, rank int32) map[string]string {
 		v1alpha1.LabelJob:         j.name,
 		v1alpha1.LabelReplica:     itoa(replica),
 		v1alpha1.LabelNodeRank:    itoa(rank),
-		v1alpha1.LabelRole:        role(rank),
+		v1alpha1.LabelRole:        policy.Role(rank),
 		v1alpha1.LabelNodeType:    j.nodeType.Name,
 		v1alpha1.LabelRuntime:     string(j.runtime),
 		v1alpha1.LabelModelMaster: j.master,
 	}
 }
 
-func role(rank int32) string {
-	if rank == 0 {
-		return v1alpha1.RoleHead
-	}
-	return v1alpha1.RoleWorker
-}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/policy"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/problem"
 )
@@ -245,9 +246,9 @@ func resolveJob(probs *problem.List, t *tenant, jp *plan.JobPlan) (job, bool) {
 			probs.Add(f, "metadata.name", "a name that gives valid Service names (<job>-r<replica>: lowercase letters, digits and '-', starting with a letter, at most 63 characters)",
 				"job name %q: Service %q: %s", j.name, serviceName(j.name, last), msg)
 		}
-		for _, msg := range dns1123LabelErrs(vmName(j.name, last, j.nodes-1)) {
+		for _, msg := range dns1123LabelErrs(policy.VMName(j.name, last, j.nodes-1)) {
 			probs.Add(f, "metadata.name", "a name that gives valid VM names (<job>-r<replica>-n<rank>, at most 63 characters)",
-				"job name %q: VM %q: %s", j.name, vmName(j.name, last, j.nodes-1), msg)
+				"job name %q: VM %q: %s", j.name, policy.VMName(j.name, last, j.nodes-1), msg)
 		}
 	}
 	for _, msg := range dns1123SubdomainErrs(applicationName(t.name, j.name)) {
@@ -355,9 +356,6 @@ func share(cpu int32, mem resource.Quantity, gpus, count int32) (uint32, resourc
 
 // Names of the rendered objects (docs/design.md, "Workload contract").
 
-func vmName(job string, replica, rank int32) string {
-	return job + "-r" + strconv.Itoa(int(replica)) + "-n" + strconv.Itoa(int(rank))
-}
 func serviceName(job string, replica int32) string { return job + "-r" + strconv.Itoa(int(replica)) }
 func cloudInitName(vm string) string               { return vm + "-cloud-init" }
 func modelCacheName(vm string) string              { return vm + "-model-cache" }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/kustomize/api/types"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/policy"
 )
 
 // Ports and names inside a job's VMs.
@@ -155,7 +156,7 @@ func modelCache(t *tenant, j *job, r, n int32, labels map[string]string) object[
 	return object[corev1.PersistentVolumeClaimSpec]{
 		APIVersion: "v1",
 		Kind:       "PersistentVolumeClaim",
-		Metadata:   meta{Name: modelCacheName(vmName(j.name, r, n)), Namespace: t.namespace, Labels: labels},
+		Metadata:   meta{Name: modelCacheName(policy.VMName(j.name, r, n)), Namespace: t.namespace, Labels: labels},
 		Spec:       spec,
 	}
 }
@@ -185,7 +186,7 @@ func cloudInitSecret(t *tenant, j *job, r, n int32, labels map[string]string, he
 	return secret{
 		APIVersion: "v1",
 		Kind:       "Secret",
-		Metadata:   meta{Name: cloudInitName(vmName(j.name, r, n)), Namespace: t.namespace, Labels: labels},
+		Metadata:   meta{Name: cloudInitName(policy.VMName(j.name, r, n)), Namespace: t.namespace, Labels: labels},
 		Type:       corev1.SecretTypeOpaque,
 		StringData: data,
 	}
@@ -206,7 +207,7 @@ type vmTemplate struct {
 // spec cannot change after creation, Argo CD reports a loading VMI as Degraded, and a VM
 // (runStrategy Always) restarts its VMI and keeps its volumes.
 func virtualMachine(t *tenant, j *job, r, n int32, labels map[string]string) object[vmSpec] {
-	name := vmName(j.name, r, n)
+	name := policy.VMName(j.name, r, n)
 	nt := j.nodeType
 
 	gpus := make([]kubevirtv1.GPU, j.gpusPerNode)
