@@ -380,26 +380,37 @@ func (c *EndpointCache) answerSotw(w *sotwWatch) {
 		c.sendSotw(w, c.sotwResponse(w.req, w.fp, send))
 		return
 	}
-	c.sotw[w] = struct{}{}
+	parkUntilChange(c.sotw, w, &w.ticket)
 }
 
-// sendSotw sends r to w, or, when r is large and the budget is spent, keeps w waiting for its
-// share and answers it then (from the state of that moment). mu is held; w is not parked.
+// sendSotw sends r to w (sendOrWait); mu is held, w is not parked.
 func (c *EndpointCache) sendSotw(w *sotwWatch, r *response) {
-	if c.budget.admit(&w.ticket, r.size(), &c.mu, func() { c.rewake(w, func() { c.answerSotw(w) }) }) {
-		w.resp <- r
+	sendOrWait(c, w, &w.ticket, r, func(r *response) { w.resp <- r }, c.answerSotw)
+}
+
+// sendOrWait sends r to w, or, when r is large and the budget is spent, keeps w waiting for its
+// share and answers it again then, from the state of that moment. mu is held; w is not parked.
+func sendOrWait[W comparable, R interface{ size() int64 }](c *EndpointCache, w W, t **ticket, r R, send func(R), answer func(W)) {
+	wake := func() {
+		if _, ok := c.waiting[w]; ok { // not closed, nor answered since
+			delete(c.waiting, w)
+			answer(w)
+		}
+	}
+	if c.budget.admit(t, r.size(), &c.mu, wake) {
+		send(r)
 		return
 	}
 	c.waiting[w] = struct{}{}
 }
 
-// rewake answers a waiting watch again once its share is granted, unless it has gone (closed,
-// or answered since). mu is held.
-func (c *EndpointCache) rewake(w any, answer func()) {
-	if _, ok := c.waiting[w]; ok {
-		delete(c.waiting, w)
-		answer()
-	}
+// parkUntilChange parks w in set until a change it subscribes to. A share of the budget it was
+// granted for a response it no longer needs (woken, it found nothing left to send) goes back
+// at once rather than when the hold runs out. mu is held.
+func parkUntilChange[W comparable](set map[W]struct{}, w W, t **ticket) {
+	(*t).release()
+	*t = nil
+	set[w] = struct{}{}
 }
 
 // knownKey is the entry of a delta subscription's returned-resources map in which this cache
@@ -469,16 +480,12 @@ func (c *EndpointCache) answerDelta(w *deltaWatch) {
 		c.sendDelta(w, r)
 		return
 	}
-	c.delta[w] = struct{}{}
+	parkUntilChange(c.delta, w, &w.ticket)
 }
 
-// sendDelta is sendSotw for delta watches; mu is held.
+// sendDelta sends r to w (sendOrWait); mu is held, w is not parked.
 func (c *EndpointCache) sendDelta(w *deltaWatch, r *deltaResp) {
-	if c.budget.admit(&w.ticket, r.size(), &c.mu, func() { c.rewake(w, func() { c.answerDelta(w) }) }) {
-		w.resp <- r
-		return
-	}
-	c.waiting[w] = struct{}{}
+	sendOrWait(c, w, &w.ticket, r, func(r *deltaResp) { w.resp <- r }, c.answerDelta)
 }
 
 // Fetch is not supported: Envoy uses streams.
