@@ -44,6 +44,11 @@ type Options struct {
 	// only name them in messages.
 	Recipes, Tenants fs.FS
 
+	// Tenant, when set, limits the run to that tenant: the whole tenants tree is still loaded
+	// and checked file by file, but only this tenant is planned, rendered and published (the
+	// `jobs` commands change one tenant and must not commit the others).
+	Tenant string
+
 	// DryRun prints what would change as unified diffs and writes nothing.
 	DryRun bool
 	// Stdout receives the per-tenant report (and the diffs of a dry run). Nil: discarded.
@@ -164,6 +169,11 @@ func prepare(opts Options) ([]tenantRun, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Tenant != "" {
+		if err := onlyTenant(in, opts.Tenant, opts.TenantsDir); err != nil {
+			return nil, err
+		}
+	}
 
 	recipesFS := opts.Recipes
 	recipesMissing := false
@@ -228,6 +238,22 @@ func prepare(opts Options) ([]tenantRun, error) {
 		return nil, err
 	}
 	return runs, nil
+}
+
+// onlyTenant drops every tenant but name from in; a name no tenant has is a problem.
+func onlyTenant(in *inputs.Inputs, name, dir string) error {
+	var names []string
+	for _, t := range in.Tenants {
+		if t.Object.Name == name {
+			in.Tenants = []inputs.Tenant{t}
+			return nil
+		}
+		names = append(names, t.Object.Name)
+	}
+	var probs problem.List
+	probs.Add(filepath.Join(dir, name, inputs.TenantFile), "", "one of the tenants: "+strings.Join(names, ", "),
+		"unknown tenant %q: no tenant folder with a %s", name, inputs.TenantFile)
+	return probs.Err()
 }
 
 // addErr records err as problems: its own when it is a problem list, else one problem.
