@@ -41,8 +41,15 @@ type ModelMasterSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	Model string `json:"model"`
 	// Image is the runtime container image. Empty for Parakeet: the job type supplies it.
+	// A tag such as vllm/vllm-openai:latest can be moved to another build at any time; pin
+	// it with an immutable tag, or with ImageDigest.
 	// +optional
 	Image string `json:"image,omitempty"`
+	// ImageDigest pins the image to one build: the guest runs <image>@<digest>, so a tag that
+	// moves later changes nothing. The digest of the image's manifest list, sha256:<64 hex>.
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	// +optional
+	ImageDigest string `json:"imageDigest,omitempty"`
 	// Args are the serving arguments after `vllm serve <model>`, parallelism flags included.
 	// +optional
 	Args []string `json:"args,omitempty"`

@@ -170,6 +170,27 @@ func (l *loader) checkQuantity(p, field, v, expected string) {
 	}
 }
 
+var digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+
+// checkImage checks the runtime image and its pin: a digest belongs to a named image, and
+// only once.
+func (l *loader) checkImage(p string, s *v1alpha1.ModelMasterSpec) {
+	if s.Image != "" && (strings.ContainsAny(s.Image, " \t\n") || strings.Contains(s.Image, "://")) {
+		l.add(p, "spec.image", "an image reference such as vllm/vllm-openai:v0.10.2", "%q is not an image reference", s.Image)
+	}
+	if s.ImageDigest == "" {
+		return
+	}
+	switch {
+	case !digestRE.MatchString(s.ImageDigest):
+		l.add(p, "spec.imageDigest", "sha256: and 64 lower-case hex digits (the image's manifest digest)", "is %q", s.ImageDigest)
+	case s.Image == "":
+		l.add(p, "spec.image", "the image the digest in spec.imageDigest belongs to", "missing")
+	case strings.Contains(s.Image, "@"):
+		l.add(p, "spec.imageDigest", "the digest in one place: spec.image or spec.imageDigest", "is set, but spec.image %q has a digest already", s.Image)
+	}
+}
+
 func (l *loader) checkMaster(p string, m *v1alpha1.ModelMaster) {
 	l.checkMeta(p, "ModelMaster", metaOf(m), "")
 	if m.Name != "" && !validDottedName(m.Name) {
@@ -189,6 +210,7 @@ func (l *loader) checkMaster(p string, m *v1alpha1.ModelMaster) {
 	if s.PerReplicaGPUCount < 1 {
 		l.add(p, "spec.perReplicaGPUCount", "the number of GPUs one replica claims, at least 1", "is %d", s.PerReplicaGPUCount)
 	}
+	l.checkImage(p, s)
 	if s.TensorParallelSize < 0 {
 		l.add(p, "spec.tensorParallelSize", "at least 1, or left out", "is %d", s.TensorParallelSize)
 	}

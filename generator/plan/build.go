@@ -171,6 +171,9 @@ func (b *builder) job(t *inputs.Tenant, j *inputs.Job) (JobPlan, bool) {
 		}
 		jp.Args = recipe.MergeArgs(ms.Args, parallelArgs(ms), spec.ExtraArgs)
 	}
+	if ms.ImageDigest != "" {
+		jp.Image += "@" + ms.ImageDigest // the pin: a tag moved later changes nothing
+	}
 	return jp, true
 }
 
