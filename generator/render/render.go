@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"path"
 
+	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/render/internal/fastyaml"
 	"github.com/inferplane/inferplane/webhook"
@@ -155,6 +156,17 @@ func ApplicationFile(job string) string { return "argocd/applications/" + job + 
 
 // JobDir is the folder of a job's workload objects, the path its Application syncs.
 func JobDir(job string) string { return "jobs/" + job }
+
+// ApplicationName is the name of a job's Application, in the tenant's ArgoCDNamespace.
+func ApplicationName(tenant, job string) string { return applicationName(tenant, job) }
+
+// ArgoCDNamespace is where Argo CD runs on the host cluster and keeps a tenant's Applications.
+func ArgoCDNamespace(t *v1alpha1.TenantSpec) string {
+	return cmp.Or(t.ArgoCD.Namespace, DefaultArgoCDNamespace)
+}
+
+// Destination is the Argo CD cluster name of a tenant's cluster, where its jobs sync to.
+func Destination(tenant string, t *v1alpha1.TenantSpec) string { return cmp.Or(t.ArgoCD.Destination, tenant) }
 
 // encode writes objects as one YAML stream, "---" between documents: the bytes
 // internal/manifest.Encode (sigs.k8s.io/yaml) writes, made by fastyaml, which spends a
