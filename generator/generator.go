@@ -153,8 +153,19 @@ func Generate(ctx context.Context, opts Options) (*Report, error) {
 	return rep, nil
 }
 
-// prepare is everything before the first write: load, plan, render, credentials, check.
-func prepare(opts Options) ([]tenantRun, error) {
+// Planned is the inputs loaded and planned, before anything is rendered.
+type Planned struct {
+	Inputs *inputs.Inputs
+	// Book holds the recipes; nil when the recipes folder does not exist.
+	Book *recipe.Book
+	Plan *plan.Plan
+}
+
+// Plan loads and plans the inputs exactly as Generate does (Options.Tenant applies) and
+// renders nothing: for commands that show or extend the plan.
+func Plan(opts Options) (*Planned, error) {
+	opts.RecipesDir = cmp.Or(opts.RecipesDir, "recipes")
+	opts.TenantsDir = cmp.Or(opts.TenantsDir, "tenants")
 	var probs problem.List
 
 	tenantsFS := opts.Tenants
@@ -201,6 +212,17 @@ func prepare(opts Options) ([]tenantRun, error) {
 		}
 		return nil, err
 	}
+	return &Planned{Inputs: in, Book: book, Plan: p}, nil
+}
+
+// prepare is everything before the first write: load, plan, render, credentials, check.
+func prepare(opts Options) ([]tenantRun, error) {
+	planned, err := Plan(opts)
+	if err != nil {
+		return nil, err
+	}
+	in, p := planned.Inputs, planned.Plan
+	var probs problem.List
 
 	runs := make([]tenantRun, len(p.Tenants))
 	errs := make([]error, len(p.Tenants))

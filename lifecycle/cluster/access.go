@@ -1,0 +1,94 @@
+// Package cluster reads what the clusters say about a job and restarts its VMs: the job's
+// Argo CD Application in the host cluster, its VirtualMachines, instances, model-cache claims
+// and their events in the tenant's own cluster. How a cluster is reached is behind Access, so
+// the kubeconfig flags of today and the cluster registry (Argo CD cluster Secrets, vCluster
+// kubeconfig Secrets) plug in the same way.
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Access reaches the clusters a job lives in.
+type Access interface {
+	// Host is the cluster Argo CD runs in (the job's Application).
+	Host(ctx context.Context) (*rest.Config, error)
+	// Tenant is a tenant's own cluster (the job's VMs). cluster is the tenant's Argo CD
+	// destination name (spec.argoCD.destination, by default the tenant's name).
+	Tenant(ctx context.Context, tenant, cluster string) (*rest.Config, error)
+}
+
+// Kubeconfig reaches every cluster through contexts of one kubeconfig, as kubectl does.
+type Kubeconfig struct {
+	// Path is the kubeconfig file; empty means $KUBECONFIG, then ~/.kube/config.
+	Path string
+	// HostContext is the host cluster's context; empty means the current context.
+	HostContext string
+	// TenantContext names a tenant cluster's context: "{tenant}" is replaced by the tenant's
+	// name and "{cluster}" by its Argo CD destination name. Empty means "{cluster}".
+	TenantContext string
+}
+
+// DefaultTenantContext is the context a tenant cluster is reached through by default: its Argo
+// CD cluster name, which is the tenant's name unless spec.argoCD.destination says otherwise.
+const DefaultTenantContext = "{cluster}"
+
+// Host implements Access.
+func (k Kubeconfig) Host(context.Context) (*rest.Config, error) {
+	return k.load(k.HostContext, "the host cluster", "--context")
+}
+
+// Tenant implements Access.
+func (k Kubeconfig) Tenant(_ context.Context, tenant, cluster string) (*rest.Config, error) {
+	pattern := k.TenantContext
+	if pattern == "" {
+		pattern = DefaultTenantContext
+	}
+	name := strings.NewReplacer("{tenant}", tenant, "{cluster}", cluster).Replace(pattern)
+	return k.load(name, "the cluster of tenant "+tenant, "--tenant-context (e.g. '{tenant}' or 'vcluster_{tenant}_host')")
+}
+
+func (k Kubeconfig) load(contextName, what, flag string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = k.Path
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: contextName})
+	raw, err := cc.RawConfig()
+	if err != nil {
+		return nil, fmt.Errorf("%s: kubeconfig %s: %w", what, k.describe(rules), err)
+	}
+	if contextName != "" {
+		if _, ok := raw.Contexts[contextName]; !ok {
+			return nil, fmt.Errorf("%s: no context %q in kubeconfig %s (contexts: %s); name it with %s",
+				what, contextName, k.describe(rules), orNone(slices.Sorted(maps.Keys(raw.Contexts))), flag)
+		}
+	}
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("%s: kubeconfig %s: %w", what, k.describe(rules), err)
+	}
+	return cfg, nil
+}
+
+func (k Kubeconfig) describe(rules *clientcmd.ClientConfigLoadingRules) string {
+	if k.Path != "" {
+		return k.Path
+	}
+	if files := rules.GetLoadingPrecedence(); len(files) > 0 {
+		return strings.Join(files, ":")
+	}
+	return "(none)"
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
