@@ -1,0 +1,83 @@
+package jobfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/generator/inputs"
+)
+
+// A written job file is one the loader takes as it is: strict decoding, every check.
+func TestEncodeLoads(t *testing.T) {
+	off := false
+	spec := v1alpha1.ManagedInferenceJobSpec{Model: "Qwen/Qwen3-32B", Variant: "fp8", Replicas: 2, GPUCount: 1,
+		NodeType: "metal3.gpu-h100", Features: map[string]bool{"reasoning": false}, RequireAPIKey: &off}
+	data, err := Encode("chat", spec)
+	require.NoError(t, err)
+	tree, err := Tree("../../tenants")
+	require.NoError(t, err)
+	tree[Path("acme", "chat")] = &fstest.MapFile{Data: data}
+	in, err := inputs.Load(tree, "tenants")
+	require.NoError(t, err, string(data))
+	rel, err := Find(in, "tenants", "acme", "chat")
+	require.NoError(t, err)
+	assert.Equal(t, "acme/jobs/chat.yaml", rel)
+	for _, tn := range in.Tenants {
+		for _, j := range tn.Jobs {
+			if j.Object.Name == "chat" {
+				assert.Equal(t, spec, j.Object.Spec)
+			}
+		}
+	}
+	_, err = Find(in, "tenants", "acme", "chta")
+	assert.EqualError(t, err, `tenant acme has no job "chta"; did you mean chat? (jobs: chat, mistral-small, qwen3-32b, transcribe)`)
+}
+
+func TestCheckNameAndTenant(t *testing.T) {
+	require.NoError(t, CheckName("job", "chat-2"))
+	for _, bad := range []string{"../acme", "Chat", "a/b", "", "chat.v2"} {
+		assert.ErrorContains(t, CheckName("job", bad), "expected a DNS-1123 label", bad)
+	}
+	require.NoError(t, CheckTenant("../../tenants", "acme"))
+	assert.EqualError(t, CheckTenant("../../tenants", "acmee"),
+		`unknown tenant "acmee": no acmee/tenant.yaml in ../../tenants; did you mean acme? (tenants: acme, globex, initech)`)
+	assert.ErrorContains(t, CheckTenant("../../tenants", "nodetypes"), `unknown tenant "nodetypes"`)
+}
+
+// The in-memory tree leaves out what the loader ignores; writes are whole files; removing
+// the last job removes its jobs folder too.
+func TestTreeWriteRemove(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "acme", ".git"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "acme", ".git", "HEAD"), []byte("x"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "acme", "tenant.yaml"), []byte("kind: Tenant\n"), 0o644))
+	tree, err := Tree(dir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"acme/tenant.yaml"}, keys(tree))
+
+	require.NoError(t, Write(dir, "acme/jobs/chat.yaml", []byte("a: 1\n")))
+	require.NoError(t, Write(dir, "acme/jobs/chat.yaml", []byte("a: 2\n")))
+	got, err := os.ReadFile(filepath.Join(dir, "acme", "jobs", "chat.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, "a: 2\n", string(got))
+	entries, _ := os.ReadDir(filepath.Join(dir, "acme", "jobs"))
+	assert.Len(t, entries, 1, "no temporary file is left")
+
+	require.NoError(t, Remove(dir, "acme/jobs/chat.yaml"))
+	assert.NoDirExists(t, filepath.Join(dir, "acme", "jobs"))
+	assert.FileExists(t, filepath.Join(dir, "acme", "tenant.yaml"))
+}
+
+func keys(m fstest.MapFS) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
