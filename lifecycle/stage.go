@@ -443,7 +443,6 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-
 func joinNonEmpty(sep string, parts ...string) string {
 	var out []string
 	for _, p := range parts {

@@ -63,12 +63,12 @@ func CheckTenant(dir, tenant string) error {
 // Encode is the YAML of a new job file: the job as an operator would write it.
 func Encode(job string, spec v1alpha1.ManagedInferenceJobSpec) ([]byte, error) {
 	obj := struct {
-		APIVersion string                           `json:"apiVersion"`
-		Kind       string                           `json:"kind"`
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
 		Metadata   struct {
 			Name string `json:"name"`
 		} `json:"metadata"`
-		Spec       v1alpha1.ManagedInferenceJobSpec `json:"spec"`
+		Spec v1alpha1.ManagedInferenceJobSpec `json:"spec"`
 	}{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.KindManagedInferenceJob, Spec: spec}
 	obj.Metadata.Name = job
 	body, err := yaml.Marshal(obj)
