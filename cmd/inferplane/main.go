@@ -41,6 +41,10 @@ syncs with an admission webhook, and routes customers' traffic through Envoy to 
 		newXDSCmd(),
 		newKeysCmd(),
 		newHealthCmd(),
+		newJobsCmd(),
+		newChatCmd(),
+		newTranscribeCmd(),
+		newModelsCmd(),
 	)
 	return root
 }

@@ -1,0 +1,322 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing/fstest"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/generator"
+	"github.com/inferplane/inferplane/generator/render"
+	"github.com/inferplane/inferplane/lifecycle/jobfile"
+)
+
+func newJobsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "Create, inspect, restart and delete inference jobs",
+		Long: `jobs follows one inference job from "created" to "serving" and back:
+
+  create    writes tenants/<tenant>/jobs/<job>.yaml, checked by the rules generate applies,
+            and renders and commits that tenant's repository
+  list      every job with its readiness stage
+  detail    one job: its master, endpoint, and per replica its nodes and readiness stage
+  restart   replaces a job's VMs in its tenant cluster, keeping the model cache
+  delete    removes the job from the inputs and commits the tenant's repository without it
+
+Readiness stages, in order: syncing (Argo CD has not synced the job), waiting-for-capacity
+(no node with free GPUs, or the model-cache claim is not bound), booting (scheduled, the
+guest is starting), loading-model (running; the model server's /health does not pass yet, or
+the gateway has not taken it in), serving (in the gateway's rotation); failed says why. A
+job is as far as its least ready replica.
+
+list and detail read the job's Argo CD Application in the host cluster (--kubeconfig,
+--context), its VMs in the tenant's own cluster (the kubeconfig context --tenant-context,
+by default the tenant's Argo CD cluster name), and the gateway's view (--server, the
+xDS server's admin address). Exit codes: 0 serving, 3 on its way (syncing to
+loading-model), 4 failed, 1 an error (a cluster could not be read), 2 bad usage.`,
+	}
+	cmd.AddCommand(newJobsCreateCmd(), newJobsDeleteCmd(), newJobsListCmd(), newJobsDetailCmd(), newJobsRestartCmd())
+	return cmd
+}
+
+// inputFlags say where the inputs and the tenants' repositories are and how to render, as
+// generate's flags do, so that a jobs command and a later generate agree byte for byte.
+type inputFlags struct {
+	opts         generator.Options
+	guestImage   string
+	storageClass string
+}
+
+func (f *inputFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.opts.RecipesDir, "recipes", "recipes", "folder of vLLM recipes (models/, strategies/, taxonomy.yaml)")
+	fs.StringVar(&f.opts.TenantsDir, "tenants", "tenants", "folder of node types, masters, tenants and jobs")
+	fs.StringVar(&f.opts.OutDir, "out", "out", "folder of the tenants' repositories (out/<tenant>)")
+	fs.StringVar(&f.opts.RepoURL, "repo-url", generator.DefaultRepoURL,
+		"URL Argo CD pulls a tenant's repository from when the tenant sets no spec.git.url (as for generate)")
+	fs.StringVar(&f.guestImage, "guest-image", render.DefaultGuestImage, "golden VM disk for node types that name none (as for generate)")
+	fs.StringVar(&f.storageClass, "storage-class", "", "storage class of the model-cache volumes (as for generate)")
+}
+
+// options are generate's options for one tenant.
+func (f *inputFlags) options(cmd *cobra.Command, tenant string) generator.Options {
+	o := f.opts
+	o.Tenant = tenant
+	o.Stdout = cmd.OutOrStdout()
+	o.Render.GuestImage = f.guestImage
+	o.Render.StorageClass = f.storageClass
+	o.Check = admissionCheck(cmd.Context())
+	return o
+}
+
+// jobArg splits <tenant>/<job>.
+func jobArg(arg string) (tenant, job string, err error) {
+	tenant, job, ok := strings.Cut(arg, "/")
+	if !ok {
+		return "", "", usageErr(fmt.Errorf("%q: expected <tenant>/<job>, e.g. acme/chat", arg))
+	}
+	if err := errors.Join(jobfile.CheckName("tenant", tenant), jobfile.CheckName("job", job)); err != nil {
+		return "", "", usageErr(err)
+	}
+	return tenant, job, nil
+}
+
+type createFlags struct {
+	spec     v1alpha1.ManagedInferenceJobSpec
+	features []string
+	noKey    bool
+	replace  bool
+	noCommit bool
+}
+
+func newJobsCreateCmd() *cobra.Command {
+	var (
+		in inputFlags
+		f  createFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "create <tenant> <job> --model M [--variant V] [--node-type T] [--gpus N] [--replicas R] [--feature k=v]...",
+		Short: "Write a job into the inputs, then render and commit its tenant's repository",
+		Long: `create writes tenants/<tenant>/jobs/<job>.yaml and renders and commits that tenant's
+repository, exactly as generate would: the job is checked by the same rules (same messages),
+every problem is printed, and on any problem nothing is written or committed.
+
+--model is a recipe model id (Qwen/Qwen3-32B) or a ModelMaster name; --gpus defaults to the
+master's perReplicaGPUCount, --node-type to the tenant's only allowed node type.
+--no-commit writes the job file and shows the diff generate would commit; --dry-run writes
+nothing and shows both. An existing job is replaced only with --replace.`,
+		Example: `  # Qwen3-32B on one H100, two replicas behind one endpoint
+  inferplane jobs create acme chat --model Qwen/Qwen3-32B --node-type metal3.gpu-h100 --replicas 2
+
+  # FP8 variant, reasoning parser off, see what would change first
+  inferplane jobs create acme chat-fp8 --model Qwen/Qwen3-32B --variant fp8 --feature reasoning=off --dry-run
+
+  # Speech to text
+  inferplane jobs create acme asr --model nvidia/parakeet-tdt-0.6b-v3 --node-type metal3.gpu-h100`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runJobsCreate(cmd, &in, &f, args[0], args[1])
+		},
+	}
+	fl := cmd.Flags()
+	in.register(fl)
+	fl.StringVar(&f.spec.Model, "model", "", "recipe model id or ModelMaster name (required)")
+	fl.StringVar((*string)(&f.spec.Runtime), "runtime", "", "vllm or parakeet (default: parakeet for the Parakeet model, else vllm)")
+	fl.StringVar(&f.spec.Variant, "variant", "", "recipe variant (default: the recipe's default)")
+	fl.StringVar(&f.spec.NodeType, "node-type", "", "NodeType the replicas run on (default: the tenant's only allowed one)")
+	fl.Int32Var(&f.spec.GPUCount, "gpus", 0, "GPUs per replica (default: the master's perReplicaGPUCount)")
+	fl.Int32Var(&f.spec.Replicas, "replicas", 1, "replicas behind the endpoint")
+	fl.StringVar(&f.spec.ModelCacheSize, "model-cache-size", "", "model-cache volume per node (default 200Gi)")
+	fl.StringArrayVar(&f.features, "feature", nil, "turn a recipe feature on or off: name=on|off (repeatable)")
+	fl.BoolVar(&f.noKey, "no-api-key", false, "serve the endpoint without API keys (requireAPIKey: false)")
+	fl.BoolVar(&f.replace, "replace", false, "overwrite an existing job of that name")
+	fl.BoolVar(&f.noCommit, "no-commit", false, "write the job file, show what generate would commit, commit nothing")
+	fl.BoolVar(&in.opts.DryRun, "dry-run", false, "write nothing; show the job file and the diff of the tenant's repository")
+	_ = cmd.MarkFlagRequired("model")
+	return cmd
+}
+
+func runJobsCreate(cmd *cobra.Command, in *inputFlags, f *createFlags, tenant, job string) error {
+	if err := errors.Join(jobfile.CheckName("tenant", tenant), jobfile.CheckName("job", job)); err != nil {
+		return usageErr(err)
+	}
+	features, err := parseFeatures(f.features)
+	if err != nil {
+		return usageErr(err)
+	}
+	if err := jobfile.CheckTenant(in.opts.TenantsDir, tenant); err != nil {
+		return err
+	}
+	opts := in.options(cmd, tenant)
+	planned, err := generator.Plan(opts)
+	if err != nil {
+		return err
+	}
+	rel := jobfile.Path(tenant, job)
+	if existing, err := jobfile.Find(planned.Inputs, opts.TenantsDir, tenant, job); err == nil {
+		if !f.replace {
+			return fmt.Errorf("job %s/%s exists (%s); pass --replace to overwrite it", tenant, job, filepath.Join(opts.TenantsDir, existing))
+		}
+		rel = existing
+	}
+	spec := f.spec
+	spec.Features = features
+	if f.noKey {
+		no := false
+		spec.RequireAPIKey = &no
+	}
+	completeSpec(&spec, planned, tenant)
+	data, err := jobfile.Encode(job, spec)
+	if err != nil {
+		return err
+	}
+	tree, err := jobfile.Tree(opts.TenantsDir)
+	if err != nil {
+		return err
+	}
+	tree[rel] = &fstest.MapFile{Data: data}
+	opts.Tenants = tree
+	opts.DryRun = opts.DryRun || f.noCommit
+	out := cmd.OutOrStdout()
+	path := filepath.Join(opts.TenantsDir, filepath.FromSlash(rel))
+	if in.opts.DryRun {
+		fmt.Fprintf(out, "would write %s:\n%s\n", path, data)
+	}
+	if _, err := generator.Generate(cmd.Context(), opts); err != nil {
+		return err
+	}
+	if in.opts.DryRun {
+		return nil
+	}
+	if err := jobfile.Write(opts.TenantsDir, rel, data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if f.noCommit {
+		fmt.Fprintf(out, "wrote %s; nothing committed: `inferplane generate` commits the change shown above\n", path)
+		return nil
+	}
+	fmt.Fprintf(out, "wrote %s and committed %s\nArgo CD syncs the job from there; follow it with: inferplane jobs detail %s/%s\n",
+		path, filepath.Join(opts.OutDir, tenant), tenant, job)
+	return nil
+}
+
+// completeSpec fills what the flags left to defaults: the runtime of the Parakeet model, the
+// tenant's one allowed node type, the master's GPUs per replica. Anything it cannot resolve
+// is left for the plan to report, in generate's words.
+func completeSpec(spec *v1alpha1.ManagedInferenceJobSpec, planned *generator.Planned, tenant string) {
+	if spec.Runtime == "" && spec.Model == v1alpha1.ParakeetModel {
+		spec.Runtime = v1alpha1.RuntimeParakeet
+	}
+	if spec.NodeType == "" {
+		for _, t := range planned.Inputs.Tenants {
+			if a := t.Object.Spec.AllowedNodeTypes; t.Object.Name == tenant && len(a) == 1 && !strings.HasSuffix(a[0], ".*") {
+				spec.NodeType = a[0]
+			}
+		}
+	}
+	if spec.GPUCount == 0 {
+		spec.GPUCount = 1 // a placeholder the plan corrects in its message when the master is unknown
+		if n, ok := jobfile.GPUs(planned.Inputs, planned.Book, spec); ok {
+			spec.GPUCount = n
+		}
+	}
+}
+
+func newJobsDeleteCmd() *cobra.Command {
+	var (
+		in  inputFlags
+		yes bool
+	)
+	cmd := &cobra.Command{
+		Use:   "delete <tenant>/<job>",
+		Short: "Remove a job from the inputs and commit its tenant's repository without it",
+		Long: `delete removes the job's file from tenants/<tenant>/jobs/ and renders and commits the
+tenant's repository without it: the repository is then as if the job had never existed. When
+Argo CD syncs that commit, its prune deletes the job's Application, whose resources
+finalizer deletes the job's VMs, Services, Secrets and model-cache PVCs (the downloaded
+weights) from the tenant cluster.
+
+Asks for confirmation on a terminal; elsewhere --yes is required.`,
+		Example: `  inferplane jobs delete acme/chat
+  inferplane jobs delete acme/chat --dry-run   # the diff it would commit
+  inferplane jobs delete acme/chat --yes       # in scripts`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tenant, job, err := jobArg(args[0])
+			if err != nil {
+				return err
+			}
+			return runJobsDelete(cmd, &in, tenant, job, yes)
+		},
+	}
+	in.register(cmd.Flags())
+	cmd.Flags().BoolVar(&in.opts.DryRun, "dry-run", false, "write nothing; show the diff of the tenant's repository")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (required when stdin is not a terminal)")
+	return cmd
+}
+
+func runJobsDelete(cmd *cobra.Command, in *inputFlags, tenant, job string, yes bool) error {
+	if err := jobfile.CheckTenant(in.opts.TenantsDir, tenant); err != nil {
+		return err
+	}
+	opts := in.options(cmd, tenant)
+	planned, err := generator.Plan(opts)
+	if err != nil {
+		return err
+	}
+	rel, err := jobfile.Find(planned.Inputs, opts.TenantsDir, tenant, job)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(opts.TenantsDir, filepath.FromSlash(rel))
+	if !opts.DryRun && !yes {
+		if err := confirm(cmd, fmt.Sprintf("Delete job %s/%s (%s) and commit %s without it? [y/N] ",
+			tenant, job, path, filepath.Join(opts.OutDir, tenant))); err != nil {
+			return err
+		}
+	}
+	tree, err := jobfile.Tree(opts.TenantsDir)
+	if err != nil {
+		return err
+	}
+	delete(tree, rel)
+	opts.Tenants = tree
+	if _, err := generator.Generate(cmd.Context(), opts); err != nil {
+		return err
+	}
+	if opts.DryRun {
+		return nil
+	}
+	if err := jobfile.Remove(opts.TenantsDir, rel); err != nil {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "removed %s and committed %s without the job\n"+
+		"When Argo CD syncs it, its prune deletes Application %s; that Application's resources finalizer deletes the job's VMs, Services, Secrets and model-cache PVCs (the downloaded weights) in the tenant cluster.\n",
+		path, filepath.Join(opts.OutDir, tenant), render.ApplicationName(tenant, job))
+	return nil
+}
+
+// confirm asks on a terminal; anywhere else the caller must pass --yes.
+func confirm(cmd *cobra.Command, question string) error {
+	f, ok := cmd.InOrStdin().(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return usageErr(errors.New("stdin is not a terminal: pass --yes to confirm"))
+	}
+	fmt.Fprint(cmd.ErrOrStderr(), question)
+	var answer string
+	if _, err := fmt.Fscanln(f, &answer); err != nil && !errors.Is(err, io.EOF) && err.Error() != "unexpected newline" {
+		return err
+	}
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		return errors.New("not confirmed: nothing was changed")
+	}
+	return nil
+}

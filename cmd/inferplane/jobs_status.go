@@ -1,0 +1,419 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+
+	"github.com/inferplane/inferplane/endpoint"
+	"github.com/inferplane/inferplane/generator"
+	"github.com/inferplane/inferplane/generator/plan"
+	"github.com/inferplane/inferplane/generator/render"
+	"github.com/inferplane/inferplane/lifecycle"
+	"github.com/inferplane/inferplane/lifecycle/cluster"
+	"github.com/inferplane/inferplane/lifecycle/gateway"
+	"github.com/inferplane/inferplane/lifecycle/jobfile"
+)
+
+// Exit codes of jobs list and detail, for scripts.
+const (
+	exitOnItsWay = 3
+	exitFailed   = 4
+)
+
+// clusterFlags say how the jobs commands reach the clusters and the gateway.
+type clusterFlags struct {
+	kube   cluster.Kubeconfig
+	server string
+	domain string
+}
+
+func (f *clusterFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.kube.Path, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	fs.StringVar(&f.kube.HostContext, "context", "", "kubeconfig context of the host cluster, where Argo CD runs (default: the current context)")
+	fs.StringVar(&f.kube.TenantContext, "tenant-context", cluster.DefaultTenantContext,
+		"kubeconfig context of a tenant's cluster; {tenant} and {cluster} (its Argo CD cluster name) are replaced")
+	fs.StringVar(&f.server, "server", serverURLDefault(), "the gateway: base URL of the xDS server's admin address ($"+envServerURL+")")
+	fs.StringVar(&f.domain, "domain", os.Getenv(endpoint.EnvDomain), "endpoints are https://<job>.<tenant>.<domain> ($"+endpoint.EnvDomain+")")
+}
+
+// access is how the clusters are reached: the kubeconfig today; the cluster registry (Argo
+// CD cluster Secrets) plugs in here.
+func (f *clusterFlags) access() cluster.Access { return f.kube }
+
+// tenantOf is where a planned tenant's objects are.
+func tenantOf(tp *plan.TenantPlan) cluster.Tenant {
+	n := tp.Tenant.Name
+	return cluster.Tenant{Name: n, Cluster: render.Destination(n, &tp.Tenant.Spec), Namespace: n,
+		ArgoCDNamespace: render.ArgoCDNamespace(&tp.Tenant.Spec)}
+}
+
+// statuses reads a tenant's clusters and the gateway and computes the stages of its jobs (of
+// job only, when set).
+func statuses(ctx context.Context, f *clusterFlags, tp *plan.TenantPlan, job string) ([]lifecycle.JobStatus, error) {
+	objs, err := cluster.Read(ctx, f.access(), tenantOf(tp), true)
+	if err != nil {
+		return nil, err
+	}
+	rot, gwErr := gateway.Client{BaseURL: f.server}.Rotations(ctx, tp.Tenant.Name)
+	var out []lifecycle.JobStatus
+	for _, jp := range tp.Jobs {
+		if job != "" && jp.Job.Name != job {
+			continue
+		}
+		obs := objs.Job(jp.Job.Name)
+		switch {
+		case gwErr != nil:
+			obs.GatewayError = gwErr.Error()
+		case rot[jp.Job.Name] != nil:
+			obs.Gateway = rot[jp.Job.Name]
+		default:
+			obs.Gateway = &lifecycle.Rotation{} // the gateway has no such endpoint (yet)
+		}
+		out = append(out, lifecycle.Compute(lifecycle.Job{Tenant: tp.Tenant.Name, Name: jp.Job.Name,
+			Replicas: jp.Job.Spec.Replicas, NodesPerReplica: jp.NodesPerReplica}, obs))
+	}
+	return out, nil
+}
+
+// stageExit is the exit status of the least ready stage shown.
+func stageExit(worst lifecycle.Stage, what string) error {
+	switch worst {
+	case lifecycle.StageServing:
+		return nil
+	case lifecycle.StageFailed:
+		return &exitStatus{code: exitFailed, err: fmt.Errorf("%s: failed", what)}
+	}
+	return &exitStatus{code: exitOnItsWay, err: fmt.Errorf("%s: %s, not serving yet", what, worst)}
+}
+
+func newJobsListCmd() *cobra.Command {
+	var (
+		in     inputFlags
+		cf     clusterFlags
+		tenant string
+	)
+	cmd := &cobra.Command{
+		Use:   "list [--tenant T]",
+		Short: "List jobs with their readiness stage",
+		Long: `list shows every job of the inputs (of one tenant with --tenant) with its readiness stage,
+read from the host cluster's Argo CD, the tenant's cluster and the gateway (see "jobs --help").
+A tenant whose clusters cannot be read shows its jobs as unknown and makes list exit 1.`,
+		Example: `  inferplane jobs list
+  inferplane jobs list --tenant acme --tenant-context 'vcluster_{tenant}_vcluster-{tenant}_mgmt'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tenant != "" {
+				if err := jobfile.CheckName("tenant", tenant); err != nil {
+					return usageErr(err)
+				}
+			}
+			planned, err := generator.Plan(in.options(cmd, tenant))
+			if err != nil {
+				return err
+			}
+			return listJobs(cmd, &cf, planned.Plan)
+		},
+	}
+	in.register(cmd.Flags())
+	cf.register(cmd.Flags())
+	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's jobs")
+	return cmd
+}
+
+func listJobs(cmd *cobra.Command, cf *clusterFlags, p *plan.Plan) error {
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tJOB\tRUNTIME\tMODEL\tREPLICAS\tSTAGE\tSINCE\tREASON")
+	var unread []error
+	worst := lifecycle.StageServing
+	for i := range p.Tenants {
+		tp := &p.Tenants[i]
+		if len(tp.Jobs) == 0 {
+			continue
+		}
+		sts, err := statuses(cmd.Context(), cf, tp, "")
+		if err != nil {
+			unread = append(unread, err)
+			for _, jp := range tp.Jobs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t-\tclusters not read (below)\n", tp.Tenant.Name, jp.Job.Name,
+					jp.Master.Spec.Runtime, jp.Master.Spec.Model, jp.Job.Spec.Replicas, lifecycle.StageUnknown)
+			}
+			continue
+		}
+		for j, st := range sts {
+			jp := tp.Jobs[j]
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", st.Tenant, st.Job, jp.Master.Spec.Runtime, jp.Master.Spec.Model,
+				jp.Job.Spec.Replicas, st.Stage, age(st.Since), st.Reason)
+			if st.Stage.Rank() < worst.Rank() {
+				worst = st.Stage
+			}
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(unread) > 0 {
+		return errors.Join(unread...)
+	}
+	return stageExit(worst, "not every job is serving")
+}
+
+func newJobsDetailCmd() *cobra.Command {
+	var (
+		in     inputFlags
+		cf     clusterFlags
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "detail <tenant>/<job> [-o table|json|yaml]",
+		Short: "Show a job's master, endpoint, replicas, nodes and readiness stages",
+		Long: `detail shows one job: its master (model, image, serving arguments, GPUs per replica), its
+endpoint and whether it needs an API key, and per replica the node count, the node names the
+VMs run on, their phase and IPs, and the replica's readiness stage with the time it entered
+it and why (see "jobs --help" for the stages and exit codes).`,
+		Example: `  inferplane jobs detail acme/chat
+  inferplane jobs detail acme/chat -o json | jq .replicas
+  until inferplane jobs detail acme/chat >/dev/null; do [ $? -eq 3 ] || exit 1; sleep 10; done   # wait for serving`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "table" && output != "json" && output != "yaml" {
+				return usageErr(fmt.Errorf("-o %q: expected table, json or yaml", output))
+			}
+			tenant, job, err := jobArg(args[0])
+			if err != nil {
+				return err
+			}
+			return showDetail(cmd, &in, &cf, tenant, job, output)
+		},
+	}
+	in.register(cmd.Flags())
+	cf.register(cmd.Flags())
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
+	return cmd
+}
+
+// jobDetail is what detail shows.
+type jobDetail struct {
+	lifecycle.JobStatus
+	Endpoint endpointView `json:"endpoint"`
+	Master   masterView   `json:"master"`
+}
+
+type endpointView struct {
+	URL            string `json:"url"`
+	RequiresAPIKey bool   `json:"requiresAPIKey"`
+}
+
+type masterView struct {
+	Name               string   `json:"name"`
+	Runtime            string   `json:"runtime"`
+	Model              string   `json:"model"`
+	Image              string   `json:"image"`
+	ImagePinned        bool     `json:"imagePinned"`
+	Args               []string `json:"args,omitempty"`
+	PerReplicaGPUCount int32    `json:"perReplicaGPUCount"`
+	NodesPerReplica    int32    `json:"nodesPerReplica"`
+	GPUsPerNode        int32    `json:"gpusPerNode"`
+	NodeType           string   `json:"nodeType"`
+}
+
+func showDetail(cmd *cobra.Command, in *inputFlags, cf *clusterFlags, tenant, job, output string) error {
+	if err := jobfile.CheckTenant(in.opts.TenantsDir, tenant); err != nil {
+		return err
+	}
+	planned, err := generator.Plan(in.options(cmd, tenant))
+	if err != nil {
+		return err
+	}
+	tp := &planned.Plan.Tenants[0]
+	var jp *plan.JobPlan
+	for i := range tp.Jobs {
+		if tp.Jobs[i].Job.Name == job {
+			jp = &tp.Jobs[i]
+		}
+	}
+	if jp == nil {
+		_, err := jobfile.Find(planned.Inputs, in.opts.TenantsDir, tenant, job)
+		return err
+	}
+	sts, err := statuses(cmd.Context(), cf, tp, job)
+	if err != nil {
+		return err
+	}
+	d := jobDetail{JobStatus: sts[0], Endpoint: endpointView{URL: endpointURL(job, tenant, cf.domain), RequiresAPIKey: jp.Job.Spec.APIKeyRequired()},
+		Master: masterView{Name: jp.Master.Name, Runtime: string(jp.Master.Spec.Runtime), Model: jp.Master.Spec.Model, Image: jp.Image,
+			ImagePinned: imagePinned(jp.Image), Args: jp.Args, PerReplicaGPUCount: jp.Master.Spec.PerReplicaGPUCount,
+			NodesPerReplica: jp.NodesPerReplica, GPUsPerNode: jp.GPUsPerNode, NodeType: jp.NodeType.Name}}
+	if err := writeDetail(cmd.OutOrStdout(), d, output); err != nil {
+		return err
+	}
+	return stageExit(d.Stage, tenant+"/"+job)
+}
+
+func writeDetail(w io.Writer, d jobDetail, output string) error {
+	switch output {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(d)
+	case "yaml":
+		b, err := yaml.Marshal(d)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	m := d.Master
+	fmt.Fprintf(w, "Job:        %s/%s\n", d.Tenant, d.Job)
+	fmt.Fprintf(w, "Stage:      %s%s\n", d.Stage, sinceText(d.Since))
+	if d.Reason != "" {
+		fmt.Fprintf(w, "Reason:     %s\n", d.Reason)
+	}
+	key := "API key required"
+	if !d.Endpoint.RequiresAPIKey {
+		key = "no API key"
+	}
+	fmt.Fprintf(w, "Endpoint:   %s (%s)\n", d.Endpoint.URL, key)
+	fmt.Fprintf(w, "Master:     %s: %s (%s), %d GPU(s) per replica = %d node(s) x %d GPU(s) of %s\n",
+		m.Name, m.Model, m.Runtime, m.PerReplicaGPUCount, m.NodesPerReplica, m.GPUsPerNode, m.NodeType)
+	pin := ""
+	if !m.ImagePinned {
+		pin = " (not pinned: the tag can move; see docs/generator.md, Pinning images)"
+	}
+	fmt.Fprintf(w, "Image:      %s%s\n", m.Image, pin)
+	fmt.Fprintf(w, "Serve args: %s\n", cmp.Or(strings.Join(m.Args, " "), "-"))
+	if a := d.Application; a != nil {
+		fmt.Fprintf(w, "Argo CD:    Application %s: %s, %s, revision %s\n", a.Name, a.Sync, cmp.Or(a.Health, "-"), cmp.Or(a.Revision, "-"))
+	} else {
+		fmt.Fprintln(w, "Argo CD:    no Application yet")
+	}
+	switch g := d.Gateway; {
+	case g == nil:
+		fmt.Fprintf(w, "Gateway:    not asked: %s\n", d.GatewayError)
+	case !g.Known:
+		fmt.Fprintln(w, "Gateway:    no endpoint for the job yet")
+	default:
+		fmt.Fprintf(w, "Gateway:    %s, %d of %d replicas in rotation\n", g.Status, g.Ready, g.Total)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REPLICA\tSTAGE\tSINCE\tNODES\tNODE NAMES\tPHASE\tIPS\tREASON")
+	for _, r := range d.Replicas {
+		var nodes, phases, ips []string
+		for _, n := range r.Nodes {
+			nodes, phases = append(nodes, cmp.Or(n.Node, "-")), append(phases, cmp.Or(n.Phase, "-"))
+			ips = append(ips, cmp.Or(strings.Join(n.IPs, ","), "-"))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Replica, r.Stage, age(r.Since), len(r.Nodes),
+			strings.Join(nodes, ","), strings.Join(phases, ","), strings.Join(ips, " "), r.Reason)
+	}
+	return tw.Flush()
+}
+
+// endpointURL is the job's endpoint; without a domain, a placeholder that says so.
+func endpointURL(job, tenant, domain string) string {
+	return "https://" + job + "." + tenant + "." + cmp.Or(domain, "<domain: set --domain or $"+endpoint.EnvDomain+">")
+}
+
+// imagePinned: a digest, or a tag other than latest (a version tag is taken to be kept).
+func imagePinned(image string) bool {
+	if strings.Contains(image, "@sha256:") {
+		return true
+	}
+	name := image[strings.LastIndex(image, "/")+1:]
+	_, tag, ok := strings.Cut(name, ":")
+	return ok && tag != "latest"
+}
+
+func sinceText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return " since " + t.UTC().Format(time.RFC3339) + " (" + age(t) + " ago)"
+}
+
+func age(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return duration.HumanDuration(time.Since(t))
+}
+
+func newJobsRestartCmd() *cobra.Command {
+	var (
+		in      inputFlags
+		cf      clusterFlags
+		replica int32
+	)
+	cmd := &cobra.Command{
+		Use:   "restart <tenant>/<job> [--replica N]",
+		Short: "Replace a job's VMs in its tenant cluster, keeping the model cache",
+		Long: `restart replaces the VMs of a job (of one replica with --replica) in the tenant's cluster.
+Their model-cache PVCs (the downloaded weights), cloud-init Secrets and the VirtualMachines
+themselves stay, so the new VMs load the model from the cache. A multi-node replica is
+restarted whole.
+
+It uses KubeVirt's restart subresource where the cluster serves it (virt-api); otherwise it
+deletes the VMIs, and the VMs' runStrategy Always starts new ones. It says which it did.`,
+		Example: `  inferplane jobs restart acme/chat
+  inferplane jobs restart acme/chat --replica 1`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tenant, job, err := jobArg(args[0])
+			if err != nil {
+				return err
+			}
+			return runJobsRestart(cmd, &in, &cf, tenant, job, replica)
+		},
+	}
+	in.register(cmd.Flags())
+	cf.register(cmd.Flags())
+	cmd.Flags().Int32Var(&replica, "replica", -1, "restart only this replica (0, 1, ...); default all")
+	return cmd
+}
+
+func runJobsRestart(cmd *cobra.Command, in *inputFlags, cf *clusterFlags, tenant, job string, replica int32) error {
+	if err := jobfile.CheckTenant(in.opts.TenantsDir, tenant); err != nil {
+		return err
+	}
+	planned, err := generator.Plan(in.options(cmd, tenant))
+	if err != nil {
+		return err
+	}
+	if _, err := jobfile.Find(planned.Inputs, in.opts.TenantsDir, tenant, job); err != nil {
+		return err
+	}
+	t := tenantOf(&planned.Plan.Tenants[0])
+	cfg, err := cf.access().Tenant(cmd.Context(), t.Name, t.Cluster)
+	if err != nil {
+		return err
+	}
+	done, err := cluster.Restart(cmd.Context(), cfg, t, job, replica)
+	out := cmd.OutOrStdout()
+	for _, r := range done {
+		fmt.Fprintf(out, "%s/%s: %s: %s\n", tenant, job, r.VM, r.How)
+	}
+	if err != nil {
+		return err
+	}
+	if len(done) > 0 && done[0].How != cluster.BySubresource {
+		fmt.Fprintln(out, "The cluster does not serve KubeVirt's restart subresource: the VMIs were deleted and runStrategy Always starts new ones; the model-cache PVCs and Secrets stay.")
+	} else {
+		fmt.Fprintln(out, "Restarted through KubeVirt's restart subresource; the model-cache PVCs and Secrets stay.")
+	}
+	fmt.Fprintf(out, "Follow the new VMs with: inferplane jobs detail %s/%s\n", tenant, job)
+	return nil
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"testing/fstest"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/generator/inputs"
+	"github.com/inferplane/inferplane/generator/plan"
+	"github.com/inferplane/inferplane/generator/recipe"
+)
+
+func newModelsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "models",
+		Short: "Write model masters an operator can pin and edit",
+	}
+	cmd.AddCommand(newModelsAddCmd())
+	return cmd
+}
+
+func newModelsAddCmd() *cobra.Command {
+	var (
+		recipesDir, tenantsDir     string
+		variant, strategy, nodeTyp string
+		name, image, digest, out   string
+		features                   []string
+		force                      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "add --from-recipe <model-id> [--variant V] [--node-type T] -o FILE",
+		Short: "Write the master a recipe derives as a ModelMaster file, to pin and edit",
+		Long: `add derives the ModelMaster of a recipe model for a node type, exactly as generate derives
+it for a job, and writes it as a hand-written master (tenants/masters/<name>.yaml): jobs then
+name it in spec.model and get it as written, whatever later recipe updates change.
+
+Pin the runtime image there: a recipe's default image, vllm/vllm-openai:latest, is a tag
+that moves to each new vLLM release. --image sets a version tag, --image-digest the digest
+of one build (the guest then runs <image>@<digest>). The file is checked by the rules every
+hand-written master meets before it is written.`,
+		Example: `  # Qwen3-32B for the bundled H100 node type, pinned to a vLLM release
+  inferplane models add --from-recipe Qwen/Qwen3-32B --node-type metal3.gpu-h100 \
+      --name qwen3-32b-pinned --image vllm/vllm-openai:v0.10.2 -o tenants/masters/qwen3-32b-pinned.yaml
+
+  # Pinned to one build by digest (docker buildx imagetools inspect vllm/vllm-openai:v0.10.2)
+  inferplane models add --from-recipe Qwen/Qwen3-32B --node-type metal3.gpu-h100 \
+      --image vllm/vllm-openai:v0.10.2 --image-digest sha256:<64 hex> -o tenants/masters/qwen3-32b.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			from, _ := cmd.Flags().GetString("from-recipe")
+			toggles, err := parseFeatures(features)
+			if err != nil {
+				return usageErr(err)
+			}
+			book, err := loadBook(recipesDir)
+			if err != nil {
+				return err
+			}
+			hw, err := resolveHardware(book, nodeTyp, tenantsDir, cmd.Flags().Changed("tenants"))
+			if err != nil {
+				return err
+			}
+			m, err := book.Derive(recipe.Request{ModelID: from, Variant: variant, Strategy: strategy, Features: toggles, Hardware: hw})
+			if err != nil {
+				return err
+			}
+			if name != "" {
+				m.Name = name
+			}
+			if image != "" {
+				m.Spec.Image = image
+			}
+			m.Spec.ImageDigest = digest
+			data, err := masterFile(m, fmt.Sprintf("inferplane models add --from-recipe %s --node-type %s", from, nodeTyp))
+			if err != nil {
+				return err
+			}
+			if err := checkMaster(m.Name, data); err != nil {
+				return err
+			}
+			if !imagePinned(m.Spec.Image) && digest == "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: image %s is a tag that moves: pin it with --image <repo>:<version> or --image-digest before production\n", m.Spec.Image)
+			}
+			return writeMaster(cmd, out, m.Name, data, force)
+		},
+	}
+	fl := cmd.Flags()
+	fl.String("from-recipe", "", "recipe model id, e.g. Qwen/Qwen3-32B (required)")
+	fl.StringVar(&variant, "variant", "", "recipe variant (default: the recipe's default)")
+	fl.StringVar(&strategy, "strategy", "", "recipe strategy (default: the one the rules pick)")
+	fl.StringVar(&nodeTyp, "node-type", "h100", "NodeType name from the tenants folder, or a taxonomy hardware profile")
+	fl.StringArrayVar(&features, "feature", nil, "turn a recipe feature on or off: name=on|off (repeatable)")
+	fl.StringVar(&name, "name", "", "the master's name (default: the derived one, e.g. qwen3-32b-h100)")
+	fl.StringVar(&image, "image", "", "runtime image to pin, e.g. vllm/vllm-openai:v0.10.2 (default: the recipe's)")
+	fl.StringVar(&digest, "image-digest", "", "pin the image to one build: sha256:<64 hex>")
+	fl.StringVarP(&out, "output", "o", "", "file to write (- for stdout; required)")
+	fl.BoolVar(&force, "force", false, "overwrite an existing file")
+	fl.StringVar(&recipesDir, "recipes", "recipes", "folder of vLLM recipes")
+	fl.StringVar(&tenantsDir, "tenants", "tenants", "folder whose nodetypes/ defines the node types")
+	_ = cmd.MarkFlagRequired("from-recipe")
+	_ = cmd.MarkFlagRequired("output")
+	return cmd
+}
+
+// masterFile is the master as an operator would write it.
+func masterFile(m *v1alpha1.ModelMaster, how string) ([]byte, error) {
+	obj := struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Spec v1alpha1.ModelMasterSpec `json:"spec"`
+	}{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.KindModelMaster, Spec: m.Spec}
+	obj.Metadata.Name = m.Name
+	body, err := yaml.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	head := "# Derived by `" + how + "`.\n# A hand-written master from here on: jobs naming it get it as written. Pin spec.image\n# (a version tag) or spec.imageDigest before production.\n"
+	return append([]byte(head), body...), nil
+}
+
+// checkMaster holds the file to the rules of tenants/masters/: strict decoding, the field
+// checks, and the plan's policy checks.
+func checkMaster(name string, data []byte) error {
+	tree := fstest.MapFS{path.Join(inputs.MastersDir, name+".yaml"): {Data: data}}
+	in, err := inputs.Load(tree, "(the master)")
+	if err == nil {
+		_, err = plan.Build(in, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("the master would not be accepted: %w", err)
+	}
+	return nil
+}
+
+func writeMaster(cmd *cobra.Command, out, name string, data []byte, force bool) error {
+	if out == "-" {
+		_, err := cmd.OutOrStdout().Write(data)
+		return err
+	}
+	if !strings.HasSuffix(out, ".yaml") && !strings.HasSuffix(out, ".yml") {
+		return usageErr(fmt.Errorf("-o %s: expected a .yaml file (the generator reads only YAML files in masters/)", out))
+	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if force {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(out, flags, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%s exists: pass --force to overwrite it", out)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "wrote %s; jobs run this master with spec.model: %s (inferplane jobs create ... --model %s)\n", out, name, name)
+	return err
+}
