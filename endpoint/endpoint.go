@@ -131,18 +131,29 @@ func Client(t Target, key string) openai.Client {
 			if key == "" {
 				req.Header.Del("Authorization")
 			}
-			if t.viaGateway {
-				req.Host = t.Host
-			}
 			return next(req)
 		}),
 	}
-	if t.viaGateway && strings.HasPrefix(t.BaseURL, "https://") {
+	if t.viaGateway {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.TLSClientConfig = &tls.Config{ServerName: t.Host, MinVersion: tls.VersionTLS12}
-		opts = append(opts, option.WithHTTPClient(&http.Client{Transport: tr}))
+		opts = append(opts, option.WithHTTPClient(viaGateway{host: t.Host, c: &http.Client{Transport: tr}}))
 	}
 	return openai.NewClient(opts...)
+}
+
+// viaGateway sends each request to the gateway's address with the endpoint's host name as
+// its Host, as curl --connect-to does. The client has checked by then that the request goes
+// to the configured base URL, the gateway: the key goes nowhere else.
+type viaGateway struct {
+	host string
+	c    *http.Client
+}
+
+func (v viaGateway) Do(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Host = v.host
+	return v.c.Do(req)
 }
 
 // Explain says what a failed call means for the customer and what to do about it.

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"mime"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,7 +53,7 @@ The endpoint and API key are given as for chat (see "chat --help").`,
 				return err
 			}
 			params := openai.AudioTranscriptionNewParams{
-				File:           openai.File(audio, filepath.Base(args[1]), ""),
+				File:           openai.File(audio, filepath.Base(args[1]), audioType(args[1])),
 				Model:          openai.AudioModel(model),
 				ResponseFormat: openai.AudioResponseFormat(format),
 			}
@@ -67,7 +69,15 @@ The endpoint and API key are given as for chat (see "chat --help").`,
 				_, err = fmt.Fprintln(out, resp.Text)
 				return err
 			}
-			// Answers that are not the JSON New decodes are taken as they are.
+			// Other answers are printed as the server sent them.
+			if format == "verbose_json" {
+				var raw json.RawMessage
+				if err := c.Post(cmd.Context(), "audio/transcriptions", params, &raw); err != nil {
+					return endpoint.Explain(err, t, key)
+				}
+				_, err = fmt.Fprintf(out, "%s\n", raw)
+				return err
+			}
 			var body string
 			if err := c.Post(cmd.Context(), "audio/transcriptions", params, &body); err != nil {
 				return endpoint.Explain(err, t, key)
@@ -80,6 +90,14 @@ The endpoint and API key are given as for chat (see "chat --help").`,
 	cmd.Flags().StringVar(&language, "language", "", "language of the audio (ISO-639-1, e.g. en); default: detected")
 	cmd.Flags().StringVar(&format, "format", "json", "response format: "+strings.Join(transcriptFormats, ", "))
 	return cmd
+}
+
+// audioType is the file's media type by its extension, for the multipart part.
+func audioType(path string) string {
+	if t := mime.TypeByExtension(filepath.Ext(path)); t != "" {
+		return t
+	}
+	return "application/octet-stream"
 }
 
 // openAudio opens the audio file, refusing what is not a readable, non-empty file before
