@@ -138,7 +138,10 @@ func jobVerdict(rs []ReplicaStatus) (Stage, time.Time, string) {
 		}
 	}
 	reason := worst.Reason
-	if len(rs) > 1 {
+	switch {
+	case worst.Stage == StageServing && len(rs) > 1:
+		reason = fmt.Sprintf("all %d replicas %s", len(rs), reason)
+	case len(rs) > 1:
 		reason = fmt.Sprintf("replica %d: %s", worst.Replica, reason)
 	}
 	return worst.Stage, worst.Since, reason

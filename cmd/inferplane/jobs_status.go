@@ -287,8 +287,8 @@ func writeDetail(w io.Writer, d jobDetail, output string) error {
 		key = "no API key"
 	}
 	fmt.Fprintf(w, "Endpoint:   %s (%s)\n", d.Endpoint.URL, key)
-	fmt.Fprintf(w, "Master:     %s: %s (%s), %d GPU(s) per replica = %d node(s) x %d GPU(s) of %s\n",
-		m.Name, m.Model, m.Runtime, m.PerReplicaGPUCount, m.NodesPerReplica, m.GPUsPerNode, m.NodeType)
+	fmt.Fprintf(w, "Master:     %s: %s (%s); %s per replica: %s x %s of %s\n", m.Name, m.Model, m.Runtime,
+		count(m.PerReplicaGPUCount, "GPU"), count(m.NodesPerReplica, "node"), count(m.GPUsPerNode, "GPU"), m.NodeType)
 	pin := ""
 	if !m.ImagePinned {
 		pin = " (not pinned: the tag can move; see docs/generator.md, Pinning images)"
@@ -321,6 +321,14 @@ func writeDetail(w io.Writer, d jobDetail, output string) error {
 			strings.Join(nodes, ","), strings.Join(phases, ","), strings.Join(ips, " "), r.Reason)
 	}
 	return tw.Flush()
+}
+
+// count is "1 GPU", "8 GPUs".
+func count(n int32, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // endpointURL is the job's endpoint; without a domain, a placeholder that says so.
