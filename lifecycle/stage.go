@@ -137,8 +137,14 @@ func jobVerdict(rs []ReplicaStatus) (Stage, time.Time, string) {
 			worst = r
 		}
 	}
+	same := true
+	for _, r := range rs {
+		same = same && r.Stage == worst.Stage && r.Reason == worst.Reason
+	}
 	reason := worst.Reason
 	switch {
+	case same && worst.Stage != StageServing:
+		// One cause for all (the Application, usually): no replica to name.
 	case worst.Stage == StageServing && len(rs) > 1:
 		reason = fmt.Sprintf("all %d replicas %s", len(rs), reason)
 	case len(rs) > 1:

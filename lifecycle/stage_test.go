@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -203,6 +204,14 @@ func TestComputeLeastReady(t *testing.T) {
 	assert.Contains(t, st.Reason, "the gateway has 1 of 2 replicas in rotation")
 	obs.Gateway.Ready = 2
 	assert.Equal(t, StageServing, Compute(job, obs).Stage)
+}
+
+// A cause all replicas share (the Application) is told once, without a replica number.
+func TestComputeSharedReason(t *testing.T) {
+	st := Compute(Job{Tenant: "acme", Name: "chat", Replicas: 3, NodesPerReplica: 1}, Observed{})
+	assert.Equal(t, StageSyncing, st.Stage)
+	assert.True(t, strings.HasPrefix(st.Reason, "no Argo CD Application for acme/chat"), st.Reason)
+	assert.Len(t, st.Replicas, 3)
 }
 
 func TestStageOrder(t *testing.T) {
