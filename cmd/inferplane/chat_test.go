@@ -180,10 +180,10 @@ func (fx gatewayFixture) run(t *testing.T, out io.Writer, args ...string) (strin
 	return buf.String(), err
 }
 
-// chat streams the answer from a vLLM replica double through the stand-in and the real key
-// check, token by token: the replica holds its answer after the first token until the CLI has
+// chat streams the answer from a vLLM replica double through our stand-in for Envoy (no Envoy
+// binary runs here; see envoyStandIn) and the real key check, token by token: the replica holds its answer after the first token until the CLI has
 // printed it, and every token is its own write.
-func TestChatStreamsTokenByToken(t *testing.T) {
+func TestChatStreamsTokenByTokenThroughEnvoyStandIn(t *testing.T) {
 	fx := startGatewayFixture(t)
 	w := fx.gated.arm()
 	_, err := fx.chat(t, w, "chat.acme", "tell", "me", "a", "story")
@@ -204,9 +204,9 @@ func TestChatStreamsTokenByToken(t *testing.T) {
 	assert.Equal(t, "Replica chat heard: from stdin\n", buf.String())
 }
 
-// Every refusal on the way is explained: the gateway's 401, 403, 404, 429 and 503, a network
-// failure, and bad input before anything is sent.
-func TestChatErrors(t *testing.T) {
+// Every refusal on the way is explained: the gateway's 401, 403, 404, 429 and 503 (through our
+// stand-in for Envoy, which cannot run here, and the real key check), a network failure, and bad input before anything is sent.
+func TestChatErrorsThroughEnvoyStandIn(t *testing.T) {
 	fx := startGatewayFixture(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -253,9 +253,10 @@ func TestChatErrors(t *testing.T) {
 	assert.Equal(t, "Replica open heard: hi\n", out)
 }
 
-// transcribe sends a file to the Parakeet double through the stand-in and the key check and
+// transcribe sends a file to the Parakeet double through our stand-in for Envoy (which cannot
+// run here) and the real key check and
 // prints the transcript; an unreadable file is refused before anything is sent.
-func TestTranscribe(t *testing.T) {
+func TestTranscribeThroughEnvoyStandIn(t *testing.T) {
 	fx := startGatewayFixture(t)
 	t.Setenv("INFERPLANE_API_KEY", fx.key)
 	audio := filepath.Join(t.TempDir(), "meeting.wav")

@@ -108,14 +108,14 @@ func runLine(t *testing.T, line string, env map[string]string) (string, error) {
 	return out.String() + errOut.String(), err
 }
 
-// TestREADMECustomerWalkthrough runs every command of README's "What a customer does" against
+// TestREADMECustomerWalkthroughWithEnvoyStandIn runs every command of README's "What a customer does" against
 // a host and a tenant API server (real kube-apiservers; the test writes the Application status
 // Argo CD's controller would write, and the VMIs and status KubeVirt's controllers would
 // write, since neither runs here), the real gateway (`xds serve`, watching the tenant
 // cluster's VMIs and probing the replicas) and, in front of it, our stand-in for Envoy (no
 // Envoy binary here; see envoyStandIn) calling its real key check. The replicas are replica
 // doubles (no GPU or model here). `jobs detail` is run at every readiness stage.
-func TestREADMECustomerWalkthrough(t *testing.T) {
+func TestREADMECustomerWalkthroughWithEnvoyStandIn(t *testing.T) {
 	lines := readmeWalkthrough(t)
 	host, tenant := clusters.Get(t, "host"), clusters.Get(t, "tenant")
 	dir := t.TempDir()
