@@ -31,33 +31,41 @@ func (f *endpointFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.model, "model", "", "model name (default: the first the endpoint lists at /v1/models)")
 }
 
-// client resolves the endpoint argument and reads the key.
-func (f *endpointFlags) client(arg string) (openai.Client, endpoint.Target, string, error) {
+// connection is an endpoint ready to call: its client, target, key and model.
+type connection struct {
+	c     openai.Client
+	t     endpoint.Target
+	key   string
+	model string
+}
+
+// connect resolves the endpoint argument, reads the key and picks the model: --model, else
+// the first the endpoint lists at /v1/models.
+func (f *endpointFlags) connect(ctx context.Context, arg string) (*connection, error) {
 	t, err := endpoint.Resolve(arg, f.domain, f.gateway)
 	if err != nil {
-		return openai.Client{}, t, "", usageErr(err)
+		return nil, usageErr(err)
 	}
 	key, err := endpoint.Key(f.keyFile)
 	if err != nil {
-		return openai.Client{}, t, "", err
+		return nil, err
 	}
-	return endpoint.Client(t, key), t, key, nil
-}
-
-// modelOf is --model, else the first model the endpoint serves.
-func (f *endpointFlags) modelOf(ctx context.Context, c openai.Client, t endpoint.Target, key string) (string, error) {
-	if f.model != "" {
-		return f.model, nil
+	cn := &connection{c: endpoint.Client(t, key), t: t, key: key, model: f.model}
+	if cn.model != "" {
+		return cn, nil
 	}
-	page, err := c.Models.List(ctx)
+	page, err := cn.c.Models.List(ctx)
 	if err != nil {
-		return "", endpoint.Explain(err, t, key)
+		return nil, cn.explain(err)
 	}
 	if len(page.Data) == 0 {
-		return "", fmt.Errorf("%s: the endpoint lists no model at /v1/models: pass --model", t.Name())
+		return nil, fmt.Errorf("%s: the endpoint lists no model at /v1/models: pass --model", t.Name())
 	}
-	return page.Data[0].ID, nil
+	cn.model = page.Data[0].ID
+	return cn, nil
 }
+
+func (cn *connection) explain(err error) error { return endpoint.Explain(err, cn.t, cn.key) }
 
 func newChatCmd() *cobra.Command {
 	var (
@@ -87,23 +95,19 @@ answers and network failures are explained.`,
 			if err != nil {
 				return err
 			}
-			c, t, key, err := ef.client(args[0])
+			cn, err := ef.connect(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			model, err := ef.modelOf(cmd.Context(), c, t, key)
-			if err != nil {
-				return err
-			}
-			params := openai.ChatCompletionNewParams{Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}}
+			params := openai.ChatCompletionNewParams{Model: cn.model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}}
 			if system != "" {
 				params.Messages = append([]openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system)}, params.Messages...)
 			}
 			if maxTokens > 0 {
 				params.MaxTokens = openai.Int(maxTokens)
 			}
-			if err := chat(cmd.Context(), cmd.OutOrStdout(), c, params, stream); err != nil {
-				return endpoint.Explain(err, t, key)
+			if err := chat(cmd.Context(), cmd.OutOrStdout(), cn.c, params, stream); err != nil {
+				return cn.explain(err)
 			}
 			return nil
 		},

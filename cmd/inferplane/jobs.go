@@ -15,6 +15,7 @@ import (
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator"
+	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/lifecycle/jobfile"
 )
@@ -75,6 +76,32 @@ func (f *inputFlags) options(cmd *cobra.Command, tenant string) generator.Option
 	o.Render.StorageClass = f.storageClass
 	o.Check = admissionCheck(cmd.Context())
 	return o
+}
+
+// plan checks that the tenant exists and plans its inputs exactly as generate would.
+func (f *inputFlags) plan(cmd *cobra.Command, tenant string) (generator.Options, *generator.Planned, error) {
+	if err := jobfile.CheckTenant(f.opts.TenantsDir, tenant); err != nil {
+		return generator.Options{}, nil, err
+	}
+	opts := f.options(cmd, tenant)
+	planned, err := generator.Plan(opts)
+	return opts, planned, err
+}
+
+// planJob is plan for one job of the tenant, which must exist.
+func (f *inputFlags) planJob(cmd *cobra.Command, tenant, job string) (*plan.TenantPlan, *plan.JobPlan, error) {
+	_, planned, err := f.plan(cmd, tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	tp := &planned.Plan.Tenants[0]
+	for i := range tp.Jobs {
+		if tp.Jobs[i].Job.Name == job {
+			return tp, &tp.Jobs[i], nil
+		}
+	}
+	_, err = jobfile.Find(planned.Inputs, f.opts.TenantsDir, tenant, job)
+	return nil, nil, err
 }
 
 // jobArg splits <tenant>/<job>.
@@ -152,11 +179,7 @@ func runJobsCreate(cmd *cobra.Command, in *inputFlags, f *createFlags, tenant, j
 	if err != nil {
 		return usageErr(err)
 	}
-	if err := jobfile.CheckTenant(in.opts.TenantsDir, tenant); err != nil {
-		return err
-	}
-	opts := in.options(cmd, tenant)
-	planned, err := generator.Plan(opts)
+	opts, planned, err := in.plan(cmd, tenant)
 	if err != nil {
 		return err
 	}
@@ -264,11 +287,7 @@ Asks for confirmation on a terminal; elsewhere --yes is required.`,
 }
 
 func runJobsDelete(cmd *cobra.Command, in *inputFlags, tenant, job string, yes bool) error {
-	if err := jobfile.CheckTenant(in.opts.TenantsDir, tenant); err != nil {
-		return err
-	}
-	opts := in.options(cmd, tenant)
-	planned, err := generator.Plan(opts)
+	opts, planned, err := in.plan(cmd, tenant)
 	if err != nil {
 		return err
 	}

@@ -230,22 +230,8 @@ type masterView struct {
 }
 
 func showDetail(cmd *cobra.Command, in *inputFlags, cf *clusterFlags, tenant, job, output string) error {
-	if err := jobfile.CheckTenant(in.opts.TenantsDir, tenant); err != nil {
-		return err
-	}
-	planned, err := generator.Plan(in.options(cmd, tenant))
+	tp, jp, err := in.planJob(cmd, tenant, job)
 	if err != nil {
-		return err
-	}
-	tp := &planned.Plan.Tenants[0]
-	var jp *plan.JobPlan
-	for i := range tp.Jobs {
-		if tp.Jobs[i].Job.Name == job {
-			jp = &tp.Jobs[i]
-		}
-	}
-	if jp == nil {
-		_, err := jobfile.Find(planned.Inputs, in.opts.TenantsDir, tenant, job)
 		return err
 	}
 	sts, err := statuses(cmd.Context(), cf, tp, job)
@@ -394,17 +380,11 @@ deletes the VMIs, and the VMs' runStrategy Always starts new ones. It says which
 }
 
 func runJobsRestart(cmd *cobra.Command, in *inputFlags, cf *clusterFlags, tenant, job string, replica int32) error {
-	if err := jobfile.CheckTenant(in.opts.TenantsDir, tenant); err != nil {
-		return err
-	}
-	planned, err := generator.Plan(in.options(cmd, tenant))
+	tp, _, err := in.planJob(cmd, tenant, job)
 	if err != nil {
 		return err
 	}
-	if _, err := jobfile.Find(planned.Inputs, in.opts.TenantsDir, tenant, job); err != nil {
-		return err
-	}
-	t := tenantOf(&planned.Plan.Tenants[0])
+	t := tenantOf(tp)
 	cfg, err := cf.access().Tenant(cmd.Context(), t.Name, t.Cluster)
 	if err != nil {
 		return err

@@ -9,12 +9,12 @@ import (
 	"testing/fstest"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/inputs"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/recipe"
+	"github.com/inferplane/inferplane/lifecycle/jobfile"
 )
 
 func newModelsCmd() *cobra.Command {
@@ -111,21 +111,9 @@ hand-written master meets before it is written.`,
 
 // masterFile is the master as an operator would write it.
 func masterFile(m *v1alpha1.ModelMaster, how string) ([]byte, error) {
-	obj := struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Metadata   struct {
-			Name string `json:"name"`
-		} `json:"metadata"`
-		Spec v1alpha1.ModelMasterSpec `json:"spec"`
-	}{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.KindModelMaster, Spec: m.Spec}
-	obj.Metadata.Name = m.Name
-	body, err := yaml.Marshal(obj)
-	if err != nil {
-		return nil, err
-	}
-	head := "# Derived by `" + how + "`.\n# A hand-written master from here on: jobs naming it get it as written. Pin spec.image\n# (a version tag) or spec.imageDigest before production.\n"
-	return append([]byte(head), body...), nil
+	return jobfile.EncodeInput(v1alpha1.KindModelMaster, m.Name, m.Spec, "# Derived by `"+how+"`.\n"+
+		"# A hand-written master from here on: jobs naming it get it as written. Pin spec.image\n"+
+		"# (a version tag) or spec.imageDigest before production.\n")
 }
 
 // checkMaster holds the file to the rules of tenants/masters/: strict decoding, the field

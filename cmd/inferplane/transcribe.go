@@ -11,8 +11,6 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/spf13/cobra"
-
-	"github.com/inferplane/inferplane/endpoint"
 )
 
 // transcriptFormats are the response formats a transcription can be asked for.
@@ -44,17 +42,13 @@ The endpoint and API key are given as for chat (see "chat --help").`,
 				return err
 			}
 			defer audio.Close()
-			c, t, key, err := ef.client(args[0])
-			if err != nil {
-				return err
-			}
-			model, err := ef.modelOf(cmd.Context(), c, t, key)
+			cn, err := ef.connect(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			params := openai.AudioTranscriptionNewParams{
 				File:           openai.File(audio, filepath.Base(args[1]), audioType(args[1])),
-				Model:          openai.AudioModel(model),
+				Model:          openai.AudioModel(cn.model),
 				ResponseFormat: openai.AudioResponseFormat(format),
 			}
 			if language != "" {
@@ -62,9 +56,9 @@ The endpoint and API key are given as for chat (see "chat --help").`,
 			}
 			out := cmd.OutOrStdout()
 			if format == "json" {
-				resp, err := c.Audio.Transcriptions.New(cmd.Context(), params)
+				resp, err := cn.c.Audio.Transcriptions.New(cmd.Context(), params)
 				if err != nil {
-					return endpoint.Explain(err, t, key)
+					return cn.explain(err)
 				}
 				_, err = fmt.Fprintln(out, resp.Text)
 				return err
@@ -72,15 +66,15 @@ The endpoint and API key are given as for chat (see "chat --help").`,
 			// Other answers are printed as the server sent them.
 			if format == "verbose_json" {
 				var raw json.RawMessage
-				if err := c.Post(cmd.Context(), "audio/transcriptions", params, &raw); err != nil {
-					return endpoint.Explain(err, t, key)
+				if err := cn.c.Post(cmd.Context(), "audio/transcriptions", params, &raw); err != nil {
+					return cn.explain(err)
 				}
 				_, err = fmt.Fprintf(out, "%s\n", raw)
 				return err
 			}
 			var body string
-			if err := c.Post(cmd.Context(), "audio/transcriptions", params, &body); err != nil {
-				return endpoint.Explain(err, t, key)
+			if err := cn.c.Post(cmd.Context(), "audio/transcriptions", params, &body); err != nil {
+				return cn.explain(err)
 			}
 			_, err = fmt.Fprint(out, body)
 			return err

@@ -62,20 +62,27 @@ func CheckTenant(dir, tenant string) error {
 
 // Encode is the YAML of a new job file: the job as an operator would write it.
 func Encode(job string, spec v1alpha1.ManagedInferenceJobSpec) ([]byte, error) {
+	return EncodeInput(v1alpha1.KindManagedInferenceJob, job, spec,
+		"# Written by `inferplane jobs create`; edit it like any job file.\n")
+}
+
+// EncodeInput is the YAML of an input file of the tenants tree: header (comment lines), then
+// apiVersion, kind, metadata with the name alone, and spec; nothing the API server sets.
+func EncodeInput(kind, name string, spec any, header string) ([]byte, error) {
 	obj := struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
 		Metadata   struct {
 			Name string `json:"name"`
 		} `json:"metadata"`
-		Spec v1alpha1.ManagedInferenceJobSpec `json:"spec"`
-	}{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.KindManagedInferenceJob, Spec: spec}
-	obj.Metadata.Name = job
+		Spec any `json:"spec"`
+	}{APIVersion: v1alpha1.GroupVersion.String(), Kind: kind, Spec: spec}
+	obj.Metadata.Name = name
 	body, err := yaml.Marshal(obj)
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte("# Written by `inferplane jobs create`; edit it like any job file.\n"), body...), nil
+	return append([]byte(header), body...), nil
 }
 
 // GPUs is the perReplicaGPUCount of the master a job would run, for a job that names no GPU
