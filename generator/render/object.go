@@ -58,4 +58,3 @@ func (t *tenant) nodeLabels(j *job, replica, rank int32) map[string]string {
 		v1alpha1.LabelModelMaster: j.master,
 	}
 }
-

@@ -166,7 +166,9 @@ func ArgoCDNamespace(t *v1alpha1.TenantSpec) string {
 }
 
 // Destination is the Argo CD cluster name of a tenant's cluster, where its jobs sync to.
-func Destination(tenant string, t *v1alpha1.TenantSpec) string { return cmp.Or(t.ArgoCD.Destination, tenant) }
+func Destination(tenant string, t *v1alpha1.TenantSpec) string {
+	return cmp.Or(t.ArgoCD.Destination, tenant)
+}
 
 // encode writes objects as one YAML stream, "---" between documents: the bytes
 // internal/manifest.Encode (sigs.k8s.io/yaml) writes, made by fastyaml, which spends a

@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
-	"github.com/inferplane/inferplane/policy"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/problem"
+	"github.com/inferplane/inferplane/policy"
 )
 
 // tenant is a tenant plan with every default applied and every value the builders need
