@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -26,14 +27,17 @@ func newModelsCmd() *cobra.Command {
 	return cmd
 }
 
+// modelsAddFlags are the flags of models add.
+type modelsAddFlags struct {
+	from, recipesDir, tenantsDir string
+	variant, strategy, nodeType  string
+	name, image, digest, out     string
+	features                     []string
+	force                        bool
+}
+
 func newModelsAddCmd() *cobra.Command {
-	var (
-		recipesDir, tenantsDir     string
-		variant, strategy, nodeTyp string
-		name, image, digest, out   string
-		features                   []string
-		force                      bool
-	)
+	var f modelsAddFlags
 	cmd := &cobra.Command{
 		Use:   "add --from-recipe <model-id> [--variant V] [--node-type T] -o FILE",
 		Short: "Write the master a recipe derives as a ModelMaster file, to pin and edit",
@@ -53,60 +57,57 @@ hand-written master meets before it is written.`,
   inferplane models add --from-recipe Qwen/Qwen3-32B --node-type metal3.gpu-h100 \
       --image vllm/vllm-openai:v0.10.2 --image-digest sha256:<64 hex> -o tenants/masters/qwen3-32b.yaml`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			from, _ := cmd.Flags().GetString("from-recipe")
-			toggles, err := parseFeatures(features)
-			if err != nil {
-				return usageErr(err)
-			}
-			book, err := loadBook(recipesDir)
-			if err != nil {
-				return err
-			}
-			hw, err := resolveHardware(book, nodeTyp, tenantsDir, cmd.Flags().Changed("tenants"))
-			if err != nil {
-				return err
-			}
-			m, err := book.Derive(recipe.Request{ModelID: from, Variant: variant, Strategy: strategy, Features: toggles, Hardware: hw})
-			if err != nil {
-				return err
-			}
-			if name != "" {
-				m.Name = name
-			}
-			if image != "" {
-				m.Spec.Image = image
-			}
-			m.Spec.ImageDigest = digest
-			data, err := masterFile(m, fmt.Sprintf("inferplane models add --from-recipe %s --node-type %s", from, nodeTyp))
-			if err != nil {
-				return err
-			}
-			if err := checkMaster(m.Name, data); err != nil {
-				return err
-			}
-			if !imagePinned(m.Spec.Image) && digest == "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "note: image %s is a tag that moves: pin it with --image <repo>:<version> or --image-digest before production\n", m.Spec.Image)
-			}
-			return writeMaster(cmd, out, m.Name, data, force)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runModelsAdd(cmd, &f) },
 	}
 	fl := cmd.Flags()
-	fl.String("from-recipe", "", "recipe model id, e.g. Qwen/Qwen3-32B (required)")
-	fl.StringVar(&variant, "variant", "", "recipe variant (default: the recipe's default)")
-	fl.StringVar(&strategy, "strategy", "", "recipe strategy (default: the one the rules pick)")
-	fl.StringVar(&nodeTyp, "node-type", "h100", "NodeType name from the tenants folder, or a taxonomy hardware profile")
-	fl.StringArrayVar(&features, "feature", nil, "turn a recipe feature on or off: name=on|off (repeatable)")
-	fl.StringVar(&name, "name", "", "the master's name (default: the derived one, e.g. qwen3-32b-h100)")
-	fl.StringVar(&image, "image", "", "runtime image to pin, e.g. vllm/vllm-openai:v0.10.2 (default: the recipe's)")
-	fl.StringVar(&digest, "image-digest", "", "pin the image to one build: sha256:<64 hex>")
-	fl.StringVarP(&out, "output", "o", "", "file to write (- for stdout; required)")
-	fl.BoolVar(&force, "force", false, "overwrite an existing file")
-	fl.StringVar(&recipesDir, "recipes", "recipes", "folder of vLLM recipes")
-	fl.StringVar(&tenantsDir, "tenants", "tenants", "folder whose nodetypes/ defines the node types")
+	fl.StringVar(&f.from, "from-recipe", "", "recipe model id, e.g. Qwen/Qwen3-32B (required)")
+	fl.StringVar(&f.variant, "variant", "", "recipe variant (default: the recipe's default)")
+	fl.StringVar(&f.strategy, "strategy", "", "recipe strategy (default: the one the rules pick)")
+	fl.StringVar(&f.nodeType, "node-type", "h100", "NodeType name from the tenants folder, or a taxonomy hardware profile")
+	fl.StringArrayVar(&f.features, "feature", nil, "turn a recipe feature on or off: name=on|off (repeatable)")
+	fl.StringVar(&f.name, "name", "", "the master's name (default: the derived one, e.g. qwen3-32b-h100)")
+	fl.StringVar(&f.image, "image", "", "runtime image to pin, e.g. vllm/vllm-openai:v0.10.2 (default: the recipe's)")
+	fl.StringVar(&f.digest, "image-digest", "", "pin the image to one build: sha256:<64 hex>")
+	fl.StringVarP(&f.out, "output", "o", "", "file to write (- for stdout; required)")
+	fl.BoolVar(&f.force, "force", false, "overwrite an existing file")
+	fl.StringVar(&f.recipesDir, "recipes", "recipes", "folder of vLLM recipes")
+	fl.StringVar(&f.tenantsDir, "tenants", "tenants", "folder whose nodetypes/ defines the node types")
 	_ = cmd.MarkFlagRequired("from-recipe")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
+}
+
+func runModelsAdd(cmd *cobra.Command, f *modelsAddFlags) error {
+	toggles, err := parseFeatures(f.features)
+	if err != nil {
+		return usageErr(err)
+	}
+	book, err := loadBook(f.recipesDir)
+	if err != nil {
+		return err
+	}
+	hw, err := resolveHardware(book, f.nodeType, f.tenantsDir, cmd.Flags().Changed("tenants"))
+	if err != nil {
+		return err
+	}
+	m, err := book.Derive(recipe.Request{ModelID: f.from, Variant: f.variant, Strategy: f.strategy, Features: toggles, Hardware: hw})
+	if err != nil {
+		return err
+	}
+	m.Name = cmp.Or(f.name, m.Name)
+	m.Spec.Image = cmp.Or(f.image, m.Spec.Image)
+	m.Spec.ImageDigest = f.digest
+	data, err := masterFile(m, fmt.Sprintf("inferplane models add --from-recipe %s --node-type %s", f.from, f.nodeType))
+	if err != nil {
+		return err
+	}
+	if err := checkMaster(m.Name, data); err != nil {
+		return err
+	}
+	if !imagePinned(m.Spec.Image) && f.digest == "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: image %s is a tag that moves: pin it with --image <repo>:<version> or --image-digest before production\n", m.Spec.Image)
+	}
+	return writeMaster(cmd, f.out, m.Name, data, f.force)
 }
 
 // masterFile is the master as an operator would write it.
