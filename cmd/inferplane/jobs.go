@@ -60,6 +60,11 @@ type inputFlags struct {
 func (f *inputFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.opts.RecipesDir, "recipes", "recipes", "folder of vLLM recipes (models/, strategies/, taxonomy.yaml)")
 	fs.StringVar(&f.opts.TenantsDir, "tenants", "tenants", "folder of node types, masters, tenants and jobs")
+}
+
+// registerRender adds the flags of the commands that render and commit.
+func (f *inputFlags) registerRender(fs *pflag.FlagSet) {
+	f.register(fs)
 	fs.StringVar(&f.opts.OutDir, "out", "out", "folder of the tenants' repositories (out/<tenant>)")
 	fs.StringVar(&f.opts.RepoURL, "repo-url", generator.DefaultRepoURL,
 		"URL Argo CD pulls a tenant's repository from when the tenant sets no spec.git.url (as for generate)")
@@ -154,7 +159,7 @@ nothing and shows both. An existing job is replaced only with --replace.`,
 		},
 	}
 	fl := cmd.Flags()
-	in.register(fl)
+	in.registerRender(fl)
 	fl.StringVar(&f.spec.Model, "model", "", "recipe model id or ModelMaster name (required)")
 	fl.StringVar((*string)(&f.spec.Runtime), "runtime", "", "vllm or parakeet (default: parakeet for the Parakeet model, else vllm)")
 	fl.StringVar(&f.spec.Variant, "variant", "", "recipe variant (default: the recipe's default)")
@@ -280,7 +285,7 @@ Asks for confirmation on a terminal; elsewhere --yes is required.`,
 			return runJobsDelete(cmd, &in, tenant, job, yes)
 		},
 	}
-	in.register(cmd.Flags())
+	in.registerRender(cmd.Flags())
 	cmd.Flags().BoolVar(&in.opts.DryRun, "dry-run", false, "write nothing; show the diff of the tenant's repository")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (required when stdin is not a terminal)")
 	return cmd
