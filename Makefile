@@ -16,7 +16,11 @@ build:
 kubebin:
 	@hack/kubebin.sh
 
+# gofmt first: a file gofmt would change fails the build (named, with the command that fixes it).
 vet:
+	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './.cache/*' -not -path './out/*')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change these files (run gofmt -w on them):" >&2; \
+	echo "$$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 
 # vet, unit tests and the e2e tests against the real API server, then a check that no
