@@ -74,8 +74,8 @@ perReplicaGPUCount is the gpuCount a job must ask for.`,
 			})
 			if err != nil {
 				var re *recipe.Error
-				if errors.As(err, &re) && re.Field != "" {
-					return fmt.Errorf("%s: %w", re.Field, err)
+				if errors.As(err, &re) && re.Field() != "" {
+					return fmt.Errorf("%s: %w", re.Field(), err)
 				}
 				return err
 			}

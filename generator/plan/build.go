@@ -12,6 +12,7 @@ import (
 	"github.com/inferplane/inferplane/generator/inputs"
 	"github.com/inferplane/inferplane/generator/problem"
 	"github.com/inferplane/inferplane/generator/recipe"
+	"github.com/inferplane/inferplane/internal/suggest"
 	"github.com/inferplane/inferplane/policy"
 )
 
@@ -279,7 +280,7 @@ func deriveField(err error) (field, expected string) {
 	if !errors.As(err, &re) {
 		return "spec.model", "a model the recipes can derive a master for"
 	}
-	switch re.Field {
+	switch re.Field() {
 	case "variant":
 		return "spec.variant", "a variant of the recipe (see `inferplane recipe show`)"
 	case "strategy":
@@ -297,7 +298,7 @@ func deriveField(err error) (field, expected string) {
 
 func deriveMessage(err error, nt *inputs.NodeType) string {
 	var re *recipe.Error
-	if errors.As(err, &re) && (re.Field == "hardware" || re.Field == "nodes") {
+	if errors.As(err, &re) && (re.Field() == "hardware" || re.Field() == "nodes") {
 		return fmt.Sprintf("node type %s (profile %s): %s", nt.Object.Name, nt.Object.Spec.HardwareProfile, err)
 	}
 	return err.Error()
@@ -408,11 +409,10 @@ func (b *builder) modelHint(model string) string {
 	if b.book == nil {
 		return " (no recipes are loaded)"
 	}
-	// The recipe package's message carries its close-id suggestions.
-	if _, err := b.book.Derive(recipe.Request{ModelID: model}); err != nil {
-		if _, rest, ok := strings.Cut(err.Error(), "; did you mean "); ok {
-			return "; did you mean " + rest
-		}
+	// The recipe package's error carries its close-id suggestions as data.
+	var re *recipe.Error
+	if _, err := b.book.Derive(recipe.Request{ModelID: model}); errors.As(err, &re) {
+		return suggest.DidYouMean(re.Suggestions)
 	}
 	return ""
 }

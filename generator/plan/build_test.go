@@ -413,6 +413,6 @@ func TestBuildWithoutRecipes(t *testing.T) {
 	ps := problem.Problems(err)
 	require.Len(t, ps, 3, "%v", err) // qwen, kimi, llama; Parakeet and the hand-written master resolve
 	for _, pr := range ps {
-		assert.Contains(t, pr.Message, "(no recipes are loaded)")
+		assert.Contains(t, pr.Message(), "(no recipes are loaded)")
 	}
 }

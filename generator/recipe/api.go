@@ -4,6 +4,7 @@
 package recipe
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -81,7 +82,8 @@ func (b *Book) Has(modelID string) bool {
 }
 
 // Derive returns the master for req. Errors name what is unknown and list what exists; they
-// are *Error values (errors.Is matches ErrUnknownModel, ErrUnknownVariant, ...).
+// are *Error values (errors.Is matches ErrUnknownModel, ErrUnknownVariant, ...), and an
+// unknown model's carries the close model ids in Suggestions.
 func (b *Book) Derive(req Request) (*v1alpha1.ModelMaster, error) {
 	key := req.key()
 	if m, ok := b.masters.Load(key); ok {
@@ -89,6 +91,10 @@ func (b *Book) Derive(req Request) (*v1alpha1.ModelMaster, error) {
 	}
 	d, err := b.derive(req)
 	if err != nil {
+		var re *Error
+		if errors.As(err, &re) && re.Kind == ErrUnknownModel && strings.TrimSpace(req.ModelID) != "" {
+			re.Suggestions = suggest(req.ModelID, b.Models())
+		}
 		return nil, err
 	}
 	m := d.master()

@@ -630,7 +630,7 @@ compatible_strategies: [single_node_tp]
 			assert.ErrorContains(t, err, tc.msg)
 			var re *recipe.Error
 			require.True(t, errors.As(err, &re))
-			assert.Equal(t, tc.field, re.Field)
+			assert.Equal(t, tc.field, re.Field())
 		})
 	}
 }

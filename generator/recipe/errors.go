@@ -3,8 +3,11 @@ package recipe
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	suggestpkg "github.com/inferplane/inferplane/internal/suggest"
 )
 
 // Kinds of derivation errors, for errors.Is.
@@ -22,20 +25,42 @@ var (
 	ErrUnsupportedRecipe    = errors.New("recipe not supported by inferplane")
 )
 
-// Error is a derivation error: what went wrong (Kind), which request field it concerns
-// ("model", "variant", "strategy", "hardware", "features", "nodes"), and a message that names
-// what is unknown and lists what exists.
+// Error is a derivation error: an apimachinery field error (Err) whose Field is the request
+// field it concerns ("model", "variant", "strategy", "hardware", "features", "nodes") and whose
+// Detail names what is unknown and lists what exists; Kind says what went wrong (errors.Is
+// matches it), and Suggestions are close model ids for an unknown model, as data.
 type Error struct {
-	Kind  error
-	Field string
-	Msg   string
+	Kind        error
+	Err         *field.Error
+	Suggestions []string
 }
 
-func (e *Error) Error() string { return e.Msg }
-func (e *Error) Unwrap() error { return e.Kind }
+func (e *Error) Error() string   { return e.Err.Detail }
+func (e *Error) Unwrap() []error { return []error{e.Kind, e.Err} }
+
+// Field is the request field the error concerns.
+func (e *Error) Field() string { return e.Err.Field }
 
 func newError(kind error, field, format string, args ...any) *Error {
-	return &Error{Kind: kind, Field: field, Msg: fmt.Sprintf(format, args...)}
+	typ := fieldErrorType(kind)
+	return &Error{Kind: kind, Err: &fieldErr{Type: typ, Field: field, BadValue: omitValue, Detail: fmt.Sprintf(format, args...)}}
+}
+
+// fieldErr is field.Error under a name newError's parameter does not shadow.
+type fieldErr = field.Error
+
+var omitValue = field.OmitValueType{}
+
+// fieldErrorType classifies a kind of derivation error: something unknown, or a request the
+// recipe cannot serve.
+func fieldErrorType(kind error) field.ErrorType {
+	switch kind {
+	case ErrUnknownModel, ErrUnknownVariant, ErrUnknownStrategy, ErrUnknownHardware, ErrUnknownFeature:
+		return field.ErrorTypeNotFound
+	case ErrUnsupportedStrategy, ErrUnsupportedHardware, ErrUnsupportedRecipe, ErrStrategyUnavailable:
+		return field.ErrorTypeNotSupported
+	}
+	return field.ErrorTypeInvalid
 }
 
 // list formats names for a message: "a, b, c", or "none".
@@ -46,66 +71,5 @@ func list(names []string) string {
 	return strings.Join(names, ", ")
 }
 
-// suggest returns up to three ids close to query: the same id with a typo, or ids that
-// contain what was asked for.
-func suggest(query string, ids []string) []string {
-	q := strings.ToLower(strings.TrimSpace(query))
-	_, qRepo, hasOrg := strings.Cut(q, "/")
-	if !hasOrg {
-		qRepo = q
-	}
-	type cand struct {
-		id   string
-		dist int
-	}
-	var cands []cand
-	for _, id := range ids {
-		l := strings.ToLower(id)
-		_, repo, _ := strings.Cut(l, "/")
-		d := min(levenshtein(q, l), levenshtein(qRepo, repo))
-		limit := max(2, len(qRepo)/4)
-		switch {
-		case d <= limit:
-		case qRepo != "" && len(qRepo) >= 3 && strings.Contains(repo, qRepo):
-			d = limit + 1 + len(repo) - len(qRepo)
-		default:
-			continue
-		}
-		cands = append(cands, cand{id, d})
-	}
-	slices.SortFunc(cands, func(a, b cand) int {
-		if a.dist != b.dist {
-			return a.dist - b.dist
-		}
-		return strings.Compare(a.id, b.id)
-	})
-	var out []string
-	for i := 0; i < len(cands) && i < 3; i++ {
-		out = append(out, cands[i].id)
-	}
-	return out
-}
-
-// levenshtein is the edit distance between a and b (bytes; ids are ASCII).
-func levenshtein(a, b string) int {
-	if len(a) > 256 || len(b) > 256 {
-		return max(len(a), len(b))
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
+// suggest returns up to three ids close to query (internal/suggest).
+func suggest(query string, ids []string) []string { return suggestpkg.Close(query, ids) }

@@ -55,10 +55,9 @@ func TestLoadErrors(t *testing.T) {
 		edit  func(fstest.MapFS)
 		probs []problem.Problem
 	}{{
-		name: "malformed YAML",
-		edit: set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B\nvariants: ["),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml",
-			Message: "malformed YAML: line 1: did not find expected ',' or '}'"}},
+		name:  "malformed YAML",
+		edit:  set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B\nvariants: ["),
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "", "malformed YAML: line 1: did not find expected ',' or '}'", "")},
 	}, {
 		name: "a number written as a word",
 		edit: set("models/acme/Good-7B.yaml", `
@@ -66,120 +65,100 @@ model: {model_id: acme/Good-7B}
 variants:
   default: {precision: bf16, vram_minimum_gb: lots}
 `),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml", Field: "variants.default.vram_minimum_gb",
-			Message: `expected a number, got string "lots" (line 4)`}},
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "variants.default.vram_minimum_gb", `expected a number, got string "lots" (line 4)`, "")},
 	}, {
 		name: "args that are not a list",
 		edit: set("models/acme/Good-7B.yaml", `
 model: {model_id: acme/Good-7B, base_args: "--trust-remote-code"}
 variants: {default: {precision: bf16}}
 `),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml", Field: "model.base_args",
-			Message: `expected a list of arguments, got string "--trust-remote-code" (line 2)`}},
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "model.base_args", `expected a list of arguments, got string "--trust-remote-code" (line 2)`, "")},
 	}, {
 		name: "an argument that is a mapping",
 		edit: set("models/acme/Good-7B.yaml", `
 model: {model_id: acme/Good-7B}
 variants: {default: {precision: bf16, extra_args: ["--x", {a: b}]}}
 `),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml", Field: "variants.default.extra_args[1]",
-			Message: `expected an argument string, got a mapping (line 3)`}},
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "variants.default.extra_args[1]", `expected an argument string, got a mapping (line 3)`, "")},
 	}, {
-		name: "model_id missing",
-		edit: set("models/acme/Good-7B.yaml", "model: {architecture: dense}\nvariants: {default: {precision: bf16}}\n"),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml", Field: "model.model_id",
-			Message: "is required but missing (line 1)"}},
+		name:  "model_id missing",
+		edit:  set("models/acme/Good-7B.yaml", "model: {architecture: dense}\nvariants: {default: {precision: bf16}}\n"),
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "model.model_id", "is required but missing (line 1)", "")},
 	}, {
-		name: "model block missing",
-		edit: set("models/acme/Good-7B.yaml", "variants: {default: {precision: bf16}}\n"),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml", Field: "model",
-			Message: "is required but missing (line 1)"}},
+		name:  "model block missing",
+		edit:  set("models/acme/Good-7B.yaml", "variants: {default: {precision: bf16}}\n"),
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "model", "is required but missing (line 1)", "")},
 	}, {
-		name: "variants missing",
-		edit: set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B}\n"),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml", Field: "variants",
-			Message: "is required but missing (line 1)"}},
+		name:  "variants missing",
+		edit:  set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B}\n"),
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "variants", "is required but missing (line 1)", "")},
 	}, {
-		name: "variants empty",
-		edit: set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B}\nvariants: {}\n"),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml", Field: "variants",
-			Message: "is empty", Expected: "at least one variant (e.g. default)"}},
+		name:  "variants empty",
+		edit:  set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B}\nvariants: {}\n"),
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "variants", "is empty", "at least one variant (e.g. default)")},
 	}, {
-		name: "variants null",
-		edit: set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B}\nvariants:\n"),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml", Field: "variants",
-			Message: "is required but empty (line 2)"}},
+		name:  "variants null",
+		edit:  set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B}\nvariants:\n"),
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "variants", "is required but empty (line 2)", "")},
 	}, {
-		name: "a duplicate key",
-		edit: set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B}\nvariants: {default: {precision: bf16}}\nvariants: {}\n"),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml", Field: "variants",
-			Message: "duplicate key (line 3)"}},
+		name:  "a duplicate key",
+		edit:  set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B}\nvariants: {default: {precision: bf16}}\nvariants: {}\n"),
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "variants", "duplicate key (line 3)", "")},
 	}, {
 		name:  "an empty file",
 		edit:  set("models/acme/Good-7B.yaml", "# nothing yet\n"),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml", Message: "file is empty", Expected: "a YAML mapping"}},
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "", "file is empty", "a YAML mapping")},
 	}, {
-		name: "two documents",
-		edit: set("models/acme/Good-7B.yaml", goodModel+"---\n"+goodModel),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml",
-			Message: "malformed YAML: expected one document, found a second one at line 7"}},
+		name:  "two documents",
+		edit:  set("models/acme/Good-7B.yaml", goodModel+"---\n"+goodModel),
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "", "malformed YAML: expected one document, found a second one at line 7", "")},
 	}, {
 		name:  "a file outside models/<org>/<repo>.yaml",
 		edit:  set("models/Good-7B.yaml", goodModel),
-		probs: []problem.Problem{{File: "models/Good-7B.yaml", Message: "is not where a recipe file goes", Expected: "models/<org>/<repo>.yaml"}},
+		probs: []problem.Problem{prob("models/Good-7B.yaml", "", "is not where a recipe file goes", "models/<org>/<repo>.yaml")},
 	}, {
-		name: "a strategy the taxonomy does not know",
-		edit: set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B}\nvariants: {default: {precision: bf16}}\ncompatible_strategies: [single_node_tp, warp_drive]\n"),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml", Field: "compatible_strategies[1]",
-			Message:  `names unknown strategy "warp_drive"`,
-			Expected: "a strategy of taxonomy.yaml (multi_node_dep, multi_node_tep, multi_node_tp, multi_node_tp_dp, multi_node_tp_pp, pd_cluster, single_node_dep, single_node_tep, single_node_tp)"}},
+		name:  "a strategy the taxonomy does not know",
+		edit:  set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B}\nvariants: {default: {precision: bf16}}\ncompatible_strategies: [single_node_tp, warp_drive]\n"),
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "compatible_strategies[1]", `names unknown strategy "warp_drive"`, "a strategy of taxonomy.yaml (multi_node_dep, multi_node_tep, multi_node_tp, multi_node_tp_dp, multi_node_tp_pp, pd_cluster, single_node_dep, single_node_tep, single_node_tp)")},
 	}, {
-		name: "an opt-in feature the recipe does not have",
-		edit: set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B}\nvariants: {default: {precision: bf16}}\nopt_in_features: [mtp]\n"),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml", Field: "opt_in_features[0]",
-			Message: `names unknown feature "mtp"`, Expected: "one of the recipe's features ()"}},
+		name:  "an opt-in feature the recipe does not have",
+		edit:  set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B}\nvariants: {default: {precision: bf16}}\nopt_in_features: [mtp]\n"),
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "opt_in_features[0]", `names unknown feature "mtp"`, "one of the recipe's features ()")},
 	}, {
-		name: "a tp of zero",
-		edit: set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B}\nvariants: {default: {precision: bf16, tp: {h100: 0}}}\n"),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml", Field: "variants.default.tp.h100",
-			Message: "is 0", Expected: "a whole number of at least 1"}},
+		name:  "a tp of zero",
+		edit:  set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B}\nvariants: {default: {precision: bf16, tp: {h100: 0}}}\n"),
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "variants.default.tp.h100", "is 0", "a whole number of at least 1")},
 	}, {
 		name: "two files for one model id",
 		edit: func(m fstest.MapFS) {
 			m["models/acme/Good-7B.yaml"] = &fstest.MapFile{Data: []byte(goodModel)}
 			m["models/ACME/good-7b.yaml"] = &fstest.MapFile{Data: []byte(goodModel)}
 		},
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml", Message: `model "acme/Good-7B" is also defined in models/ACME/good-7b.yaml (ids are case-insensitive)`, Expected: "one file per model id"}},
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "", `model "acme/Good-7B" is also defined in models/ACME/good-7b.yaml (ids are case-insensitive)`, "one file per model id")},
 	}, {
-		name: "a strategy whose name is not its file's",
-		edit: set("strategies/single_node_tp.yaml", "name: single_node\ndeploy_type: single_node\n"),
-		probs: []problem.Problem{{File: "strategies/single_node_tp.yaml", Field: "name",
-			Message: `is "single_node"`, Expected: `"single_node_tp", the file's name`}},
+		name:  "a strategy whose name is not its file's",
+		edit:  set("strategies/single_node_tp.yaml", "name: single_node\ndeploy_type: single_node\n"),
+		probs: []problem.Problem{prob("strategies/single_node_tp.yaml", "name", `is "single_node"`, `"single_node_tp", the file's name`)},
 	}, {
-		name: "a strategy without deploy_type",
-		edit: set("strategies/single_node_tp.yaml", "name: single_node_tp\n"),
-		probs: []problem.Problem{{File: "strategies/single_node_tp.yaml", Field: "deploy_type",
-			Message: "is required but missing (line 1)"}},
+		name:  "a strategy without deploy_type",
+		edit:  set("strategies/single_node_tp.yaml", "name: single_node_tp\n"),
+		probs: []problem.Problem{prob("strategies/single_node_tp.yaml", "deploy_type", "is required but missing (line 1)", "")},
 	}, {
-		name: "no taxonomy",
-		edit: func(m fstest.MapFS) { delete(m, "taxonomy.yaml") },
-		probs: []problem.Problem{{File: "taxonomy.yaml", Message: "missing: the recipes tree has no taxonomy",
-			Expected: "the upstream vllm-project/recipes layout: models/<org>/<repo>.yaml, strategies/*.yaml, taxonomy.yaml"}},
+		name:  "no taxonomy",
+		edit:  func(m fstest.MapFS) { delete(m, "taxonomy.yaml") },
+		probs: []problem.Problem{prob("taxonomy.yaml", "", "missing: the recipes tree has no taxonomy", "the upstream vllm-project/recipes layout: models/<org>/<repo>.yaml, strategies/*.yaml, taxonomy.yaml")},
 	}, {
-		name: "a profile without GPUs",
-		edit: set("taxonomy.yaml", "hardware_profiles:\n  h100: {brand: NVIDIA, generation: hopper, gpu_count: 0, vram_gb: 640}\nstrategies: [single_node_tp, multi_node_tp]\n"),
-		probs: []problem.Problem{{File: "taxonomy.yaml", Field: "hardware_profiles.h100.gpu_count",
-			Message: "is 0", Expected: "a whole number from 1 to 1024"}},
+		name:  "a profile without GPUs",
+		edit:  set("taxonomy.yaml", "hardware_profiles:\n  h100: {brand: NVIDIA, generation: hopper, gpu_count: 0, vram_gb: 640}\nstrategies: [single_node_tp, multi_node_tp]\n"),
+		probs: []problem.Problem{prob("taxonomy.yaml", "hardware_profiles.h100.gpu_count", "is 0", "a whole number from 1 to 1024")},
 	}, {
-		name: "a profile's generation written as a mapping",
-		edit: set("taxonomy.yaml", "hardware_profiles:\n  h100: {brand: NVIDIA, generation: {a: b}, gpu_count: 8, vram_gb: 640}\n"),
-		probs: []problem.Problem{{File: "taxonomy.yaml", Field: "hardware_profiles.h100.generation",
-			Message: "expected a string, got a mapping (line 2)"}},
+		name:  "a profile's generation written as a mapping",
+		edit:  set("taxonomy.yaml", "hardware_profiles:\n  h100: {brand: NVIDIA, generation: {a: b}, gpu_count: 8, vram_gb: 640}\n"),
+		probs: []problem.Problem{prob("taxonomy.yaml", "hardware_profiles.h100.generation", "expected a string, got a mapping (line 2)", "")},
 	}, {
-		name: "a bad docker_image",
-		edit: set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B, docker_image: {rocm7: x}}\nvariants: {default: {precision: bf16}}\n"),
-		probs: []problem.Problem{{File: "models/acme/Good-7B.yaml", Field: "model.docker_image",
-			Message: "expected a map by brand (nvidia, amd, tpu, intel) or by CUDA version (cu129, cu130) (line 1)"}},
+		name:  "a bad docker_image",
+		edit:  set("models/acme/Good-7B.yaml", "model: {model_id: acme/Good-7B, docker_image: {rocm7: x}}\nvariants: {default: {precision: bf16}}\n"),
+		probs: []problem.Problem{prob("models/acme/Good-7B.yaml", "model.docker_image", "expected a map by brand (nvidia, amd, tpu, intel) or by CUDA version (cu129, cu130) (line 1)", "")},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,6 +170,11 @@ variants: {default: {precision: bf16, extra_args: ["--x", {a: b}]}}
 			assert.Equal(t, tc.probs, problem.Problems(err))
 		})
 	}
+}
+
+// prob is the problem the loader reports: file, field, message, what was expected.
+func prob(file, field, message, expected string) problem.Problem {
+	return problem.New(file, field, expected, message)
 }
 
 func set(file, content string) func(fstest.MapFS) {
@@ -208,7 +192,7 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 	require.Len(t, probs, 2)
 	assert.Equal(t, "models/acme/A.yaml", probs[0].File)
 	assert.Equal(t, "models/acme/B.yaml", probs[1].File)
-	assert.Equal(t, "variants.default.vram_minimum_gb", probs[1].Field)
+	assert.Equal(t, "variants.default.vram_minimum_gb", probs[1].Field())
 	assert.Contains(t, err.Error(), "2 problems:")
 }
 

@@ -265,7 +265,7 @@ func TestBadPlans(t *testing.T) {
 			}
 			found := false
 			for _, p := range probs {
-				if p.File == c.file && p.Field == c.field && strings.Contains(p.Error(), c.mentioned) {
+				if p.File == c.file && p.Field() == c.field && strings.Contains(p.Error(), c.mentioned) {
 					found = true
 				}
 			}

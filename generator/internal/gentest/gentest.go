@@ -114,8 +114,8 @@ func AssertProblems(t testing.TB, err error, wants []Want) {
 		p := got[i]
 		file, field, msg, expected := w[0], w[1], w[2], w[3]
 		assert.True(t, strings.HasSuffix(p.File, file), "problem %d: file %q, want %q", i, p.File, file)
-		assert.Equal(t, field, p.Field, "problem %d: %v", i, p)
-		assert.Contains(t, p.Message, msg, "problem %d: %v", i, p)
+		assert.Equal(t, field, p.Field(), "problem %d: %v", i, p)
+		assert.Contains(t, p.Message(), msg, "problem %d: %v", i, p)
 		assert.Contains(t, p.Expected, expected, "problem %d: %v", i, p)
 		line := p.Error()
 		assert.True(t, strings.HasPrefix(line, p.File+": "), line)
