@@ -99,8 +99,8 @@ func ReviewFiles(ctx context.Context, base Source, files map[string][]byte) ([]R
 func DenialLines(results []Result) []string {
 	var lines []string
 	for _, r := range results {
-		for _, v := range r.Violations {
-			lines = append(lines, fmt.Sprintf("DENY %s: %s", r.Ref, v))
+		for _, e := range r.Errors {
+			lines = append(lines, fmt.Sprintf("DENY %s: %s", r.Ref, Describe(e)))
 		}
 	}
 	return lines

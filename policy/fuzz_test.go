@@ -64,9 +64,9 @@ func FuzzReview(f *testing.F) {
 				if res.Message() == "" || !res.Guarded {
 					t.Fatalf("a denial needs a message and a guarded object: %+v", res)
 				}
-				for _, v := range res.Violations {
-					if v.Field == "" || v.Value == "" || v.Reason == "" {
-						t.Fatalf("incomplete violation %+v", v)
+				for _, e := range res.Errors {
+					if e.Field == "" || e.Detail == "" {
+						t.Fatalf("incomplete field error %+v", e)
 					}
 				}
 			}

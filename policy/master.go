@@ -5,54 +5,32 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/inferplane/inferplane/api/v1alpha1"
 )
 
 // CheckMaster is the ModelMaster sanity rule: a positive perReplicaGPUCount, a known runtime,
 // no parallelism for Parakeet, and tensor x pipeline (x data) parallel sizes, from the fields
 // or the serving args, that multiply to perReplicaGPUCount.
-func CheckMaster(m *v1alpha1.ModelMaster) []Violation {
-	var out []Violation
+func CheckMaster(m *v1alpha1.ModelMaster) field.ErrorList {
+	var out field.ErrorList
 	s := &m.Spec
+	gpusPath := specPath.Child("perReplicaGPUCount")
 	if s.PerReplicaGPUCount < 1 {
-		out = append(out, Violation{"spec.perReplicaGPUCount", itoa(s.PerReplicaGPUCount), "must be at least 1"})
+		out = append(out, field.Invalid(gpusPath, s.PerReplicaGPUCount, "must be at least 1"))
 	}
 	switch s.Runtime {
 	case v1alpha1.RuntimeVLLM, v1alpha1.RuntimeParakeet:
 	default:
-		out = append(out, Violation{"spec.runtime", quote(string(s.Runtime)),
-			fmt.Sprintf("must be %q or %q", v1alpha1.RuntimeVLLM, v1alpha1.RuntimeParakeet)})
+		out = append(out, field.Invalid(specPath.Child("runtime"), string(s.Runtime),
+			fmt.Sprintf("must be %q or %q", v1alpha1.RuntimeVLLM, v1alpha1.RuntimeParakeet)))
 	}
 	if s.Model == "" {
-		out = append(out, Violation{"spec.model", `""`, "must name the model the server loads"})
+		out = append(out, field.Invalid(specPath.Child("model"), "", "must name the model the server loads"))
 	}
-	for _, f := range []struct {
-		field string
-		v     int32
-	}{{"spec.tensorParallelSize", s.TensorParallelSize}, {"spec.pipelineParallelSize", s.PipelineParallelSize}} {
-		if f.v < 0 {
-			out = append(out, Violation{f.field, itoa(f.v), "must be at least 1 when set"})
-		}
-	}
-
-	par, bad := parseParallelism(s.Args)
-	for _, b := range bad {
-		out = append(out, Violation{"spec.args", quote(b.flag + " " + b.value), "the size must be a positive whole number"})
-	}
-	// The fields repeat what the args select; when both are set they must agree.
-	for _, f := range []struct {
-		field, flag string
-		v           int32
-		arg         int64
-	}{
-		{"spec.tensorParallelSize", flagTP, s.TensorParallelSize, par.tp},
-		{"spec.pipelineParallelSize", flagPP, s.PipelineParallelSize, par.pp},
-	} {
-		if f.v > 0 && f.arg > 0 && int64(f.v) != f.arg {
-			out = append(out, Violation{f.field, itoa(f.v), fmt.Sprintf("spec.args sets %s %d: the two must agree", f.flag, f.arg)})
-		}
-	}
-	par = par.override(parallelism{tp: int64(max(s.TensorParallelSize, 0)), pp: int64(max(s.PipelineParallelSize, 0))})
+	out = append(out, checkMasterSizes(s)...)
+	par := masterParallelism(m)
 
 	if s.Runtime == v1alpha1.RuntimeParakeet {
 		for _, f := range []struct {
@@ -60,16 +38,45 @@ func CheckMaster(m *v1alpha1.ModelMaster) []Violation {
 			v     int64
 		}{{"tensor parallel size", par.tp}, {"pipeline parallel size", par.pp}, {"data parallel size", par.dp}} {
 			if f.v > 1 {
-				out = append(out, Violation{"spec", fmt.Sprintf("a %s of %d", f.field, f.v),
-					"a Parakeet master has no parallelism (one process, one node)"})
+				out = append(out, field.Invalid(specPath, omit,
+					fmt.Sprintf("a %s of %d: a Parakeet master has no parallelism (one process, one node)", f.field, f.v)))
 			}
 		}
 		return out
 	}
 	if par.set() && s.PerReplicaGPUCount >= 1 {
 		if gpus, ok := par.gpus(int64(s.PerReplicaGPUCount)); !ok || gpus != int64(s.PerReplicaGPUCount) {
-			out = append(out, Violation{"spec.perReplicaGPUCount", itoa(s.PerReplicaGPUCount),
-				fmt.Sprintf("must equal the GPUs its parallelism uses, %s", par.describe())})
+			out = append(out, field.Invalid(gpusPath, s.PerReplicaGPUCount,
+				fmt.Sprintf("must equal the GPUs its parallelism uses, %s", par.describe())))
+		}
+	}
+	return out
+}
+
+// checkMasterSizes checks the parallel-size fields and flags on their own: positive sizes, and
+// fields that agree with the args where both are set (the fields repeat what the args select).
+func checkMasterSizes(s *v1alpha1.ModelMasterSpec) field.ErrorList {
+	var out field.ErrorList
+	par, bad := parseParallelism(s.Args)
+	sizes := []struct {
+		field, flag string
+		v           int32
+		arg         int64
+	}{
+		{"tensorParallelSize", flagTP, s.TensorParallelSize, par.tp},
+		{"pipelineParallelSize", flagPP, s.PipelineParallelSize, par.pp},
+	}
+	for _, f := range sizes {
+		if f.v < 0 {
+			out = append(out, field.Invalid(specPath.Child(f.field), f.v, "must be at least 1 when set"))
+		}
+	}
+	for _, b := range bad {
+		out = append(out, field.Invalid(specPath.Child("args"), b.flag+" "+b.value, "the size must be a positive whole number"))
+	}
+	for _, f := range sizes {
+		if f.v > 0 && f.arg > 0 && int64(f.v) != f.arg {
+			out = append(out, field.Invalid(specPath.Child(f.field), f.v, fmt.Sprintf("spec.args sets %s %d: the two must agree", f.flag, f.arg)))
 		}
 	}
 	return out

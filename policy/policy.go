@@ -8,8 +8,12 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 )
@@ -28,45 +32,32 @@ func (r Ref) String() string {
 	return r.Kind + "/" + r.Namespace + "/" + r.Name
 }
 
-// Violation is one broken rule: the field of the reviewed object, the value found there, and
-// what the rule expected (with the limit it applies).
-type Violation struct {
-	// Field is a path in the reviewed object, e.g. spec.gpuCount or
-	// metadata.labels[inferplane.io/node-type].
-	Field string
-	// Value is the value found, already formatted: `4`, `"aws.h100"`, `missing`.
-	Value string
-	// Reason says what was expected and why.
-	Reason string
-}
-
-func (v Violation) String() string {
-	return v.Field + " is " + v.Value + ": " + v.Reason
-}
-
 // Result is the outcome of reviewing one object.
 type Result struct {
 	Ref Ref
 	// Guarded is false for objects that are not inferplane's (no inferplane.io/tenant label):
 	// they pass untouched.
-	Guarded    bool
-	Violations []Violation
+	Guarded bool
+	// Errors are the broken rules, one apimachinery field error each: Field is the path in the
+	// reviewed object (spec.gpuCount, metadata.labels[inferplane.io/node-type]), BadValue the
+	// value found there, Detail what the rule expected (with the limit it applies).
+	Errors field.ErrorList
 }
 
 // Allowed reports whether the object may be stored.
-func (r Result) Allowed() bool { return len(r.Violations) == 0 }
+func (r Result) Allowed() bool { return len(r.Errors) == 0 }
 
-// Reasons joins the violations, "; " between them, without the object's name (the form
-// `inferplane validate` prints after DENY <ref>:).
+// Reasons joins the broken rules (Describe), "; " between them, without the object's name (the
+// form `inferplane validate` prints after DENY <ref>:).
 func (r Result) Reasons() string {
-	parts := make([]string, len(r.Violations))
-	for i, v := range r.Violations {
-		parts[i] = v.String()
+	parts := make([]string, len(r.Errors))
+	for i, e := range r.Errors {
+		parts[i] = Describe(e)
 	}
 	return strings.Join(parts, "; ")
 }
 
-// Message is the denial message the webhook returns: the object, then every violation.
+// Message is the denial message the webhook returns: the object, then every broken rule.
 func (r Result) Message() string {
 	if r.Allowed() {
 		return ""
@@ -74,13 +65,36 @@ func (r Result) Message() string {
 	return r.Ref.String() + ": " + r.Reasons()
 }
 
-// labelField is the path of a label in messages.
-func labelField(prefix, key string) string {
-	return prefix + "[" + key + "]"
+// Describe words a field error the way the policy's denials read: "<field> is <value>:
+// <detail>" (Value), or "<field>: <detail>" when the error shows no value.
+func Describe(e *field.Error) string {
+	if v := Value(e); v != "" {
+		return e.Field + " is " + v + ": " + e.Detail
+	}
+	return e.Field + ": " + e.Detail
 }
 
-// quote formats a string value for messages.
-func quote(s string) string { return fmt.Sprintf("%q", s) }
+// Value is the value a field error found, as the denials show it: "missing" for a required
+// field, strings quoted, numbers and lists as JSON, "" when the error shows no value.
+func Value(e *field.Error) string {
+	switch {
+	case e.Type == field.ErrorTypeRequired:
+		return "missing"
+	case e.BadValue == omit || e.Type == field.ErrorTypeForbidden:
+		return ""
+	}
+	if s, ok := e.BadValue.(string); ok {
+		return strconv.Quote(s)
+	}
+	b, err := json.Marshal(e.BadValue)
+	if err != nil {
+		return fmt.Sprint(e.BadValue)
+	}
+	return string(b)
+}
+
+// omit is the BadValue of an error that shows no value (field.Invalid prints just its type).
+var omit = field.OmitValueType{}
 
 // Guarded reports whether labels mark an object as inferplane's.
 func Guarded(labels map[string]string) bool {

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -134,7 +135,7 @@ func TestCheckMaster(t *testing.T) {
 		m.Spec.TensorParallelSize = 1
 		assert.Empty(t, policy.CheckMaster(m), "a size of 1 is no parallelism")
 		m.Spec.TensorParallelSize = 2
-		assertViolations(t, policy.CheckMaster(m), "spec is a tensor parallel size of 2: a Parakeet master has no parallelism")
+		assertViolations(t, policy.CheckMaster(m), "spec: a tensor parallel size of 2: a Parakeet master has no parallelism")
 		m.Spec.TensorParallelSize, m.Spec.Args = 0, []string{"--data-parallel-size", "2"}
 		assertViolations(t, policy.CheckMaster(m), "a data parallel size of 2")
 	})
@@ -188,7 +189,7 @@ func TestReviewJob(t *testing.T) {
 		{"no replicas", func(j *v1alpha1.ManagedInferenceJob) { j.Spec.Replicas = 0 }, "spec.replicas is 0: must be at least 1"},
 		{"extra args change the GPUs", func(j *v1alpha1.ManagedInferenceJob) {
 			j.Spec.ExtraArgs = []string{"--max-model-len", "8192", "--tensor-parallel-size", "8"}
-		}, "spec.extraArgs is a parallelism override: the server would run tensor 8 x pipeline 1 = 8 GPUs, but perReplicaGPUCount of ModelMaster qwen-4 is 4"},
+		}, "spec.extraArgs: a parallelism override: the server would run tensor 8 x pipeline 1 = 8 GPUs, but perReplicaGPUCount of ModelMaster qwen-4 is 4"},
 		{"extra args keep the GPUs", func(j *v1alpha1.ManagedInferenceJob) {
 			j.Spec.ExtraArgs = []string{"--tensor-parallel-size=2", "--pipeline-parallel-size=2"}
 		}, ""},
@@ -262,13 +263,13 @@ func TestReviewVirtualMachine(t *testing.T) {
 		mut("too many GPUs on one VM", single, func(vm *kubevirtv1.VirtualMachine) {
 			d := &tmpl(vm).Domain.Devices
 			d.GPUs = append(d.GPUs, d.GPUs[0])
-		}, "VirtualMachine/acme/chat-r0-n0: spec.template.spec.domain.devices.gpus is 5 GPUs: must be 4: a replica of ModelMaster qwen-4 needs 4 GPUs, which fit one node of NodeType aws.h100 (8 GPUs): one VM with all 4"),
+		}, "VirtualMachine/acme/chat-r0-n0: spec.template.spec.domain.devices.gpus is 5: must be 4: a replica of ModelMaster qwen-4 needs 4 GPUs, which fit one node of NodeType aws.h100 (8 GPUs): one VM with all 4"),
 		mut("too few GPUs on one VM", single, func(vm *kubevirtv1.VirtualMachine) {
 			tmpl(vm).Domain.Devices.GPUs = tmpl(vm).Domain.Devices.GPUs[:2]
-		}, "gpus is 2 GPUs: must be 4"),
+		}, "gpus is 2: must be 4"),
 		mut("a multi-node VM with part of a node", worker, func(vm *kubevirtv1.VirtualMachine) {
 			tmpl(vm).Domain.Devices.GPUs = tmpl(vm).Domain.Devices.GPUs[:4]
-		}, "gpus is 4 GPUs: must be 8: a replica of ModelMaster deepseek-16 needs 16 GPUs, 2 whole nodes of NodeType aws.h100: each VM takes all 8 GPUs of its node"),
+		}, "gpus is 4: must be 8: a replica of ModelMaster deepseek-16 needs 16 GPUs, 2 whole nodes of NodeType aws.h100: each VM takes all 8 GPUs of its node"),
 		mut("a node rank beyond the replica", func() *kubevirtv1.VirtualMachine {
 			vm := pt.VM("big", 1, 1, deepseek16, h100)
 			vm.Name = "big-r1-n2"
@@ -289,13 +290,13 @@ func TestReviewVirtualMachine(t *testing.T) {
 		mut("replica label not a number", single, setLabel(v1alpha1.LabelReplica, "01"),
 			`spec.template.metadata.labels[inferplane.io/replica] is "01": must be a whole number`),
 		mut("multi-node without rack affinity", worker, func(vm *kubevirtv1.VirtualMachine) { tmpl(vm).Affinity = nil },
-			`spec.template.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution is without a rack term: a replica spanning 2 nodes runs in one rack: it needs a required pod affinity with topologyKey "topology.inferplane.io/rack"`),
+			`spec.template.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution: no rack term: a replica spanning 2 nodes runs in one rack: it needs a required pod affinity with topologyKey "topology.inferplane.io/rack"`),
 		mut("rack affinity on another topology key", worker, func(vm *kubevirtv1.VirtualMachine) {
 			tmpl(vm).Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey = corev1.LabelHostname
-		}, "without a rack term"),
+		}, "no rack term"),
 		mut("rack affinity that ignores the replica", worker, func(vm *kubevirtv1.VirtualMachine) {
 			delete(tmpl(vm).Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].LabelSelector.MatchLabels, v1alpha1.LabelReplica)
-		}, "without a rack term"),
+		}, "no rack term"),
 		mut("rack affinity through matchLabelKeys", worker, func(vm *kubevirtv1.VirtualMachine) {
 			term := &tmpl(vm).Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0]
 			delete(term.LabelSelector.MatchLabels, v1alpha1.LabelReplica)
@@ -326,7 +327,7 @@ func TestReviewVirtualMachine(t *testing.T) {
 		mut("too many InfiniBand functions", worker, func(vm *kubevirtv1.VirtualMachine) {
 			d := &tmpl(vm).Domain.Devices
 			d.HostDevices = append(d.HostDevices, d.HostDevices[0])
-		}, "spec.template.spec.domain.devices.hostDevices is 5 devices: must be at most 4"),
+		}, "spec.template.spec.domain.devices.hostDevices is 5: must be at most 4"),
 		mut("GPU as a plain resource", single, func(vm *kubevirtv1.VirtualMachine) {
 			tmpl(vm).Domain.Resources.Limits = corev1.ResourceList{"nvidia.com/GH100_H100_SXM5_80GB": resource.MustParse("8")}
 		}, `spec.template.spec.domain.resources.limits[nvidia.com/GH100_H100_SXM5_80GB] is "8": device-plugin resources are passed through devices.gpus`),
@@ -383,11 +384,11 @@ func TestReviewVirtualMachineInstance(t *testing.T) {
 
 	vmi := pt.VMI("chat", 0, 0, qwen4, pt.H100())
 	vmi.Spec.Domain.Devices.GPUs = append(vmi.Spec.Domain.Devices.GPUs, vmi.Spec.Domain.Devices.GPUs...)
-	assertReview(t, store, vmi, "VirtualMachineInstance/acme/chat-r0-n0: spec.domain.devices.gpus is 8 GPUs: must be 4")
+	assertReview(t, store, vmi, "VirtualMachineInstance/acme/chat-r0-n0: spec.domain.devices.gpus is 8: must be 4")
 
 	vmi = pt.VMI("big", 0, 1, deepseek16, pt.H100())
 	vmi.Spec.Affinity = nil
-	assertReview(t, store, vmi, "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution is without a rack term")
+	assertReview(t, store, vmi, "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution: no rack term")
 
 	vmi = pt.VMI("chat", 0, 0, qwen4, pt.H100())
 	vmi.Labels[v1alpha1.LabelNodeType] = "gcp.l4"
@@ -468,7 +469,7 @@ func TestReviewObjects(t *testing.T) {
 		assert.True(t, r.Allowed(), "%d %s", i, r.Message())
 	}
 	assert.Equal(t, "VirtualMachine/acme/chat-r1-n0", res[5].Ref.String())
-	assert.Contains(t, res[5].Reasons(), "gpus is 0 GPUs: must be 4")
+	assert.Contains(t, res[5].Reasons(), "gpus is 0: must be 4")
 
 	conflicting := pt.Master("qwen-4", 8)
 	_, err = policy.ReviewObjects(context.Background(), nil, append(objs, conflicting))
@@ -531,11 +532,11 @@ func setTenant(m *metav1.ObjectMeta, tenant string) {
 	m.Namespace = tenant
 }
 
-func assertViolations(t *testing.T, vs []policy.Violation, want string) {
+func assertViolations(t *testing.T, errs field.ErrorList, want string) {
 	t.Helper()
-	msgs := make([]string, len(vs))
-	for i, v := range vs {
-		msgs[i] = v.String()
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = policy.Describe(e)
 	}
 	got := strings.Join(msgs, "; ")
 	if want == "" {

@@ -8,9 +8,13 @@ import (
 	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	kjson "sigs.k8s.io/json"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
@@ -27,22 +31,43 @@ var (
 	GroupKindVMI      = schema.GroupKind{Group: kubevirtv1.SchemeGroupVersion.Group, Kind: "VirtualMachineInstance"}
 )
 
-func newObject(gk schema.GroupKind) client.Object {
-	switch gk {
-	case GroupKindJob:
-		return &v1alpha1.ManagedInferenceJob{}
-	case GroupKindMaster:
-		return &v1alpha1.ModelMaster{}
-	case GroupKindTenant:
-		return &v1alpha1.Tenant{}
-	case GroupKindNodeType:
-		return &v1alpha1.NodeType{}
-	case GroupKindVM:
-		return &kubevirtv1.VirtualMachine{}
-	case GroupKindVMI:
-		return &kubevirtv1.VirtualMachineInstance{}
+// versions are the version the policy decodes each group's kinds at (the webhook is called
+// with the object at the version it registered, and KubeVirt serves one schema for v1 and
+// v1alpha3).
+var versions = map[schema.GroupKind]string{
+	GroupKindJob: v1alpha1.GroupVersion.Version, GroupKindMaster: v1alpha1.GroupVersion.Version,
+	GroupKindTenant: v1alpha1.GroupVersion.Version, GroupKindNodeType: v1alpha1.GroupVersion.Version,
+	GroupKindVM: kubevirtv1.SchemeGroupVersion.Version, GroupKindVMI: kubevirtv1.SchemeGroupVersion.Version,
+}
+
+// scheme holds the Go types of the kinds the policy reads.
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	utilruntime.Must(kubevirtv1.AddToScheme(s))
+	return s
+}()
+
+// AddToScheme registers the Go types of the kinds the policy reads (inferplane's and
+// KubeVirt's) with s: what a decoder of admission requests needs.
+func AddToScheme(s *runtime.Scheme) error {
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		return err
 	}
-	return nil
+	return kubevirtv1.AddToScheme(s)
+}
+
+// newObject is an empty object of a kind the policy reads, or nil for any other kind.
+func newObject(gk schema.GroupKind) client.Object {
+	v, ok := versions[gk]
+	if !ok {
+		return nil
+	}
+	obj, err := scheme.New(gk.WithVersion(v))
+	if err != nil {
+		return nil
+	}
+	return obj.(client.Object)
 }
 
 // Decode turns one object's JSON into the typed object the rules read, or returns nil, nil for a
@@ -81,19 +106,8 @@ func Decode(gk schema.GroupKind, raw []byte, strict bool) (client.Object, error)
 // RefOf names a decoded object for messages.
 func RefOf(obj client.Object) Ref {
 	kind := obj.GetObjectKind().GroupVersionKind().Kind
-	switch obj.(type) {
-	case *v1alpha1.ManagedInferenceJob:
-		kind = v1alpha1.KindManagedInferenceJob
-	case *v1alpha1.ModelMaster:
-		kind = v1alpha1.KindModelMaster
-	case *v1alpha1.Tenant:
-		kind = v1alpha1.KindTenant
-	case *v1alpha1.NodeType:
-		kind = v1alpha1.KindNodeType
-	case *kubevirtv1.VirtualMachine:
-		kind = GroupKindVM.Kind
-	case *kubevirtv1.VirtualMachineInstance:
-		kind = GroupKindVMI.Kind
+	if gvk, err := apiutil.GVKForObject(obj, scheme); err == nil {
+		kind = gvk.Kind
 	}
 	return Ref{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
 }
@@ -111,43 +125,103 @@ func IsGuarded(obj client.Object) bool {
 	return false
 }
 
-// Review applies the rules to obj, reading the policy data it names from src. Objects that are
-// not guarded, and kinds without rules (Tenant, NodeType, anything else), pass. The error is
-// only for policy data that could not be read: the caller must then fail closed.
-func Review(ctx context.Context, src Source, obj client.Object) (Result, error) {
+// Rules are the admission rules of one kind the policy reviews, typed: the webhook runs one
+// per endpoint (a controller-runtime typed validator), offline callers through Review.
+type Rules[T client.Object] struct {
+	Kind schema.GroupKind
+	// check reads the policy data obj names and applies the rules; the error is only for data
+	// that could not be read.
+	check func(ctx context.Context, src Source, obj T) (field.ErrorList, error)
+	// spec is what an update must leave alone, with the inferplane.io/ keys, to skip review.
+	spec func(obj T) any
+}
+
+// The kinds the policy reviews.
+var (
+	JobRules = Rules[*v1alpha1.ManagedInferenceJob]{Kind: GroupKindJob,
+		check: func(ctx context.Context, src Source, o *v1alpha1.ManagedInferenceJob) (field.ErrorList, error) {
+			master, _ := JobMaster(o)
+			d, err := lookup(ctx, src, WorkloadNames{Tenant: o.Labels[v1alpha1.LabelTenant], Master: master, NodeType: o.Spec.NodeType})
+			return CheckJob(o, d), err
+		},
+		spec: func(o *v1alpha1.ManagedInferenceJob) any { return o.Spec }}
+	MasterRules = Rules[*v1alpha1.ModelMaster]{Kind: GroupKindMaster,
+		check: func(_ context.Context, _ Source, o *v1alpha1.ModelMaster) (field.ErrorList, error) {
+			return CheckMaster(o), nil
+		},
+		spec: func(o *v1alpha1.ModelMaster) any { return o.Spec }}
+	VMRules = Rules[*kubevirtv1.VirtualMachine]{Kind: GroupKindVM,
+		check: func(ctx context.Context, src Source, o *kubevirtv1.VirtualMachine) (field.ErrorList, error) {
+			d, err := lookup(ctx, src, vmWorkload(o).names())
+			return CheckVirtualMachine(o, d), err
+		},
+		spec: func(o *kubevirtv1.VirtualMachine) any { return o.Spec }}
+	VMIRules = Rules[*kubevirtv1.VirtualMachineInstance]{Kind: GroupKindVMI,
+		check: func(ctx context.Context, src Source, o *kubevirtv1.VirtualMachineInstance) (field.ErrorList, error) {
+			d, err := lookup(ctx, src, vmiWorkload(o).names())
+			return CheckVirtualMachineInstance(o, d), err
+		},
+		spec: func(o *kubevirtv1.VirtualMachineInstance) any { return o.Spec }}
+)
+
+// Review applies the rules to obj, reading the policy data it names from src. An object that
+// is not guarded passes. The error is only for policy data that could not be read: the caller
+// must then fail closed.
+func (r Rules[T]) Review(ctx context.Context, src Source, obj T) (Result, error) {
 	res := Result{Ref: RefOf(obj), Guarded: IsGuarded(obj)}
 	if !res.Guarded {
 		return res, nil
 	}
-	var err error
-	switch o := obj.(type) {
-	case *v1alpha1.ModelMaster:
-		res.Violations = CheckMaster(o)
-	case *v1alpha1.ManagedInferenceJob:
-		master, _ := JobMaster(o)
-		var d Data
-		d, err = lookup(ctx, src, o.Labels[v1alpha1.LabelTenant], master, o.Spec.NodeType)
-		res.Violations = CheckJob(o, d)
-	case *kubevirtv1.VirtualMachine:
-		n := vmWorkload(o).names()
-		var d Data
-		d, err = lookup(ctx, src, n.Tenant, n.Master, n.NodeType)
-		res.Violations = CheckVirtualMachine(o, d)
-	case *kubevirtv1.VirtualMachineInstance:
-		n := vmiWorkload(o).names()
-		var d Data
-		d, err = lookup(ctx, src, n.Tenant, n.Master, n.NodeType)
-		res.Violations = CheckVirtualMachineInstance(o, d)
-	}
+	errs, err := r.check(ctx, src, obj)
 	if err != nil {
 		return Result{Ref: res.Ref, Guarded: true}, err
 	}
+	res.Errors = errs
 	return res, nil
+}
+
+// Unchanged reports whether an update leaves alone everything the rules read: the spec, and
+// the inferplane.io/ labels and annotations. Such an update (a finalizer, KubeVirt's own
+// labels, a VMI's status, which KubeVirt writes through the main resource) is admitted without
+// a new review, so a tightened policy never blocks the cleanup of objects admitted before it.
+// The webhook's matchConditions say the same thing in CEL, so the API server does not even call.
+func (r Rules[T]) Unchanged(old, obj T) bool {
+	return sameInferplaneKeys(old.GetLabels(), obj.GetLabels()) &&
+		sameInferplaneKeys(old.GetAnnotations(), obj.GetAnnotations()) &&
+		apiequality.Semantic.DeepEqual(r.spec(old), r.spec(obj))
+}
+
+// reviewer is Rules of any kind, for callers that hold objects of several kinds.
+type reviewer interface {
+	review(ctx context.Context, src Source, obj client.Object) (Result, error)
+}
+
+func (r Rules[T]) review(ctx context.Context, src Source, obj client.Object) (Result, error) {
+	o, ok := obj.(T)
+	if !ok {
+		return Result{}, fmt.Errorf("%s: not a %s", RefOf(obj), r.Kind.Kind)
+	}
+	return r.Review(ctx, src, o)
+}
+
+var reviewers = map[schema.GroupKind]reviewer{
+	GroupKindJob: JobRules, GroupKindMaster: MasterRules, GroupKindVM: VMRules, GroupKindVMI: VMIRules,
+}
+
+// Review applies the rules of obj's kind (the Rules above) to obj; kinds without rules (Tenant,
+// NodeType, anything else) pass.
+func Review(ctx context.Context, src Source, obj client.Object) (Result, error) {
+	gvk, err := apiutil.GVKForObject(obj, scheme)
+	if r, ok := reviewers[gvk.GroupKind()]; ok && err == nil {
+		return r.review(ctx, src, obj)
+	}
+	return Result{Ref: RefOf(obj), Guarded: IsGuarded(obj)}, nil
 }
 
 // lookup reads the named policy data; a name that is empty or not found leaves its field nil
 // (the rules turn that into a violation naming it).
-func lookup(ctx context.Context, src Source, tenant, master, nodeType string) (Data, error) {
+func lookup(ctx context.Context, src Source, n WorkloadNames) (Data, error) {
+	tenant, master, nodeType := n.Tenant, n.Master, n.NodeType
 	var d Data
 	var errs []error
 	if tenant != "" {
@@ -173,33 +247,6 @@ func keep[T any](obj *T, err error, errs []error, kind, name string) (*T, []erro
 		return nil, errs
 	}
 	return nil, append(errs, fmt.Errorf("read %s %q: %w", kind, name, err))
-}
-
-// Unchanged reports whether an update leaves alone everything the rules read: the spec, and
-// the inferplane.io/ labels and annotations. Such an update (a finalizer, KubeVirt's own
-// labels, a VMI's status, which KubeVirt writes through the main resource) is admitted without
-// a new review, so a tightened policy never blocks the cleanup of objects admitted before it.
-// The webhook's matchConditions say the same thing in CEL, so the API server does not even call.
-func Unchanged(old, obj client.Object) bool {
-	if !sameInferplaneKeys(old.GetLabels(), obj.GetLabels()) ||
-		!sameInferplaneKeys(old.GetAnnotations(), obj.GetAnnotations()) {
-		return false
-	}
-	switch o := obj.(type) {
-	case *v1alpha1.ManagedInferenceJob:
-		p, ok := old.(*v1alpha1.ManagedInferenceJob)
-		return ok && apiequality.Semantic.DeepEqual(p.Spec, o.Spec)
-	case *v1alpha1.ModelMaster:
-		p, ok := old.(*v1alpha1.ModelMaster)
-		return ok && apiequality.Semantic.DeepEqual(p.Spec, o.Spec)
-	case *kubevirtv1.VirtualMachine:
-		p, ok := old.(*kubevirtv1.VirtualMachine)
-		return ok && apiequality.Semantic.DeepEqual(p.Spec, o.Spec)
-	case *kubevirtv1.VirtualMachineInstance:
-		p, ok := old.(*kubevirtv1.VirtualMachineInstance)
-		return ok && apiequality.Semantic.DeepEqual(p.Spec, o.Spec)
-	}
-	return false
 }
 
 // inferplanePrefix starts every label and annotation of the workload contract but managed-by.

@@ -18,8 +18,8 @@ import (
 // (all three are cluster-scoped). A name that does not exist is an error for which IsNotFound
 // is true; any other error means the data could not be read, and the caller must fail closed.
 //
-// Two implementations exist and share every rule: Store over in-memory objects (offline
-// validation, the generator) and ClientSource over a controller-runtime client (the webhook).
+// Store holds in-memory objects (offline validation, the generator); the webhook package reads
+// the cluster through a controller-runtime client.
 type Source interface {
 	Tenant(ctx context.Context, name string) (*v1alpha1.Tenant, error)
 	NodeType(ctx context.Context, name string) (*v1alpha1.NodeType, error)
@@ -159,47 +159,4 @@ func first[T any](o Overlay, kind, name string, get func(Source) (*T, error)) (*
 		}
 	}
 	return nil, &NotFoundError{Kind: kind, Name: name}
-}
-
-// ClientSource is a Source over a controller-runtime client. Reader is normally the manager's
-// cached client (informers, no API round trip per admission). Live, when set, is asked again
-// when Reader finds nothing: an object created a moment ago may not have reached the cache yet,
-// and a denial for that reason would only make Argo CD retry.
-type ClientSource struct {
-	Reader client.Reader
-	Live   client.Reader
-}
-
-// Tenant implements Source.
-func (c ClientSource) Tenant(ctx context.Context, name string) (*v1alpha1.Tenant, error) {
-	return clientGet(ctx, c, name, &v1alpha1.Tenant{})
-}
-
-// NodeType implements Source.
-func (c ClientSource) NodeType(ctx context.Context, name string) (*v1alpha1.NodeType, error) {
-	return clientGet(ctx, c, name, &v1alpha1.NodeType{})
-}
-
-// Master implements Source.
-func (c ClientSource) Master(ctx context.Context, name string) (*v1alpha1.ModelMaster, error) {
-	return clientGet(ctx, c, name, &v1alpha1.ModelMaster{})
-}
-
-func clientGet[T client.Object](ctx context.Context, c ClientSource, name string, obj T) (T, error) {
-	var zero T
-	if name == "" {
-		// The API server would answer with a confusing "resource name may not be empty".
-		return zero, &NotFoundError{Kind: RefOf(obj).Kind, Name: name}
-	}
-	err := c.Reader.Get(ctx, client.ObjectKey{Name: name}, obj)
-	if apierrors.IsNotFound(err) && c.Live != nil {
-		err = c.Live.Get(ctx, client.ObjectKey{Name: name}, obj)
-	}
-	if apierrors.IsNotFound(err) {
-		return zero, &NotFoundError{Kind: RefOf(obj).Kind, Name: name}
-	}
-	if err != nil {
-		return zero, err
-	}
-	return obj, nil
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
@@ -28,15 +29,15 @@ type workload struct {
 	podAnnotations map[string]string
 	spec           *kubevirtv1.VirtualMachineInstanceSpec
 
-	labelsPath, annotationsPath, specPath string
+	labelsPath, annotationsPath, specPath *field.Path
 }
 
 func vmWorkload(vm *kubevirtv1.VirtualMachine) workload {
 	w := workload{
 		name: vm.Name, namespace: vm.Namespace, vmLabels: vm.Labels,
-		labelsPath:      "spec.template.metadata.labels",
-		annotationsPath: "spec.template.metadata.annotations",
-		specPath:        "spec.template.spec",
+		labelsPath:      field.NewPath("spec", "template", "metadata", "labels"),
+		annotationsPath: field.NewPath("spec", "template", "metadata", "annotations"),
+		specPath:        field.NewPath("spec", "template", "spec"),
 	}
 	if t := vm.Spec.Template; t != nil {
 		w.podLabels, w.podAnnotations, w.spec = t.ObjectMeta.Labels, t.ObjectMeta.Annotations, &t.Spec
@@ -48,7 +49,7 @@ func vmiWorkload(vmi *kubevirtv1.VirtualMachineInstance) workload {
 	return workload{
 		name: vmi.Name, namespace: vmi.Namespace,
 		podLabels: vmi.Labels, podAnnotations: vmi.Annotations, spec: &vmi.Spec,
-		labelsPath: "metadata.labels", annotationsPath: "metadata.annotations", specPath: "spec",
+		labelsPath: metaLabels, annotationsPath: field.NewPath("metadata", "annotations"), specPath: specPath,
 	}
 }
 
@@ -76,16 +77,16 @@ var requiredLabels = []string{
 }
 
 // CheckVirtualMachine applies the workload rules to a guarded KubeVirt VirtualMachine.
-func CheckVirtualMachine(vm *kubevirtv1.VirtualMachine, d Data) []Violation {
+func CheckVirtualMachine(vm *kubevirtv1.VirtualMachine, d Data) field.ErrorList {
 	w := vmWorkload(vm)
 	if w.spec == nil {
-		return []Violation{{"spec.template", "missing", "an inferplane VirtualMachine needs a VMI template"}}
+		return field.ErrorList{field.Required(specPath.Child("template"), "an inferplane VirtualMachine needs a VMI template")}
 	}
 	return checkWorkload(w, d)
 }
 
 // CheckVirtualMachineInstance applies the workload rules to a guarded VirtualMachineInstance.
-func CheckVirtualMachineInstance(vmi *kubevirtv1.VirtualMachineInstance, d Data) []Violation {
+func CheckVirtualMachineInstance(vmi *kubevirtv1.VirtualMachineInstance, d Data) field.ErrorList {
 	return checkWorkload(vmiWorkload(vmi), d)
 }
 
@@ -94,67 +95,30 @@ func CheckVirtualMachineInstance(vmi *kubevirtv1.VirtualMachineInstance, d Data)
 // node per VM, ranks below the node count, one rack; plus tenant, node type and device rules.
 // With the name rule (<job>-r<replica>-n<rank>) at most one VM exists per rank, so a replica's
 // VMs together never request more than perReplicaGPUCount GPUs.
-func checkWorkload(w workload, d Data) []Violation {
-	var out []Violation
-	reported := map[string]bool{}
-	for _, k := range inferplaneLabels {
-		if v, ok := w.vmLabels[k]; ok && w.podLabels[k] != v {
-			reported[k] = true
-			got := "missing"
-			if tv, ok := w.podLabels[k]; ok {
-				got = quote(tv)
-			}
-			out = append(out, Violation{labelField(w.labelsPath, k), got, fmt.Sprintf(
-				"must repeat the VirtualMachine's label %s=%q (only the template's labels reach the VMI and its pod)", k, v)})
-		}
-	}
-	missing := false
-	for _, k := range requiredLabels {
-		if w.podLabels[k] == "" {
-			missing = true
-			if reported[k] {
-				continue
-			}
-			out = append(out, Violation{labelField(w.labelsPath, k), "missing", "required on inferplane workloads (docs/design.md, workload contract)"})
-		}
-	}
-	if missing {
+func checkWorkload(w workload, d Data) field.ErrorList {
+	out := checkContractLabels(w)
+	if w.missingLabels() {
 		return out
 	}
 	l := w.podLabels
 	n := w.names()
 	out = append(out, checkTenant(n.Tenant, w.namespace, w.labelsPath, d.Tenant)...)
+	rank, rankOK := checkName(&out, w)
 
-	replica, rErr := ordinal(l[v1alpha1.LabelReplica])
-	if rErr != nil {
-		out = append(out, Violation{labelField(w.labelsPath, v1alpha1.LabelReplica), quote(l[v1alpha1.LabelReplica]), rErr.Error()})
-	}
-	rank, nErr := ordinal(l[v1alpha1.LabelNodeRank])
-	if nErr != nil {
-		out = append(out, Violation{labelField(w.labelsPath, v1alpha1.LabelNodeRank), quote(l[v1alpha1.LabelNodeRank]), nErr.Error()})
-	}
-	if rErr == nil && nErr == nil {
-		if want := VMName(l[v1alpha1.LabelJob], int32(replica), int32(rank)); w.name != want {
-			out = append(out, Violation{"metadata.name", quote(w.name), fmt.Sprintf(
-				"must be %q, <job>-r<replica>-n<node-rank> from its labels (one VM per node of a replica)", want)})
-		}
-	}
-
-	masterField := labelField(w.labelsPath, v1alpha1.LabelModelMaster)
-	master := checkMasterRef(&out, n.Master, masterField, d.Master)
-	ntField := labelField(w.labelsPath, v1alpha1.LabelNodeType)
-	nt := checkNodeTypeRef(&out, n.NodeType, ntField, d.NodeType)
+	master := checkMasterRef(&out, n.Master, w.labelsPath.Key(v1alpha1.LabelModelMaster), d.Master)
+	ntPath := w.labelsPath.Key(v1alpha1.LabelNodeType)
+	nt := checkNodeTypeRef(&out, n.NodeType, ntPath, d.NodeType)
 	if d.Tenant != nil && !NodeTypeAllowed(d.Tenant.Spec.AllowedNodeTypes, n.NodeType) {
-		out = append(out, notAllowed(ntField, n.NodeType, d.Tenant))
+		out = append(out, notAllowed(ntPath, n.NodeType, d.Tenant))
 	}
 	if master != nil {
 		if rt, ok := l[v1alpha1.LabelRuntime]; ok && rt != string(master.Spec.Runtime) {
-			out = append(out, Violation{labelField(w.labelsPath, v1alpha1.LabelRuntime), quote(rt),
-				fmt.Sprintf("must match runtime %q of ModelMaster %s", master.Spec.Runtime, master.Name)})
+			out = append(out, field.Invalid(w.labelsPath.Key(v1alpha1.LabelRuntime), rt,
+				fmt.Sprintf("must match runtime %q of ModelMaster %s", master.Spec.Runtime, master.Name)))
 		}
-		if err := checkAnnotation(w.podAnnotations, v1alpha1.AnnotationPerReplicaGPUCount, master.Spec.PerReplicaGPUCount); err != "" {
-			out = append(out, Violation{labelField(w.annotationsPath, v1alpha1.AnnotationPerReplicaGPUCount),
-				quote(w.podAnnotations[v1alpha1.AnnotationPerReplicaGPUCount]), err + fmt.Sprintf(" (ModelMaster %s)", master.Name)})
+		if e := checkAnnotation(w, v1alpha1.AnnotationPerReplicaGPUCount, master.Spec.PerReplicaGPUCount); e != nil {
+			e.Detail += fmt.Sprintf(" (ModelMaster %s)", master.Name)
+			out = append(out, e)
 		}
 	}
 	if nt == nil {
@@ -164,12 +128,73 @@ func checkWorkload(w workload, d Data) []Violation {
 	if master == nil {
 		return out
 	}
-
 	layout, err := ReplicaLayout(master, nt)
 	if err != nil {
-		return append(out, Violation{ntField, quote(nt.Name), err.Error()})
+		return append(out, field.Invalid(ntPath, nt.Name, err.Error()))
 	}
-	gpusField := w.specPath + ".domain.devices.gpus"
+	return append(out, checkLayout(w, master, nt, layout, rank, rankOK)...)
+}
+
+// checkContractLabels reports the workload contract's labels that are missing, or that a
+// VirtualMachine's template does not repeat.
+func checkContractLabels(w workload) field.ErrorList {
+	var out field.ErrorList
+	reported := map[string]bool{}
+	for _, k := range inferplaneLabels {
+		if v, ok := w.vmLabels[k]; ok && w.podLabels[k] != v {
+			reported[k] = true
+			detail := fmt.Sprintf("must repeat the VirtualMachine's label %s=%q (only the template's labels reach the VMI and its pod)", k, v)
+			if tv, ok := w.podLabels[k]; ok {
+				out = append(out, field.Invalid(w.labelsPath.Key(k), tv, detail))
+			} else {
+				out = append(out, field.Required(w.labelsPath.Key(k), detail))
+			}
+		}
+	}
+	for _, k := range requiredLabels {
+		if w.podLabels[k] == "" && !reported[k] {
+			out = append(out, field.Required(w.labelsPath.Key(k), "required on inferplane workloads (docs/design.md, workload contract)"))
+		}
+	}
+	return out
+}
+
+// missingLabels reports whether a label the rules cannot work without is missing or empty.
+func (w workload) missingLabels() bool {
+	for _, k := range requiredLabels {
+		if w.podLabels[k] == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkName checks the replica and node-rank labels and the name they imply; it returns the
+// rank and whether it parsed.
+func checkName(out *field.ErrorList, w workload) (int64, bool) {
+	l := w.podLabels
+	replica, rErr := ordinal(l[v1alpha1.LabelReplica])
+	if rErr != nil {
+		*out = append(*out, field.Invalid(w.labelsPath.Key(v1alpha1.LabelReplica), l[v1alpha1.LabelReplica], rErr.Error()))
+	}
+	rank, nErr := ordinal(l[v1alpha1.LabelNodeRank])
+	if nErr != nil {
+		*out = append(*out, field.Invalid(w.labelsPath.Key(v1alpha1.LabelNodeRank), l[v1alpha1.LabelNodeRank], nErr.Error()))
+	}
+	if rErr == nil && nErr == nil {
+		if want := VMName(l[v1alpha1.LabelJob], int32(replica), int32(rank)); w.name != want {
+			*out = append(*out, field.Invalid(metaName, w.name, fmt.Sprintf(
+				"must be %q, <job>-r<replica>-n<node-rank> from its labels (one VM per node of a replica)", want)))
+		}
+	}
+	return rank, nErr == nil
+}
+
+// checkLayout holds the VM to one node of the replica layout: its GPUs, rank, role, the
+// replica-nodes annotation and, across nodes, one rack.
+func checkLayout(w workload, master *v1alpha1.ModelMaster, nt *v1alpha1.NodeType, layout Layout, rank int64, rankOK bool) field.ErrorList {
+	var out field.ErrorList
+	l := w.podLabels
 	if got := len(w.spec.Domain.Devices.GPUs); got != int(layout.GPUsPerNode) {
 		how := fmt.Sprintf("a replica of ModelMaster %s needs %s, which fit one node of NodeType %s (%s): one VM with all %d",
 			master.Name, gpus(master.Spec.PerReplicaGPUCount), nt.Name, gpus(nt.Spec.GPU.Count), layout.GPUsPerNode)
@@ -177,51 +202,49 @@ func checkWorkload(w workload, d Data) []Violation {
 			how = fmt.Sprintf("a replica of ModelMaster %s needs %d GPUs, %d whole nodes of NodeType %s: each VM takes all %d GPUs of its node",
 				master.Name, master.Spec.PerReplicaGPUCount, layout.Nodes, nt.Name, layout.GPUsPerNode)
 		}
-		out = append(out, Violation{gpusField, gpus(got), fmt.Sprintf("must be %d: %s", layout.GPUsPerNode, how)})
+		out = append(out, field.Invalid(w.specPath.Child("domain", "devices", "gpus"), got,
+			fmt.Sprintf("must be %d: %s", layout.GPUsPerNode, how)))
 	}
-	if nErr == nil {
+	if rankOK {
 		if rank >= int64(layout.Nodes) {
-			out = append(out, Violation{labelField(w.labelsPath, v1alpha1.LabelNodeRank), quote(l[v1alpha1.LabelNodeRank]),
-				fmt.Sprintf("must be below %d, the nodes of one replica of ModelMaster %s on NodeType %s", layout.Nodes, master.Name, nt.Name)})
+			out = append(out, field.Invalid(w.labelsPath.Key(v1alpha1.LabelNodeRank), l[v1alpha1.LabelNodeRank],
+				fmt.Sprintf("must be below %d, the nodes of one replica of ModelMaster %s on NodeType %s", layout.Nodes, master.Name, nt.Name)))
 		}
-		role := Role(int32(rank))
-		if got := l[v1alpha1.LabelRole]; got != role {
-			out = append(out, Violation{labelField(w.labelsPath, v1alpha1.LabelRole), quote(got),
-				fmt.Sprintf("must be %q for node-rank %d (rank 0 is the head)", role, rank)})
+		if role, got := Role(int32(rank)), l[v1alpha1.LabelRole]; got != role {
+			out = append(out, field.Invalid(w.labelsPath.Key(v1alpha1.LabelRole), got,
+				fmt.Sprintf("must be %q for node-rank %d (rank 0 is the head)", role, rank)))
 		}
 	}
-	if err := checkAnnotation(w.podAnnotations, v1alpha1.AnnotationReplicaNodes, layout.Nodes); err != "" {
-		out = append(out, Violation{labelField(w.annotationsPath, v1alpha1.AnnotationReplicaNodes),
-			quote(w.podAnnotations[v1alpha1.AnnotationReplicaNodes]), err})
+	if e := checkAnnotation(w, v1alpha1.AnnotationReplicaNodes, layout.Nodes); e != nil {
+		out = append(out, e)
 	}
 	if layout.Nodes > 1 && !hasRackAffinity(w.spec.Affinity, nt.Rack(), l) {
-		out = append(out, Violation{w.specPath + ".affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-			"without a rack term", fmt.Sprintf("a replica spanning %d nodes runs in one rack: it needs a required pod affinity "+
+		out = append(out, field.Invalid(w.specPath.Child("affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
+			omit, fmt.Sprintf("no rack term: a replica spanning %d nodes runs in one rack: it needs a required pod affinity "+
 				"with topologyKey %q whose selector matches exactly this replica's pods (labels %s, %s, %s)",
-				layout.Nodes, nt.Rack(), v1alpha1.LabelTenant, v1alpha1.LabelJob, v1alpha1.LabelReplica)})
+				layout.Nodes, nt.Rack(), v1alpha1.LabelTenant, v1alpha1.LabelJob, v1alpha1.LabelReplica)))
 	}
 	return out
 }
 
 // checkDevices holds the VM's node selection and passed-through devices to its node type.
-func checkDevices(w workload, nt *v1alpha1.NodeType) []Violation {
-	var out []Violation
+func checkDevices(w workload, nt *v1alpha1.NodeType) field.ErrorList {
+	var out field.ErrorList
 	sel := nt.Selector()
 	for _, k := range sortedKeys(sel) {
-		if got, ok := w.spec.NodeSelector[k]; !ok || got != sel[k] {
-			val := "missing"
-			if ok {
-				val = quote(got)
-			}
-			out = append(out, Violation{labelField(w.specPath+".nodeSelector", k), val,
-				fmt.Sprintf("must be %q to select nodes of NodeType %s", sel[k], nt.Name)})
+		detail := fmt.Sprintf("must be %q to select nodes of NodeType %s", sel[k], nt.Name)
+		if got, ok := w.spec.NodeSelector[k]; !ok {
+			out = append(out, field.Required(w.specPath.Child("nodeSelector").Key(k), detail))
+		} else if got != sel[k] {
+			out = append(out, field.Invalid(w.specPath.Child("nodeSelector").Key(k), got, detail))
 		}
 	}
 	devices := w.spec.Domain.Devices
+	devPath := w.specPath.Child("domain", "devices")
 	for i, g := range devices.GPUs {
 		if g.DeviceName != nt.Spec.GPU.ResourceName {
-			out = append(out, Violation{fmt.Sprintf("%s.domain.devices.gpus[%d].deviceName", w.specPath, i), quote(g.DeviceName),
-				fmt.Sprintf("must be %q, the GPU of NodeType %s", nt.Spec.GPU.ResourceName, nt.Name)})
+			out = append(out, field.Invalid(devPath.Child("gpus").Index(i).Child("deviceName"), g.DeviceName,
+				fmt.Sprintf("must be %q, the GPU of NodeType %s", nt.Spec.GPU.ResourceName, nt.Name)))
 		}
 	}
 	ib := nt.Spec.InfiniBand
@@ -231,12 +254,12 @@ func checkDevices(w workload, nt *v1alpha1.NodeType) []Violation {
 			if ib != nil {
 				want = fmt.Sprintf("must be %q, the InfiniBand function of NodeType %s (GPUs go in devices.gpus)", ib.ResourceName, nt.Name)
 			}
-			out = append(out, Violation{fmt.Sprintf("%s.domain.devices.hostDevices[%d].deviceName", w.specPath, i), quote(h.DeviceName), want})
+			out = append(out, field.Invalid(devPath.Child("hostDevices").Index(i).Child("deviceName"), h.DeviceName, want))
 		}
 	}
 	if ib != nil && len(devices.HostDevices) > int(ib.Count) {
-		out = append(out, Violation{w.specPath + ".domain.devices.hostDevices", fmt.Sprintf("%d devices", len(devices.HostDevices)),
-			fmt.Sprintf("must be at most %d, the InfiniBand functions of NodeType %s", ib.Count, nt.Name)})
+		out = append(out, field.Invalid(devPath.Child("hostDevices"), len(devices.HostDevices),
+			fmt.Sprintf("must be at most %d, the InfiniBand functions of NodeType %s", ib.Count, nt.Name)))
 	}
 	// A device-plugin resource asked for as a plain resource would reach the virt-launcher pod
 	// without passing the GPU rules.
@@ -247,8 +270,8 @@ func checkDevices(w workload, nt *v1alpha1.NodeType) []Violation {
 		for _, name := range sortedKeys(rl.list) {
 			if extendedResource(string(name)) {
 				q := rl.list[name]
-				out = append(out, Violation{fmt.Sprintf("%s.domain.resources.%s[%s]", w.specPath, rl.path, name), quote(q.String()),
-					"device-plugin resources are passed through devices.gpus and devices.hostDevices, where the rules check them"})
+				out = append(out, field.Invalid(w.specPath.Child("domain", "resources", rl.path).Key(string(name)), q.String(),
+					"device-plugin resources are passed through devices.gpus and devices.hostDevices, where the rules check them"))
 			}
 		}
 	}
@@ -304,15 +327,12 @@ func hasRackAffinity(aff *corev1.Affinity, rack string, podLabels map[string]str
 }
 
 // checkAnnotation compares an optional numeric annotation with the value the rules derive.
-func checkAnnotation(ann map[string]string, key string, want int32) string {
-	v, ok := ann[key]
-	if !ok {
-		return ""
+func checkAnnotation(w workload, key string, want int32) *field.Error {
+	v, ok := w.podAnnotations[key]
+	if !ok || v == strconv.Itoa(int(want)) {
+		return nil
 	}
-	if v != strconv.Itoa(int(want)) {
-		return fmt.Sprintf("must be %q when set", strconv.Itoa(int(want)))
-	}
-	return ""
+	return field.Invalid(w.annotationsPath.Key(key), v, fmt.Sprintf("must be %q when set", strconv.Itoa(int(want))))
 }
 
 // ordinal parses a replica or node-rank label: a whole number, no sign, no leading zeros.

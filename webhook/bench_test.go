@@ -44,7 +44,7 @@ func BenchmarkHandler(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			mux := webhook.Mux(pt.Store(), m)
+			mux := webhook.Mux(pt.Store(), m, nil)
 			body, path := reviewBody(b, tc.req), pathOfKind(tc.req.Kind.Kind)
 			var lat []time.Duration
 			b.ReportAllocs()

@@ -142,3 +142,9 @@ func (c *CertSecret) Sync(ctx context.Context, certDir string, current *Bundle) 
 	}
 	return c.InjectCABundle(ctx, b.CA)
 }
+
+// Hosts are the names the API server reaches the webhook's Service by: its serving certificate
+// must cover them.
+func Hosts(namespace, name string) []string {
+	return []string{name + "." + namespace + ".svc", name + "." + namespace + ".svc.cluster.local", name + "." + namespace, name}
+}

@@ -12,11 +12,12 @@ import (
 
 	pt "github.com/inferplane/inferplane/policy/policytest"
 	"github.com/inferplane/inferplane/webhook"
+	"github.com/inferplane/inferplane/webhook/install"
 )
 
 // FuzzAdmissionReview posts arbitrary bodies to every endpoint: malformed JSON, missing fields,
 // huge numbers, wrong kinds. The answer is always an AdmissionReview that either allows the
-// request or refuses it with a 4xx code and a reason: 400 for what cannot be decoded, 403 for a
+// request or refuses it with a 4xx code and a reason: 400 for what cannot be decoded, 422 for a
 // denial. Never a panic (controller-runtime would turn one into a 500), never a bare refusal.
 func FuzzAdmissionReview(f *testing.F) {
 	qwen, deepseek := pt.Master("qwen-4", 4), pt.Master("deepseek-16", 16)
@@ -32,7 +33,7 @@ func FuzzAdmissionReview(f *testing.F) {
 		{admissionv1.Update, bad, pt.VM("chat", 0, 0, qwen, pt.H100())},
 		{admissionv1.Create, pt.VMI("chat", 0, 0, qwen, pt.H100()), nil},
 	} {
-		for i := range webhook.Endpoints {
+		for i := range install.Endpoints {
 			f.Add(uint8(i), reviewBody(f, request(f, c.op, c.obj, c.old)))
 		}
 	}
@@ -42,13 +43,13 @@ func FuzzAdmissionReview(f *testing.F) {
 		`{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"1","kind":{"group":"inferplane.io","version":"v1alpha1","kind":"ManagedInferenceJob"},"operation":"CREATE","object":{"metadata":{"labels":{"inferplane.io/tenant":"acme"}},"spec":{"gpuCount":99999999999999999999}}}}`,
 		`{"request":{"kind":{"group":"inferplane.io","kind":"ModelMaster"},"operation":"UPDATE","object":{"metadata":{"labels":{"inferplane.io/tenant":"a"}}},"oldObject":7}}`,
 	} {
-		for i := range webhook.Endpoints {
+		for i := range install.Endpoints {
 			f.Add(uint8(i), []byte(s))
 		}
 	}
-	mux := webhook.Mux(pt.Store(), nil)
+	mux := webhook.Mux(pt.Store(), nil, nil)
 	f.Fuzz(func(t *testing.T, endpoint uint8, body []byte) {
-		ep := webhook.Endpoints[int(endpoint)%len(webhook.Endpoints)]
+		ep := install.Endpoints[int(endpoint)%len(install.Endpoints)]
 		rec := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPost, ep.Path, bytes.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
@@ -64,7 +65,7 @@ func FuzzAdmissionReview(f *testing.F) {
 		if resp.Result == nil || resp.Result.Message == "" {
 			t.Fatalf("a refusal without a reason: %+v", resp)
 		}
-		// 403 is a denial, other 4xx a request that could not be decoded. A 500 would be a bug:
+		// 422 is a denial, other 4xx a request that could not be decoded. A 500 would be a bug:
 		// the in-memory store never fails, and a recovered panic answers 500.
 		if code := resp.Result.Code; code < 400 || code >= 500 {
 			t.Fatalf("refused with code %d: %s", code, resp.Result.Message)

@@ -23,6 +23,7 @@ import (
 	"github.com/inferplane/inferplane/policy"
 	pt "github.com/inferplane/inferplane/policy/policytest"
 	"github.com/inferplane/inferplane/webhook"
+	"github.com/inferplane/inferplane/webhook/install"
 )
 
 // request builds an AdmissionRequest for obj (and old, on UPDATE) the way the API server does.
@@ -103,20 +104,20 @@ func TestHandler(t *testing.T) {
 		contains string
 	}{
 		{name: "allowed VM", req: request(t, admissionv1.Create, goodVM, nil), allowed: true, code: 200},
-		{name: "denied VM", req: request(t, admissionv1.Create, badVM, nil), code: 403,
-			contains: "VirtualMachine/acme/chat-r0-n0: spec.template.spec.domain.devices.gpus is 1 GPU: must be 4"},
-		{name: "denied job", req: request(t, admissionv1.Create, badJob, nil), code: 403,
+		{name: "denied VM", req: request(t, admissionv1.Create, badVM, nil), code: 422,
+			contains: "VirtualMachine/acme/chat-r0-n0: spec.template.spec.domain.devices.gpus is 1: must be 4"},
+		{name: "denied job", req: request(t, admissionv1.Create, badJob, nil), code: 422,
 			contains: "ManagedInferenceJob/acme/chat: spec.gpuCount is 8: must equal perReplicaGPUCount 4 of ModelMaster qwen-4"},
-		{name: "denied master", req: request(t, admissionv1.Create, badMaster, nil), code: 403,
+		{name: "denied master", req: request(t, admissionv1.Create, badMaster, nil), code: 422,
 			contains: "ModelMaster/odd: spec.perReplicaGPUCount is 6"},
 		{name: "allowed VMI", req: request(t, admissionv1.Create, pt.VMI("chat", 0, 0, qwen, pt.H100()), nil), allowed: true, code: 200},
 		{name: "unlabelled passes", req: request(t, admissionv1.Create, unlabelled, nil), allowed: true, code: 200},
 		{name: "delete is not reviewed", req: request(t, admissionv1.Delete, badVM, nil), allowed: true, code: 200},
 		{name: "update that the policy does not read", req: request(t, admissionv1.Update, finalized, badVM), allowed: true, code: 200},
-		{name: "update of an inferplane label", req: request(t, admissionv1.Update, relabelled, badVM), code: 403, contains: "gpus is 1 GPU"},
-		{name: "update that removes the tenant label", req: request(t, admissionv1.Update, unlabelled, goodVM), code: 403,
+		{name: "update of an inferplane label", req: request(t, admissionv1.Update, relabelled, badVM), code: 422, contains: "gpus is 1: must be 4"},
+		{name: "update that removes the tenant label", req: request(t, admissionv1.Update, unlabelled, goodVM), code: 422,
 			contains: "VirtualMachine/acme/chat-r0-n0: metadata.labels[inferplane.io/tenant] is removed"},
-		{name: "update that removes the tenant label from the VM only", req: request(t, admissionv1.Update, metaUnlabelled, goodVM), code: 403,
+		{name: "update that removes the tenant label from the VM only", req: request(t, admissionv1.Update, metaUnlabelled, goodVM), code: 422,
 			contains: "metadata.labels[inferplane.io/tenant] is removed"},
 		{name: "update that fixes a bad VM", req: request(t, admissionv1.Update, goodVM, badVM), allowed: true, code: 200},
 		{name: "kind sent to the wrong endpoint", req: request(t, admissionv1.Create, goodVM, nil), path: "/validate/managedinferencejobs",
@@ -134,7 +135,7 @@ func TestHandler(t *testing.T) {
 			if path == "" {
 				path = pathOfKind(tc.req.Kind.Kind)
 			}
-			resp := post(t, webhook.Mux(src, nil), path, "application/json", reviewBody(t, tc.req))
+			resp := post(t, webhook.Mux(src, nil, nil), path, "application/json", reviewBody(t, tc.req))
 			assert.Equal(t, tc.allowed, resp.Allowed)
 			assert.Equal(t, types.UID("uid-1"), resp.UID)
 			require.NotNil(t, resp.Result)
@@ -147,7 +148,7 @@ func TestHandler(t *testing.T) {
 }
 
 func pathOfKind(kind string) string {
-	for _, ep := range webhook.Endpoints {
+	for _, ep := range install.Endpoints {
 		if ep.Kind.Kind == kind {
 			return ep.Path
 		}
@@ -156,7 +157,7 @@ func pathOfKind(kind string) string {
 }
 
 func TestHandlerBadRequests(t *testing.T) {
-	mux := webhook.Mux(pt.Store(), nil)
+	mux := webhook.Mux(pt.Store(), nil, nil)
 	goodVM := pt.VM("chat", 0, 0, pt.Master("qwen-4", 4), pt.H100())
 	cases := []struct {
 		name, contentType string
@@ -164,19 +165,19 @@ func TestHandlerBadRequests(t *testing.T) {
 		contains          string
 	}{
 		{"malformed JSON", "application/json", []byte(`{"request":`), "unexpected end of JSON"},
-		{"not JSON", "application/json", []byte("hello"), "couldn't get version/kind"},
+		{"not JSON", "application/json", []byte("hello"), "the body is not an AdmissionReview"},
 		{"wrong content type", "text/plain", reviewBody(t, request(t, admissionv1.Create, goodVM, nil)), "expected application/json"},
-		{"no request", "application/json", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`), "this endpoint reviews"},
+		{"no request", "application/json", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`), "carries no request with a uid"},
 		{"object is not JSON", "application/json", func() []byte {
 			req := request(t, admissionv1.Create, goodVM, nil)
 			req.Object.Raw = []byte(`"just a string"`)
 			return reviewBody(t, req)
-		}(), "not a JSON object"},
+		}(), "decode VirtualMachine acme/chat-r0-n0: couldn't get version/kind"},
 		{"object of another kind", "application/json", func() []byte {
 			req := request(t, admissionv1.Create, goodVM, nil)
 			req.Object.Raw = []byte(`{"kind":"Pod","metadata":{"labels":{"inferplane.io/tenant":"acme"}}}`)
 			return reviewBody(t, req)
-		}(), `the object says kind "Pod"`},
+		}(), `no kind "Pod" is registered for version "kubevirt.io/v1"`},
 		{"huge number", "application/json", func() []byte {
 			req := request(t, admissionv1.Create, goodVM, nil)
 			req.Object.Raw = []byte(strings.Replace(string(req.Object.Raw), `"cores":32`, `"cores":1e99`, 1))
@@ -199,13 +200,13 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, err)
 	again, err := webhook.NewMetrics(reg)
 	require.NoError(t, err, "a second registration reuses the series")
-	mux := webhook.Mux(pt.Store(), m)
+	mux := webhook.Mux(pt.Store(), m, nil)
 	qwen := pt.Master("qwen-4", 4)
 	bad := pt.Job("chat", qwen, "aws.h100")
 	bad.Spec.GPUCount = 1
 	post(t, mux, "/validate/managedinferencejobs", "application/json", reviewBody(t, request(t, admissionv1.Create, pt.Job("chat", qwen, "aws.h100"), nil)))
 	post(t, mux, "/validate/managedinferencejobs", "application/json", reviewBody(t, request(t, admissionv1.Create, bad, nil)))
-	post(t, webhook.Mux(pt.Store(), again), "/validate/managedinferencejobs", "application/json", reviewBody(t, request(t, admissionv1.Create, bad, nil)))
+	post(t, webhook.Mux(pt.Store(), again, nil), "/validate/managedinferencejobs", "application/json", reviewBody(t, request(t, admissionv1.Create, bad, nil)))
 
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -231,4 +232,26 @@ func TestMetrics(t *testing.T) {
 		"kind=ManagedInferenceJob result=denied":  2,
 	}, counts)
 	assert.Equal(t, 1, histograms, "one histogram series per kind")
+}
+
+// A denial is apimachinery's Invalid status: reason Invalid, code 422, one cause per broken
+// rule with its field, and the policy's message naming the object.
+func TestDenialIsInvalidWithCauses(t *testing.T) {
+	qwen := pt.Master("qwen-4", 4)
+	bad := pt.Job("chat", qwen, "gcp.l4")
+	bad.Spec.GPUCount = 8
+	resp := post(t, webhook.Mux(pt.Store(), nil, nil), "/validate/managedinferencejobs", "application/json",
+		reviewBody(t, request(t, admissionv1.Create, bad, nil)))
+	require.False(t, resp.Allowed)
+	assert.Equal(t, metav1.StatusReasonInvalid, resp.Result.Reason)
+	assert.Equal(t, int32(http.StatusUnprocessableEntity), resp.Result.Code)
+	require.NotNil(t, resp.Result.Details)
+	assert.Equal(t, "chat", resp.Result.Details.Name)
+	fields := map[string]string{}
+	for _, c := range resp.Result.Details.Causes {
+		fields[c.Field] = c.Message
+	}
+	assert.Contains(t, fields["spec.gpuCount"], "must equal perReplicaGPUCount 4 of ModelMaster qwen-4")
+	assert.Contains(t, fields["spec.nodeType"], "not allowed for Tenant acme")
+	assert.True(t, strings.HasPrefix(resp.Result.Message, "ManagedInferenceJob/acme/chat: "), resp.Result.Message)
 }

@@ -12,6 +12,7 @@ import (
 type Metrics struct {
 	decisions *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
+	refusals  *prometheus.CounterVec
 }
 
 // NewMetrics registers the series with reg. Registering twice (two servers in one process, as
@@ -24,9 +25,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "inferplane_webhook_decision_duration_seconds",
 		Help: "Time to decide one admission request (decode, policy, without HTTP), by kind.",
-		// 25us to about 0.4s: the decisions take well under a millisecond.
+		// 25us to about 0.4s (docs/webhook.md has the measured decision times).
 		Buckets: prometheus.ExponentialBuckets(0.000025, 2, 15),
 	}, []string{"kind"})
+	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "inferplane_webhook_refused_total",
+		Help: "Requests refused before any decision, by reason (too_large, busy, envelope, body).",
+	}, []string{"reason"})
 	var err error
 	if decisions, err = register(reg, decisions); err != nil {
 		return nil, err
@@ -34,7 +39,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if latency, err = register(reg, latency); err != nil {
 		return nil, err
 	}
-	return &Metrics{decisions: decisions, latency: latency}, nil
+	if refusals, err = register(reg, refusals); err != nil {
+		return nil, err
+	}
+	return &Metrics{decisions: decisions, latency: latency, refusals: refusals}, nil
 }
 
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
@@ -56,4 +64,11 @@ func (m *Metrics) observe(kind, result string, d time.Duration) {
 	}
 	m.decisions.WithLabelValues(kind, result).Inc()
 	m.latency.WithLabelValues(kind).Observe(d.Seconds())
+}
+
+func (m *Metrics) refused(reason string) {
+	if m == nil {
+		return
+	}
+	m.refusals.WithLabelValues(reason).Inc()
 }

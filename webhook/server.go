@@ -3,15 +3,17 @@ package webhook
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -22,20 +24,20 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/policy"
+	"github.com/inferplane/inferplane/webhook/install"
 )
 
-// Defaults of ServeOptions.
+// Defaults of ServeOptions (the ports and drain time are the ones the install manifests use).
 const (
-	DefaultPort             = 9443
-	DefaultMetricsPort      = 8080
-	DefaultProbePort        = 8081
+	DefaultPort             = install.Port
+	DefaultMetricsPort      = install.MetricsPort
+	DefaultProbePort        = install.ProbePort
 	DefaultCertDir          = "/tmp/k8s-webhook-server/serving-certs"
 	DefaultCertSyncInterval = time.Minute
-	DefaultShutdownTimeout  = 30 * time.Second
+	DefaultShutdownTimeout  = install.ShutdownTimeout
 )
 
 // The default addresses of /metrics and the probes: every interface, the default ports (which
@@ -62,13 +64,19 @@ type ServeOptions struct {
 	CertSyncInterval time.Duration
 	// ShutdownTimeout bounds the drain of in-flight requests on SIGTERM.
 	ShutdownTimeout time.Duration
-	Logger          logr.Logger
+	// ClientCAFile, when set, is a PEM bundle of the CAs whose client certificates the webhook
+	// accepts: a TLS client without one is refused in the handshake, so only the API server
+	// (configured with a client certificate for the webhook, docs/webhook.md) reaches the port.
+	ClientCAFile string
+	// Guard bounds what the webhook reads and decodes at once (zero: the defaults).
+	Guard  GuardOptions
+	Logger logr.Logger
 }
 
-// Scheme holds the kinds the server reads: the built-in ones and inferplane's.
+// Scheme holds the kinds the server reads: the built-in ones, inferplane's and KubeVirt's.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, policy.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err) // a static list of generated registrations
 		}
@@ -104,7 +112,10 @@ func Serve(ctx context.Context, cfg *rest.Config, o ServeOptions) error {
 			return err
 		}
 	}
-
+	tlsOpts, err := clientAuth(o.ClientCAFile)
+	if err != nil {
+		return err
+	}
 	mgr, err := manager.New(cfg, manager.Options{
 		Scheme:                  scheme,
 		Logger:                  o.Logger,
@@ -112,13 +123,28 @@ func Serve(ctx context.Context, cfg *rest.Config, o ServeOptions) error {
 		HealthProbeBindAddress:  o.ProbeAddr,
 		GracefulShutdownTimeout: &o.ShutdownTimeout,
 		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		WebhookServer:           ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir}),
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir,
+			TLSOpts: tlsOpts}),
 	})
 	if err != nil {
 		return fmt.Errorf("webhook manager: %w", err)
 	}
-	// Start the three informers with the manager, so that readiness covers them and the first
-	// admission does not wait for a list.
+	if err := setUp(ctx, mgr, o); err != nil {
+		return err
+	}
+	if certs != nil {
+		if err := mgr.Add(certSync(o, certs)); err != nil {
+			return err
+		}
+	}
+	o.Logger.Info("webhook serving", "port", o.Port, "metrics", o.MetricsAddr, "probes", o.ProbeAddr,
+		"clientCertificates", o.ClientCAFile != "")
+	return mgr.Start(ctx)
+}
+
+// setUp starts the policy data informers with the manager (so readiness covers them and the
+// first admission does not wait for a list), registers the endpoints and the probes.
+func setUp(ctx context.Context, mgr manager.Manager, o ServeOptions) error {
 	for _, obj := range []client.Object{&v1alpha1.Tenant{}, &v1alpha1.NodeType{}, &v1alpha1.ModelMaster{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("watch %T: %w", obj, err)
@@ -128,39 +154,57 @@ func Serve(ctx context.Context, cfg *rest.Config, o ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	src := policy.ClientSource{Reader: mgr.GetClient(), Live: mgr.GetAPIReader()}
-	Register(mgr.GetWebhookServer(), src, metrics, o.Logger.WithName("admission"))
-
+	o.Guard.Metrics = metrics
+	src := ClientSource{Reader: mgr.GetClient(), Live: mgr.GetAPIReader()}
+	for path, h := range Handlers(NewGuard(o.Guard), src, metrics, o.Logger.WithName("admission")) {
+		mgr.GetWebhookServer().Register(path, h)
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("policy-cache", cacheSynced(mgr.GetCache())); err != nil {
-		return err
-	}
-	if certs != nil {
-		cs, dir, every, log := o.CertSecret, o.CertDir, o.CertSyncInterval, o.Logger.WithName("certs")
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-t.C:
-					if err := cs.Sync(ctx, dir, certs); err != nil {
-						log.Error(err, "serving certificate sync failed; retrying", "every", every)
-					}
+	return mgr.AddReadyzCheck("policy-cache", cacheSynced(mgr.GetCache()))
+}
+
+// certSync re-checks the serving certificate Secret every interval.
+func certSync(o ServeOptions, certs *Bundle) manager.Runnable {
+	cs, dir, every, log := o.CertSecret, o.CertDir, o.CertSyncInterval, o.Logger.WithName("certs")
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				if err := cs.Sync(ctx, dir, certs); err != nil {
+					log.Error(err, "serving certificate sync failed; retrying", "every", every)
 				}
 			}
-		})); err != nil {
-			return err
 		}
+	})
+}
+
+// clientAuth requires TLS clients to present a certificate signed by a CA in caFile ("": any
+// client may connect).
+func clientAuth(caFile string) ([]func(*tls.Config), error) {
+	if caFile == "" {
+		return nil, nil
 	}
-	o.Logger.Info("webhook serving", "port", o.Port, "metrics", o.MetricsAddr, "probes", o.ProbeAddr)
-	return mgr.Start(ctx)
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("client CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("client CA %s: no PEM certificate in it", caFile)
+	}
+	return []func(*tls.Config){func(c *tls.Config) {
+		c.ClientCAs = pool
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+	}}, nil
 }
 
 func cacheSynced(c cache.Cache) healthz.Checker {
@@ -172,32 +216,4 @@ func cacheSynced(c cache.Cache) healthz.Checker {
 		}
 		return nil
 	}
-}
-
-// Register adds the four admission endpoints (Endpoints) to a webhook server.
-func Register(srv ctrlwebhook.Server, src policy.Source, m *Metrics, log logr.Logger) {
-	for _, ep := range Endpoints {
-		srv.Register(ep.Path, NewWebhook(ep.Kind, src, m, log))
-	}
-}
-
-// NewWebhook is the HTTP handler of one endpoint: controller-runtime's AdmissionReview
-// decoding and encoding around a Handler (with panics turned into 500 responses), logging to
-// log.
-func NewWebhook(kind schema.GroupKind, src policy.Source, m *Metrics, log logr.Logger) http.Handler {
-	hook := &admission.Webhook{Handler: &Handler{Kind: kind, Source: src, Metrics: m, Log: log}}
-	h, err := admission.StandaloneWebhook(hook, admission.StandaloneOptions{Logger: log})
-	if err != nil {
-		return hook // only a metrics path can make it fail, and none is given
-	}
-	return h
-}
-
-// Mux serves the four endpoints without TLS, a manager or a cache: for tests and benchmarks.
-func Mux(src policy.Source, m *Metrics) *http.ServeMux {
-	mux := http.NewServeMux()
-	for _, ep := range Endpoints {
-		mux.Handle(ep.Path, NewWebhook(ep.Kind, src, m, logr.Discard()))
-	}
-	return mux
 }

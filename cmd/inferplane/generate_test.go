@@ -128,5 +128,5 @@ func TestAdmissionCheckRefusesWhatTheWebhookWouldDeny(t *testing.T) {
 			"          - deviceName: nvidia.com/GH100_H100_SXM5_80GB\n            name: gpu1\n", 1))
 	err = check("acme", files)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "DENY VirtualMachine/acme/qwen3-32b-r0-n0: spec.template.spec.domain.devices.gpus is 2 GPUs: must be 1")
+	assert.Contains(t, err.Error(), "DENY VirtualMachine/acme/qwen3-32b-r0-n0: spec.template.spec.domain.devices.gpus is 2: must be 1")
 }

@@ -38,7 +38,7 @@ func TestValidateBadTree(t *testing.T) {
 	assert.Equal(t, `DENY ManagedInferenceJob/acme/chat: spec.nodeType is "gcp.l4": not allowed for Tenant acme (allowedNodeTypes: [aws.*])
 DENY ManagedInferenceJob/acme/chat: spec.gpuCount is 8: must equal perReplicaGPUCount 4 of ModelMaster qwen-4
 DENY VirtualMachine/acme/chat-r0-n0: spec.template.spec.domain.devices.gpus[0].deviceName is "nvidia.com/GB200": must be "nvidia.com/GH100_H100_SXM5_80GB", the GPU of NodeType aws.h100
-DENY VirtualMachine/acme/chat-r0-n0: spec.template.spec.domain.devices.gpus is 5 GPUs: must be 4: a replica of ModelMaster qwen-4 needs 4 GPUs, which fit one node of NodeType aws.h100 (8 GPUs): one VM with all 4
+DENY VirtualMachine/acme/chat-r0-n0: spec.template.spec.domain.devices.gpus is 5: must be 4: a replica of ModelMaster qwen-4 needs 4 GPUs, which fit one node of NodeType aws.h100 (8 GPUs): one VM with all 4
 `, stdout)
 	assert.Contains(t, stderr, "validate: 2 files, 2 objects: 2 checked (labelled inferplane.io/tenant), 2 denied")
 	assert.Contains(t, stderr, "inferplane: 2 of 2 checked objects denied")

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/inferplane/inferplane/webhook"
+	"github.com/inferplane/inferplane/webhook/install"
 )
 
 func newWebhookCmd() *cobra.Command {
@@ -121,7 +122,8 @@ Endpoints: the webhook on --port (TLS, /validate/<resource>); /healthz and /read
 	f.StringSliceVar(&devHosts, "dev-hosts", []string{"localhost", "127.0.0.1"}, "with --dev: the names and addresses the certificate covers")
 	f.StringVar(&tlsSecret, "tls-secret", "", "NAMESPACE/NAME of the Secret that keeps the serving certificate (in cluster)")
 	f.StringVar(&service, "service", "", "with --tls-secret: NAMESPACE/NAME of the webhook's Service (the certificate's host names)")
-	f.StringVar(&vwcName, "webhook-configuration", webhook.DefaultConfigurationName, "with --tls-secret: the ValidatingWebhookConfiguration whose caBundle the webhook fills in")
+	f.StringVar(&vwcName, "webhook-configuration", install.DefaultConfigurationName, "with --tls-secret: the ValidatingWebhookConfiguration whose caBundle the webhook fills in")
+	f.StringVar(&o.ClientCAFile, "client-ca-file", "", "PEM file of the CAs whose client certificates may call the webhook: clients without one are refused (docs/webhook.md)")
 	f.StringVar(&logLevel, "log-level", "info", "debug (every decision), info (denials and errors), warn or error")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	return cmd
@@ -200,7 +202,7 @@ func webhookDevCerts(out io.Writer, o *webhook.ServeOptions, hosts []string) err
 
 func newWebhookManifestsCmd() *cobra.Command {
 	var (
-		o      webhook.ManifestOptions
+		o      install.ManifestOptions
 		caFile string
 	)
 	cmd := &cobra.Command{
@@ -224,11 +226,11 @@ configuration is printed, pointing at a webhook outside the cluster (serve --dev
 				}
 				o.CABundle = ca
 			}
-			objs, err := webhook.Manifests(o)
+			objs, err := install.Manifests(o)
 			if err != nil {
 				return usageErr(err)
 			}
-			data, err := webhook.YAML(objs)
+			data, err := install.YAML(objs)
 			if err != nil {
 				return err
 			}
@@ -237,12 +239,12 @@ configuration is printed, pointing at a webhook outside the cluster (serve --dev
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Namespace, "namespace", webhook.DefaultNamespace, "namespace the webhook runs in")
-	f.StringVar(&o.Name, "name", webhook.DefaultName, "name of the Deployment, Service, ServiceAccount and RBAC objects")
-	f.StringVar(&o.ConfigurationName, "configuration-name", webhook.DefaultConfigurationName, "name of the ValidatingWebhookConfiguration")
-	f.StringVar(&o.Image, "image", webhook.DefaultImage, "the inferplane image")
-	f.Int32Var(&o.Replicas, "replicas", webhook.DefaultReplicas, "webhook replicas (keep two or more: the webhook fails closed)")
-	f.Int32Var(&o.TimeoutSeconds, "timeout", webhook.DefaultTimeoutSeconds, "seconds the API server waits for a decision (1-30)")
+	f.StringVar(&o.Namespace, "namespace", install.DefaultNamespace, "namespace the webhook runs in")
+	f.StringVar(&o.Name, "name", install.DefaultName, "name of the Deployment, Service, ServiceAccount and RBAC objects")
+	f.StringVar(&o.ConfigurationName, "configuration-name", install.DefaultConfigurationName, "name of the ValidatingWebhookConfiguration")
+	f.StringVar(&o.Image, "image", install.DefaultImage, "the inferplane image")
+	f.Int32Var(&o.Replicas, "replicas", install.DefaultReplicas, "webhook replicas (keep two or more: the webhook fails closed)")
+	f.Int32Var(&o.TimeoutSeconds, "timeout", install.DefaultTimeoutSeconds, "seconds the API server waits for a decision (1-30)")
 	f.StringVar(&o.URL, "url", "", "https://HOST[:PORT] of a webhook outside the cluster: print only the configuration, pointing there")
 	f.StringVar(&caFile, "ca-bundle-file", "", "with --url: PEM file of the CA that signed the webhook's certificate")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })

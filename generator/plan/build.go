@@ -265,9 +265,9 @@ func (b *builder) master(t *inputs.Tenant, j *inputs.Job, nt *inputs.NodeType) (
 		add(field, expected, "%s", deriveMessage(err, nt))
 		return nil, "", false
 	}
-	if vs := policy.CheckMaster(m); len(vs) > 0 {
-		for _, v := range vs {
-			add("spec.model", "a master that passes the policy rules", "derived master %s: %s", m.Name, v)
+	if errs := policy.CheckMaster(m); len(errs) > 0 {
+		for _, e := range errs {
+			add("spec.model", "a master that passes the policy rules", "derived master %s: %s", m.Name, policy.Describe(e))
 		}
 		return nil, "", false
 	}
@@ -355,8 +355,12 @@ func (b *builder) checkExtraArgs(f string, args []string) {
 
 // checkMaster reports a hand-written master that breaks the policy rules, at its own file.
 func (b *builder) checkMaster(m *inputs.Master) {
-	for _, v := range policy.CheckMaster(&m.Object) {
-		b.problems.Add(m.File, v.Field, v.Reason, "is %s", v.Value)
+	for _, e := range policy.CheckMaster(&m.Object) {
+		if v := policy.Value(e); v != "" {
+			b.problems.Add(m.File, e.Field, e.Detail, "is %s", v)
+		} else {
+			b.problems.Add(m.File, e.Field, "", "%s", e.Detail)
+		}
 		b.unfit[m.Object.Name] = true
 	}
 	s := &m.Object.Spec

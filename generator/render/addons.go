@@ -15,7 +15,7 @@ import (
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/config/crd"
-	"github.com/inferplane/inferplane/webhook"
+	"github.com/inferplane/inferplane/webhook/install"
 )
 
 // The tenant cluster's add-ons: what must be in it before any job syncs. inferplane's CRDs (so
@@ -52,9 +52,9 @@ type staticAddons struct {
 	caBundles []string
 }
 
-var staticCache sync.Map // key: JSON of webhook.ManifestOptions → *staticAddons
+var staticCache sync.Map // key: JSON of install.ManifestOptions → *staticAddons
 
-func addonsFor(o webhook.ManifestOptions) (*staticAddons, error) {
+func addonsFor(o install.ManifestOptions) (*staticAddons, error) {
 	key, err := json.Marshal(o)
 	if err != nil {
 		return nil, err
@@ -66,11 +66,11 @@ func addonsFor(o webhook.ManifestOptions) (*staticAddons, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inferplane CRDs: %w", err)
 	}
-	objs, err := webhook.Manifests(o)
+	objs, err := install.Manifests(o)
 	if err != nil {
 		return nil, err
 	}
-	y, err := webhook.YAML(objs)
+	y, err := install.YAML(objs)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/render/internal/fastyaml"
-	"github.com/inferplane/inferplane/webhook"
+	"github.com/inferplane/inferplane/webhook/install"
 )
 
 // Files is a rendered repository: slash-separated paths relative to the repo root, to content.
@@ -49,7 +49,7 @@ type Options struct {
 	// Webhook shapes the admission webhook installed with the tenant cluster's add-ons (image,
 	// replicas, namespace); the zero value is the webhook package's defaults. URL must be
 	// empty: the add-ons install the webhook in the cluster.
-	Webhook webhook.ManifestOptions
+	Webhook install.ManifestOptions
 }
 
 // Defaults for Options fields left empty.

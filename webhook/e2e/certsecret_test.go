@@ -15,6 +15,7 @@ import (
 
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 	"github.com/inferplane/inferplane/webhook"
+	"github.com/inferplane/inferplane/webhook/install"
 )
 
 // TestCertSecret: the in-cluster certificate mode keeps one bundle in a Secret (created once,
@@ -23,7 +24,7 @@ func TestCertSecret(t *testing.T) {
 	kubeenv.Require(t, env)
 	ctx := context.Background()
 	require.NoError(t, env.EnsureNamespace(ctx, "inferplane-certs"))
-	objs, err := webhook.Manifests(webhook.ManifestOptions{Namespace: "inferplane-certs", ConfigurationName: "inferplane-certs-test"})
+	objs, err := install.Manifests(install.ManifestOptions{Namespace: "inferplane-certs", ConfigurationName: "inferplane-certs-test"})
 	require.NoError(t, err)
 	vwc := objs[len(objs)-1].(*admissionregistrationv1.ValidatingWebhookConfiguration)
 	// Registered for real, but matching nothing: its Service does not exist here.
@@ -36,7 +37,7 @@ func TestCertSecret(t *testing.T) {
 	now := time.Now()
 	cs := &webhook.CertSecret{
 		Client: env.Client, Secret: types.NamespacedName{Namespace: "inferplane-certs", Name: "webhook-tls"},
-		Hosts: webhook.Hosts("inferplane-certs", webhook.DefaultName), WebhookConfiguration: vwc.Name,
+		Hosts: webhook.Hosts("inferplane-certs", install.DefaultName), WebhookConfiguration: vwc.Name,
 		Now: func() time.Time { return now },
 	}
 	first, err := cs.Ensure(ctx)
@@ -80,7 +81,7 @@ func TestServeWithCertSecret(t *testing.T) {
 	}
 	srv := startServer(t, webhook.ServeOptions{CertSecret: cs, CertSyncInterval: 200 * time.Millisecond})
 	// Rendered with a placeholder CA, as from git; the server's next sync replaces it.
-	objs, err := webhook.Manifests(webhook.ManifestOptions{ConfigurationName: cs.WebhookConfiguration, URL: srv.URL, CABundle: []byte("placeholder")})
+	objs, err := install.Manifests(install.ManifestOptions{ConfigurationName: cs.WebhookConfiguration, URL: srv.URL, CABundle: []byte("placeholder")})
 	require.NoError(t, err)
 	require.NoError(t, env.Client.Create(ctx, objs[0]))
 	t.Cleanup(func() { unregister(t, objs[0].(*admissionregistrationv1.ValidatingWebhookConfiguration)) })

@@ -23,6 +23,7 @@ import (
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 	pt "github.com/inferplane/inferplane/policy/policytest"
 	"github.com/inferplane/inferplane/webhook"
+	"github.com/inferplane/inferplane/webhook/install"
 )
 
 var env *kubeenv.Env
@@ -127,7 +128,7 @@ func get(url string) (int, string) {
 // breaks the GPU rule comes back denied by our webhook.
 func register(t testing.TB, name, url string, ca []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	t.Helper()
-	objs, err := webhook.Manifests(webhook.ManifestOptions{ConfigurationName: name, URL: url, CABundle: ca})
+	objs, err := install.Manifests(install.ManifestOptions{ConfigurationName: name, URL: url, CABundle: ca})
 	require.NoError(t, err)
 	require.Len(t, objs, 1)
 	vwc := objs[0].(*admissionregistrationv1.ValidatingWebhookConfiguration)

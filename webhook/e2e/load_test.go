@@ -26,6 +26,7 @@ import (
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 	pt "github.com/inferplane/inferplane/policy/policytest"
 	"github.com/inferplane/inferplane/webhook"
+	"github.com/inferplane/inferplane/webhook/install"
 )
 
 // Environment variables of the load test.
@@ -189,7 +190,7 @@ func unregisterNoop(t *testing.T, n *noopWebhook, vwc *admissionregistrationv1.V
 // server, and waits until the API server calls it.
 func registerNoop(t *testing.T, n *noopWebhook) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	t.Helper()
-	objs, err := webhook.Manifests(webhook.ManifestOptions{ConfigurationName: "inferplane-policy-noop", URL: n.URL, CABundle: n.CA})
+	objs, err := install.Manifests(install.ManifestOptions{ConfigurationName: "inferplane-policy-noop", URL: n.URL, CABundle: n.CA})
 	require.NoError(t, err)
 	vwc := objs[0].(*admissionregistrationv1.ValidatingWebhookConfiguration)
 	require.NoError(t, env.Client.Create(context.Background(), vwc))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 	"github.com/inferplane/inferplane/webhook"
+	"github.com/inferplane/inferplane/webhook/install"
 )
 
 // TestInstallRBAC applies the install manifests' Namespace, ServiceAccount and RBAC for real and
@@ -27,7 +28,7 @@ func TestInstallRBAC(t *testing.T) {
 	kubeenv.Require(t, env)
 	ctx := context.Background()
 	const ns = "inferplane-rbac"
-	objs, err := webhook.Manifests(webhook.ManifestOptions{Namespace: ns, ConfigurationName: "inferplane-rbac-test"})
+	objs, err := install.Manifests(install.ManifestOptions{Namespace: ns, ConfigurationName: "inferplane-rbac-test"})
 	require.NoError(t, err)
 	var vwc *admissionregistrationv1.ValidatingWebhookConfiguration
 	for _, o := range objs {
@@ -47,10 +48,10 @@ func TestInstallRBAC(t *testing.T) {
 	require.NotNil(t, vwc)
 
 	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + webhook.DefaultName}
-	secret := types.NamespacedName{Namespace: ns, Name: webhook.DefaultName + "-tls"}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + install.DefaultName}
+	secret := types.NamespacedName{Namespace: ns, Name: install.DefaultName + "-tls"}
 	srv := startServerWithConfig(t, cfg, webhook.ServeOptions{CertSecret: &webhook.CertSecret{
-		Secret: secret, Hosts: webhook.Hosts(ns, webhook.DefaultName), WebhookConfiguration: vwc.Name,
+		Secret: secret, Hosts: webhook.Hosts(ns, install.DefaultName), WebhookConfiguration: vwc.Name,
 	}, CertSyncInterval: 200 * time.Millisecond})
 	_ = srv
 

@@ -19,6 +19,7 @@ import (
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 	pt "github.com/inferplane/inferplane/policy/policytest"
 	"github.com/inferplane/inferplane/webhook"
+	"github.com/inferplane/inferplane/webhook/install"
 )
 
 // TestThroughAPIServer registers the webhook with the real API server and creates allowed and
@@ -69,12 +70,12 @@ func TestThroughAPIServer(t *testing.T) {
 		tooMany := pt.VM("chat", 1, 0, qwen, pt.H100())
 		tooMany.Spec.Template.Spec.Domain.Devices.GPUs = pt.VM("x", 0, 0, pt.Master("m", 8), pt.H100()).Spec.Template.Spec.Domain.Devices.GPUs
 		denied(t, env.DryRun(ctx, tooMany), "virtualmachines.policy.inferplane.io",
-			"VirtualMachine/acme/chat-r1-n0: spec.template.spec.domain.devices.gpus is 8 GPUs: must be 4")
+			"VirtualMachine/acme/chat-r1-n0: spec.template.spec.domain.devices.gpus is 8: must be 4")
 
 		noRack := pt.VM("big", 0, 1, deepseek, pt.H100())
 		noRack.Spec.Template.Spec.Affinity = nil
 		denied(t, env.DryRun(ctx, noRack), "virtualmachines.policy.inferplane.io",
-			"VirtualMachine/acme/big-r0-n1: spec.template.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution is without a rack term")
+			"VirtualMachine/acme/big-r0-n1: spec.template.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution: no rack term")
 
 		wrongGPU := pt.VM("chat", 2, 0, qwen, pt.H100())
 		wrongGPU.Spec.Template.Spec.Domain.Devices.GPUs[0].DeviceName = "nvidia.com/GB200"
@@ -95,7 +96,7 @@ func TestThroughAPIServer(t *testing.T) {
 		require.NoError(t, env.Client.Update(ctx, vm))
 
 		vm.Spec.Template.Spec.Domain.Devices.GPUs = vm.Spec.Template.Spec.Domain.Devices.GPUs[:3]
-		denied(t, env.Client.Update(ctx, vm), "virtualmachines.policy.inferplane.io", "VirtualMachine/acme/upd-r0-n0: spec.template.spec.domain.devices.gpus is 3 GPUs")
+		denied(t, env.Client.Update(ctx, vm), "virtualmachines.policy.inferplane.io", "VirtualMachine/acme/upd-r0-n0: spec.template.spec.domain.devices.gpus is 3")
 
 		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(vm), vm))
 		delete(vm.Labels, v1alpha1.LabelTenant)
@@ -205,11 +206,11 @@ func eventually(f func() error) error {
 func TestManifestsServerSideDryRun(t *testing.T) {
 	kubeenv.Require(t, env)
 	ctx := context.Background()
-	objs, err := webhook.Manifests(webhook.ManifestOptions{Namespace: "inferplane-dryrun"})
+	objs, err := install.Manifests(install.ManifestOptions{Namespace: "inferplane-dryrun"})
 	require.NoError(t, err)
 	// The YAML `inferplane webhook manifests` prints, checked below (the client clears the typed
 	// objects' apiVersion and kind once it has sent them).
-	data, err := webhook.YAML(objs)
+	data, err := install.YAML(objs)
 	require.NoError(t, err)
 	kinds := map[string]bool{}
 	for _, o := range objs {
@@ -228,7 +229,7 @@ func TestManifestsServerSideDryRun(t *testing.T) {
 		}
 	}
 
-	dev, err := webhook.Manifests(webhook.ManifestOptions{URL: "https://127.0.0.1:9443", CABundle: []byte("-----BEGIN CERTIFICATE-----\n")})
+	dev, err := install.Manifests(install.ManifestOptions{URL: "https://127.0.0.1:9443", CABundle: []byte("-----BEGIN CERTIFICATE-----\n")})
 	require.NoError(t, err)
 	require.NoError(t, env.DryRun(ctx, dev[0]))
 

@@ -1,4 +1,9 @@
-package webhook
+// Package install renders the admission webhook's install manifests as typed objects: the
+// Namespace, RBAC, Service, Deployment, PodDisruptionBudget and ValidatingWebhookConfiguration.
+// It is pure (no server, no client): the generator renders the same objects into each tenant's
+// add-ons, `inferplane webhook manifests` prints them, and the webhook server takes its paths
+// and ports from here.
+package install
 
 import (
 	"cmp"
@@ -6,6 +11,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +40,40 @@ const (
 	DefaultReplicas          int32 = 2
 	DefaultTimeoutSeconds    int32 = 5
 )
+
+// The ports and drain time the server listens with by default and the Deployment exposes.
+const (
+	Port            = 9443
+	MetricsPort     = 8080
+	ProbePort       = 8081
+	ShutdownTimeout = 30 * time.Second
+)
+
+// MemoryLimit is the webhook container's memory limit. The server bounds what it holds at once
+// below it (webhook.MaxRequestBytes, webhook.MaxDecodeBytes), and GOMEMLIMIT is set a little
+// under it so the Go runtime collects before the kernel would kill the pod.
+const (
+	MemoryLimit = "256Mi"
+	goMemLimit  = "200MiB"
+)
+
+// Endpoint is one admission endpoint: the kind it reviews, its resource and its URL path.
+type Endpoint struct {
+	Kind     schema.GroupKind
+	Version  string
+	Resource string
+	Path     string
+	// Name is the webhook's name in the ValidatingWebhookConfiguration.
+	Name string
+}
+
+// Endpoints are the four kinds the webhook reviews.
+var Endpoints = []Endpoint{
+	{policy.GroupKindJob, v1alpha1.GroupVersion.Version, "managedinferencejobs", "/validate/managedinferencejobs", "managedinferencejobs.policy.inferplane.io"},
+	{policy.GroupKindMaster, v1alpha1.GroupVersion.Version, "modelmasters", "/validate/modelmasters", "modelmasters.policy.inferplane.io"},
+	{policy.GroupKindVM, "v1", "virtualmachines", "/validate/virtualmachines", "virtualmachines.policy.inferplane.io"},
+	{policy.GroupKindVMI, "v1", "virtualmachineinstances", "/validate/virtualmachineinstances", "virtualmachineinstances.policy.inferplane.io"},
+}
 
 // ManifestOptions shape the install manifests. The zero value installs the webhook in
 // inferplane-system, two replicas, with a certificate it keeps in a Secret itself.
@@ -89,12 +130,6 @@ func (o *ManifestOptions) defaults() error {
 	return errors.Join(errs...)
 }
 
-// Hosts are the names the API server reaches the webhook's Service by: its serving certificate
-// must cover them.
-func Hosts(namespace, name string) []string {
-	return []string{name + "." + namespace + ".svc", name + "." + namespace + ".svc.cluster.local", name + "." + namespace, name}
-}
-
 // labels every object of the install carries.
 func installLabels(name string) map[string]string {
 	return map[string]string{
@@ -107,8 +142,7 @@ func installLabels(name string) map[string]string {
 // Manifests returns the webhook's install objects, typed and in apply order: Namespace,
 // ServiceAccount, ClusterRole and binding (read the policy data, fill in the caBundle), Role and
 // binding (the TLS Secret), Service, Deployment, PodDisruptionBudget and the
-// ValidatingWebhookConfiguration. It is pure: the generator renders the same objects into each
-// tenant's platform add-ons and `inferplane webhook manifests` prints them.
+// ValidatingWebhookConfiguration. With o.URL, only the configuration.
 func Manifests(o ManifestOptions) ([]client.Object, error) {
 	if err := o.defaults(); err != nil {
 		return nil, fmt.Errorf("webhook manifests: %w", err)
@@ -116,18 +150,47 @@ func Manifests(o ManifestOptions) ([]client.Object, error) {
 	if o.URL != "" {
 		return []client.Object{configuration(o)}, nil
 	}
-	labels := installLabels(o.Name)
-	meta := func(name string) metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: installLabels(o.Name)}
-	}
-	secretName := o.Name + "-tls"
-	selector := map[string]string{"app.kubernetes.io/name": o.Name, "app.kubernetes.io/component": "webhook"}
-
 	ns := &corev1.Namespace{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-		ObjectMeta: metav1.ObjectMeta{Name: o.Namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: o.Namespace, Labels: installLabels(o.Name)},
 	}
-	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(o.Name)}
+	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: o.meta(o.Name)}
+	objs := append([]client.Object{ns, sa}, rbac(o)...)
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: o.meta(o.Name),
+		Spec: corev1.ServiceSpec{
+			Selector: o.selector(),
+			Ports: []corev1.ServicePort{{Name: "webhook", Port: 443, TargetPort: intstr.FromString("webhook"), Protocol: corev1.ProtocolTCP},
+				{Name: "metrics", Port: MetricsPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1.SchemeGroupVersion.String(), Kind: "PodDisruptionBudget"},
+		ObjectMeta: o.meta(o.Name),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr(intstr.FromInt32(1)),
+			Selector:     &metav1.LabelSelector{MatchLabels: o.selector()},
+		},
+	}
+	return append(objs, svc, deployment(o), pdb, configuration(o)), nil
+}
+
+func (o ManifestOptions) meta(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: installLabels(o.Name)}
+}
+
+func (o ManifestOptions) selector() map[string]string {
+	return map[string]string{"app.kubernetes.io/name": o.Name, "app.kubernetes.io/component": "webhook"}
+}
+
+func (o ManifestOptions) secretName() string { return o.Name + "-tls" }
+
+// rbac lets the webhook read the policy data, fill in its configuration's caBundle and keep
+// its TLS Secret; nothing more.
+func rbac(o ManifestOptions) []client.Object {
+	labels := installLabels(o.Name)
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: o.Name}}
 	clusterRole := &rbacv1.ClusterRole{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
 		ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: labels},
@@ -142,49 +205,44 @@ func Manifests(o ManifestOptions) ([]client.Object, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: labels},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: o.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: o.Name}},
+		Subjects:   subjects,
 	}
 	role := &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
-		ObjectMeta: meta(o.Name),
+		ObjectMeta: o.meta(o.Name),
 		Rules: []rbacv1.PolicyRule{
 			// create cannot be limited by name; get and update can.
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{secretName}, Verbs: []string{"get", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{o.secretName()}, Verbs: []string{"get", "update"}},
 		},
 	}
 	roleBinding := &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
-		ObjectMeta: meta(o.Name),
+		ObjectMeta: o.meta(o.Name),
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: o.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: o.Name}},
+		Subjects:   subjects,
 	}
-	svc := &corev1.Service{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: meta(o.Name),
-		Spec: corev1.ServiceSpec{
-			Selector: selector,
-			Ports: []corev1.ServicePort{{Name: "webhook", Port: 443, TargetPort: intstr.FromString("webhook"), Protocol: corev1.ProtocolTCP},
-				{Name: "metrics", Port: DefaultMetricsPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP}},
-		},
-	}
+	return []client.Object{clusterRole, clusterBinding, role, roleBinding}
+}
+
+// deployment runs the webhook: non-root, read-only root, spread over nodes, drained on stop.
+func deployment(o ManifestOptions) *appsv1.Deployment {
 	certDir := "/var/run/inferplane/webhook-certs"
-	falseV, trueV := false, true
+	trueV := true
 	var uid int64 = 65532
-	grace := int64(DefaultShutdownTimeout.Seconds()) + 10
-	podLabels := installLabels(o.Name)
-	deploy := &appsv1.Deployment{
+	grace := int64(ShutdownTimeout.Seconds()) + 10
+	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"},
-		ObjectMeta: meta(o.Name),
+		ObjectMeta: o.meta(o.Name),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &o.Replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Selector: &metav1.LabelSelector{MatchLabels: o.selector()},
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
 				MaxUnavailable: ptr(intstr.FromInt32(0)), MaxSurge: ptr(intstr.FromInt32(1)),
 			}},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: map[string]string{
-					"prometheus.io/scrape": "true", "prometheus.io/port": strconv.Itoa(DefaultMetricsPort),
+				ObjectMeta: metav1.ObjectMeta{Labels: installLabels(o.Name), Annotations: map[string]string{
+					"prometheus.io/scrape": "true", "prometheus.io/port": strconv.Itoa(MetricsPort),
 				}},
 				Spec: corev1.PodSpec{
 					ServiceAccountName:            o.Name,
@@ -196,42 +254,9 @@ func Manifests(o ManifestOptions) ([]client.Object, error) {
 					// Spread replicas so that losing a node leaves one deciding.
 					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
 						MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
-						LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
+						LabelSelector: &metav1.LabelSelector{MatchLabels: o.selector()},
 					}},
-					Containers: []corev1.Container{{
-						Name:  "webhook",
-						Image: o.Image,
-						Args: []string{
-							"webhook", "serve",
-							"--port=" + strconv.Itoa(DefaultPort),
-							"--cert-dir=" + certDir,
-							"--tls-secret=" + o.Namespace + "/" + secretName,
-							"--service=" + o.Namespace + "/" + o.Name,
-							"--webhook-configuration=" + o.ConfigurationName,
-							"--metrics-bind-address=" + DefaultMetricsAddr,
-							"--health-probe-bind-address=" + DefaultProbeAddr,
-						},
-						Ports: []corev1.ContainerPort{
-							{Name: "webhook", ContainerPort: DefaultPort, Protocol: corev1.ProtocolTCP},
-							{Name: "metrics", ContainerPort: DefaultMetricsPort, Protocol: corev1.ProtocolTCP},
-							{Name: "probes", ContainerPort: DefaultProbePort, Protocol: corev1.ProtocolTCP},
-						},
-						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-							Path: "/readyz", Port: intstr.FromString("probes")}}, PeriodSeconds: 5},
-						LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-							Path: "/healthz", Port: intstr.FromString("probes")}}, PeriodSeconds: 10, FailureThreshold: 3},
-						// Keep serving while the endpoint is removed from the Service, then drain.
-						Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}},
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
-						},
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: &falseV, ReadOnlyRootFilesystem: &trueV,
-							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: certDir}},
-					}},
+					Containers: []corev1.Container{container(o, certDir)},
 					Volumes: []corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 						Medium: corev1.StorageMediumMemory, SizeLimit: ptr(resource.MustParse("1Mi")),
 					}}}},
@@ -239,22 +264,52 @@ func Manifests(o ManifestOptions) ([]client.Object, error) {
 			},
 		},
 	}
-	pdb := &policyv1.PodDisruptionBudget{
-		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1.SchemeGroupVersion.String(), Kind: "PodDisruptionBudget"},
-		ObjectMeta: meta(o.Name),
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: ptr(intstr.FromInt32(1)),
-			Selector:     &metav1.LabelSelector{MatchLabels: selector},
+}
+
+func container(o ManifestOptions, certDir string) corev1.Container {
+	falseV, trueV := false, true
+	return corev1.Container{
+		Name:  "webhook",
+		Image: o.Image,
+		Args: []string{
+			"webhook", "serve",
+			"--port=" + strconv.Itoa(Port),
+			"--cert-dir=" + certDir,
+			"--tls-secret=" + o.Namespace + "/" + o.secretName(),
+			"--service=" + o.Namespace + "/" + o.Name,
+			"--webhook-configuration=" + o.ConfigurationName,
+			"--metrics-bind-address=:" + strconv.Itoa(MetricsPort),
+			"--health-probe-bind-address=:" + strconv.Itoa(ProbePort),
 		},
+		Env: []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: goMemLimit}},
+		Ports: []corev1.ContainerPort{
+			{Name: "webhook", ContainerPort: Port, Protocol: corev1.ProtocolTCP},
+			{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP},
+			{Name: "probes", ContainerPort: ProbePort, Protocol: corev1.ProtocolTCP},
+		},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/readyz", Port: intstr.FromString("probes")}}, PeriodSeconds: 5},
+		LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/healthz", Port: intstr.FromString("probes")}}, PeriodSeconds: 10, FailureThreshold: 3},
+		// Keep serving while the endpoint is removed from the Service, then drain.
+		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(MemoryLimit)},
+		},
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: &falseV, ReadOnlyRootFilesystem: &trueV,
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+		VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: certDir}},
 	}
-	return []client.Object{ns, sa, clusterRole, clusterBinding, role, roleBinding, svc, deploy, pdb, configuration(o)}, nil
 }
 
 // policyChangeCEL is true for a CREATE and for an UPDATE that changes what the policy reads:
 // the spec or an inferplane.io/ label or annotation. A VMI's status, KubeVirt's own labels and
 // finalizers are written through the main resource; without this condition each of those
-// writes would call the webhook (and fail closed while it is down). policy.Unchanged is the
-// same test in Go.
+// writes would call the webhook (and fail closed while it is down). policy's Rules.Unchanged is the
+// same test in Go (policy.Rules.Unchanged).
 const policyChangeCEL = `request.operation != 'UPDATE' ||
 (has(object.spec) ? object.spec : {}) != (has(oldObject.spec) ? oldObject.spec : {}) ||
 (has(object.metadata.labels) ? object.metadata.labels : {}).exists(k, k.startsWith('inferplane.io/') &&
