@@ -60,6 +60,8 @@ type Env struct {
 	Scheme *k8sruntime.Scheme
 
 	testEnv *envtest.Environment
+	// work holds the servers' certificates and data (removed by Stop).
+	work string
 }
 
 // Scheme returns a scheme with the built-in kinds, CRDs, KubeVirt and inferplane's own types.
@@ -115,10 +117,26 @@ func checkBins(dir string) error {
 	return nil
 }
 
+// Options change how Start runs the API server.
+type Options struct {
+	// APIServerFlags are set on kube-apiserver's command line, e.g.
+	// {"admission-control-config-file": path}.
+	APIServerFlags map[string]string
+}
+
 // Start starts etcd and kube-apiserver and installs every CRD the project knows (KubeVirt,
 // Argo CD and inferplane's own), server-side.
-func Start(ctx context.Context) (*Env, error) {
+func Start(ctx context.Context) (*Env, error) { return StartWith(ctx, Options{}) }
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, o Options) (*Env, error) {
 	dir, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	// The servers' folders carry the harness's marker: it reaches their command lines
+	// (--cert-dir, --data-dir), which is how reapOrphans knows what the harness started.
+	work, err := os.MkdirTemp("", processMarker)
 	if err != nil {
 		return nil, err
 	}
@@ -127,16 +145,33 @@ func Start(ctx context.Context) (*Env, error) {
 		ControlPlaneStartTimeout: 90 * time.Second,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
+	te.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(work, "etcd")}
+	api := te.ControlPlane.GetAPIServer()
+	api.CertDir = filepath.Join(work, "apiserver")
+	for k, v := range o.APIServerFlags {
+		api.Configure().Set(k, v)
+	}
+	for _, d := range []string{te.ControlPlane.Etcd.DataDir, api.CertDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
 	cfg, err := te.Start()
 	if err != nil {
+		_ = te.Stop()
+		_ = os.RemoveAll(work)
 		return nil, fmt.Errorf("start kube-apiserver and etcd from %s: %w", dir, err)
 	}
 	env, err := newEnv(cfg, te)
+	if env != nil {
+		env.work = work
+	}
 	if err == nil {
 		err = env.InstallCRDs(ctx, CRDPaths()...)
 	}
 	if err != nil {
 		_ = te.Stop()
+		_ = os.RemoveAll(work)
 		return nil, err
 	}
 	return env, nil
@@ -158,7 +193,11 @@ func (e *Env) Stop() error {
 	if e == nil || e.testEnv == nil {
 		return nil
 	}
-	return e.testEnv.Stop()
+	err := e.testEnv.Stop()
+	if e.work != "" {
+		_ = os.RemoveAll(e.work)
+	}
+	return err
 }
 
 // Environment exposes envtest's environment, e.g. for its WebhookInstallOptions.

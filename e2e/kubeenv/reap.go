@@ -11,16 +11,21 @@ import (
 	"time"
 )
 
-// reapOrphans kills kube-apiserver and etcd processes started from dir whose parent is gone.
-// envtest starts them in their own process group, so when a test binary dies without running
-// its deferred Stop (a panic, `go test -timeout`, a kill), they live on, re-parented to init,
-// holding ports and CPU. Servers of test binaries still running keep their parent and are left
-// alone.
+// processMarker starts the name of the folder every API server and etcd the harness starts
+// keeps its certificates and data in; it is on their command lines (--cert-dir, --data-dir).
+const processMarker = "inferplane-kubeenv-"
+
+// reapOrphans kills the kube-apiserver and etcd processes that the harness started (from dir,
+// with processMarker on their command line) and whose test binary is gone. envtest starts them
+// in their own process group, so when a test binary dies without running its deferred Stop (a
+// panic, `go test -timeout`, a kill), they live on, re-parented to init, holding ports and CPU.
+// Servers of test binaries still running keep their parent and are left alone, and so is any
+// server the harness did not start (a developer's own API server, even from the same binaries).
 func reapOrphans(dir string) {
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
 		exe, err := os.Readlink(filepath.Join(p, "exe"))
-		if err != nil || filepath.Dir(exe) != dir {
+		if err != nil || filepath.Dir(exe) != dir || !startedByHarness(p) {
 			continue
 		}
 		pid, err := strconv.Atoi(filepath.Base(p))
@@ -30,6 +35,22 @@ func reapOrphans(dir string) {
 		fmt.Fprintf(os.Stderr, "kubeenv: killing orphaned %s (pid %d) left by an earlier test run\n", filepath.Base(exe), pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+}
+
+// startedByHarness reports whether the process at procDir has the harness's marker in a
+// folder argument of its command line.
+func startedByHarness(procDir string) bool {
+	cmdline, err := os.ReadFile(filepath.Join(procDir, "cmdline"))
+	if err != nil {
+		return false
+	}
+	for _, arg := range strings.Split(string(cmdline), "\x00") {
+		_, value, _ := strings.Cut(arg, "=")
+		if strings.HasPrefix(filepath.Base(filepath.Dir(value)), processMarker) {
+			return true
+		}
+	}
+	return false
 }
 
 // parentAlive reports whether the process at procDir still has the parent that started it:
