@@ -62,7 +62,10 @@ func startServer(t testing.TB, o webhook.ServeOptions) *server {
 // ServiceAccount).
 func startServerWithConfig(t testing.TB, cfg *rest.Config, o webhook.ServeOptions) *server {
 	t.Helper()
-	port, mport, pport := freePort(t), freePort(t), freePort(t)
+	port, mport, pport := o.Port, freePort(t), freePort(t)
+	if port == 0 {
+		port = freePort(t)
+	}
 	if o.CertDir == "" {
 		o.CertDir = t.TempDir()
 	}
@@ -169,7 +172,10 @@ func waitEnforced(t testing.TB) {
 
 // applyPolicyData creates the tenants, node types and masters of policytest in the cluster
 // (the objects a tenant's platform/ folder holds) and the tenant's namespace.
-func applyPolicyData(t testing.TB) {
+func applyPolicyData(t testing.TB) { applyPolicyDataTo(t, env) }
+
+// applyPolicyDataTo is applyPolicyData on another API server.
+func applyPolicyDataTo(t testing.TB, env *kubeenv.Env) {
 	t.Helper()
 	ctx := context.Background()
 	for _, o := range pt.Objects() {
