@@ -17,8 +17,10 @@ import (
 
 // Decoded is a set of manifest files decoded for review.
 type Decoded struct {
-	// Objects are the objects of the kinds the policy reads, in path then document order.
+	// Objects are the objects of the kinds the policy reads, in path then document order;
+	// Paths[i] is the file Objects[i] came from.
 	Objects []client.Object
+	Paths   []string
 	// Files and Documents count the manifest files and all their objects (any kind).
 	Files, Documents int
 	// Skipped are the files that hold no Kubernetes object (a values file such as
@@ -52,6 +54,7 @@ func DecodeFiles(files map[string][]byte) (*Decoded, error) {
 			}
 			if obj != nil {
 				d.Objects = append(d.Objects, obj)
+				d.Paths = append(d.Paths, p)
 			}
 		}
 	}

@@ -138,3 +138,78 @@ func TestValidateGeneratorOutput(t *testing.T) {
 	assert.Regexp(t, `validate: \d+ files, \d+ objects: \d+ checked`, stderr)
 	assert.NotContains(t, stderr, ": 0 checked", "the generator's workloads are labelled, so they are checked")
 }
+
+// TestValidateInputJobs: input job files carry no tenant label; validate takes the tenant from
+// the <tenant>/jobs/ folder (as generate does) and applies the webhook's rules, so a wrong
+// gpuCount is denied rather than passed as "0 checked".
+func TestValidateInputJobs(t *testing.T) {
+	jobs := filepath.Join(t.TempDir(), "acme", "jobs")
+	require.NoError(t, os.MkdirAll(jobs, 0o755))
+	for _, name := range []string{"mistral-small.yaml", "qwen3-32b.yaml", "transcribe.yaml"} {
+		data, err := os.ReadFile(filepath.Join("../../tenants/acme/jobs", name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(jobs, name), data, 0o644))
+	}
+	_, stderr, code := validateCLI(t, "validate", "--tenants", "../../tenants", "--recipes", "../../recipes", jobs)
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "3 checked (labelled inferplane.io/tenant, 3 input jobs by their folder), 0 denied")
+
+	data, err := os.ReadFile(filepath.Join(jobs, "mistral-small.yaml"))
+	require.NoError(t, err)
+	bad := filepath.Join(jobs, "x.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte(strings.Replace(strings.Replace(string(data), "gpuCount: 1", "gpuCount: 3", 1),
+		"name: mistral-small", "name: x", 1)), 0o644))
+	stdout, stderr, code := validateCLI(t, "validate", "--tenants", "../../tenants", bad)
+	assert.Equal(t, 1, code, stderr)
+	assert.Equal(t, "DENY ManagedInferenceJob/acme/x: spec.gpuCount is 3: must equal perReplicaGPUCount 1 of ModelMaster mistral-small-24b\n", stdout)
+
+	// A recipe model without --recipes: denied, with a hint saying what to pass.
+	stdout, stderr, code = validateCLI(t, "validate", "--tenants", "../../tenants", filepath.Join(jobs, "qwen3-32b.yaml"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stdout, `no ModelMaster "Qwen/Qwen3-32B" in the policy data`)
+	assert.Contains(t, stderr, `names model "Qwen/Qwen3-32B", which is no ModelMaster: pass --recipes DIR`)
+}
+
+// TestValidateNothingChecked: when no object is inferplane's, validate says so loudly and exits
+// 2, unless --allow-empty.
+func TestValidateNothingChecked(t *testing.T) {
+	stdout, stderr, code := validateCLI(t, "validate", validateData+"/good/unrelated.yaml")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "0 checked")
+	assert.Contains(t, stderr, "NOTHING WAS CHECKED")
+	_, stderr, code = validateCLI(t, "validate", "--allow-empty", validateData+"/good/unrelated.yaml")
+	assert.Equal(t, 0, code, stderr)
+}
+
+// TestValidateHelpExamples runs the examples of `validate --help` on the bundled inputs (the
+// rendered repository generated first): each does what its comment says.
+func TestValidateHelpExamples(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.CopyFS(filepath.Join(root, "tenants"), os.DirFS("../../tenants")))
+	require.NoError(t, os.CopyFS(filepath.Join(root, "recipes"), os.DirFS("../../recipes")))
+	t.Chdir(root)
+
+	help, _, err := execCLI(context.Background(), "validate", "--help")
+	require.NoError(t, err)
+	_, examples, ok := strings.Cut(help, "Examples:")
+	require.True(t, ok, help)
+	examples, _, _ = strings.Cut(examples, "Flags:")
+	var ran int
+	for _, line := range strings.Split(examples, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "inferplane ") {
+			continue
+		}
+		for _, cmdline := range strings.Split(line, " && ") {
+			args := strings.Fields(strings.TrimPrefix(cmdline, "inferplane "))
+			stdout, stderr, code := validateCLI(t, args...)
+			assert.Equal(t, 0, code, "%s:\n%s%s", cmdline, stdout, stderr)
+			if args[0] == "validate" {
+				assert.Regexp(t, `: [1-9]\d* checked`, stderr, cmdline)
+			}
+			ran++
+		}
+	}
+	assert.Equal(t, 4, ran, "the examples run: %s", examples)
+}
