@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -49,10 +48,8 @@ type Options struct {
 	// `jobs` commands change one tenant and must not commit the others).
 	Tenant string
 
-	// DryRun prints what would change as unified diffs and writes nothing.
+	// DryRun computes what would change, as unified diffs in the report, and writes nothing.
 	DryRun bool
-	// Stdout receives the per-tenant report (and the diffs of a dry run). Nil: discarded.
-	Stdout io.Writer
 
 	// Check, when set, is called with each tenant's files before anything is written, for
 	// several tenants at once (it must be safe for concurrent use); an error stops the run (e.g.
@@ -72,9 +69,14 @@ type Options struct {
 	Getenv func(string) string
 }
 
-// Report is what a run did (or, for a dry run, would do), per tenant, sorted by tenant.
+// Report is what a run did (or, for a dry run, would do), per tenant, sorted by tenant. The
+// generator prints nothing: the caller shows the report (Summary and Diff per tenant).
 type Report struct {
+	DryRun  bool
 	Tenants []TenantReport
+	// Warnings are things in the recipes tree that load but look wrong (recipe.Book.Warnings),
+	// each prefixed with the recipes folder.
+	Warnings []string
 }
 
 // TenantReport is one tenant's outcome.
@@ -89,6 +91,10 @@ type TenantReport struct {
 	Pushed  bool
 	// Files is the number of files in the tenant's repository.
 	Files int
+	// Diff is, in a dry run, what would change as unified diffs ("" when nothing would).
+	Diff string
+	// Err is why publishing the tenant failed (the run's error joins them); Status is then "".
+	Err error
 }
 
 // tenantRun is one tenant between planning and publishing.
@@ -98,26 +104,23 @@ type tenantRun struct {
 	target publish.Target
 }
 
-// Generate runs the generator. Problems with the inputs are returned as a problem.Errors; a
-// failure while publishing names the tenant.
+// Generate runs the generator and returns what it did. Problems with the inputs are returned as
+// a problem.Errors (and no report); a failure while publishing names the tenant, and the report
+// then says which tenants were published and which failed.
 func Generate(ctx context.Context, opts Options) (*Report, error) {
 	opts.RecipesDir = cmp.Or(opts.RecipesDir, "recipes")
 	opts.TenantsDir = cmp.Or(opts.TenantsDir, "tenants")
 	opts.OutDir = cmp.Or(opts.OutDir, "out")
-	out := opts.Stdout
-	if out == nil {
-		out = io.Discard
-	}
 
-	runs, err := prepare(opts)
+	runs, warnings, err := prepare(opts)
 	if err != nil {
 		return nil, err
 	}
 
-	rep := &Report{}
+	rep := &Report{DryRun: opts.DryRun, Warnings: warnings}
 	if opts.DryRun {
 		for _, r := range runs {
-			tr, err := dryRun(ctx, r, out)
+			tr, err := dryRun(ctx, r)
 			if err != nil {
 				return nil, err
 			}
@@ -138,14 +141,12 @@ func Generate(ctx context.Context, opts Options) (*Report, error) {
 		}
 		res, err := publish.Publish(ctx, r.target, r.files, publish.Options{Now: now, Group: group})
 		if err != nil {
-			fmt.Fprintf(out, "%s: failed: %v\n", r.target.Name, err)
+			rep.Tenants = append(rep.Tenants, TenantReport{Tenant: r.target.Name, Dir: r.target.Dir, Files: len(r.files), Err: err})
 			failed = append(failed, err)
 			continue
 		}
-		tr := TenantReport{Tenant: r.target.Name, Dir: r.target.Dir, Status: res.Status, Commit: res.Commit,
-			Changes: res.Changes, Pushed: res.Pushed, Files: len(r.files)}
-		fmt.Fprintln(out, describe(tr, false))
-		rep.Tenants = append(rep.Tenants, tr)
+		rep.Tenants = append(rep.Tenants, TenantReport{Tenant: r.target.Name, Dir: r.target.Dir, Status: res.Status,
+			Commit: res.Commit, Changes: res.Changes, Pushed: res.Pushed, Files: len(r.files)})
 	}
 	if len(failed) > 0 {
 		return rep, errors.Join(failed...)
@@ -166,46 +167,14 @@ type Planned struct {
 func Plan(opts Options) (*Planned, error) {
 	opts.RecipesDir = cmp.Or(opts.RecipesDir, "recipes")
 	opts.TenantsDir = cmp.Or(opts.TenantsDir, "tenants")
-	var probs problem.List
-
-	tenantsFS := opts.Tenants
-	if tenantsFS == nil {
-		if info, err := os.Stat(opts.TenantsDir); err != nil || !info.IsDir() {
-			probs.Add(opts.TenantsDir, "", "a folder with nodetypes/, masters/ and one folder per tenant (pass --tenants)", "does not exist or is not a folder")
-			return nil, probs.Err()
-		}
-		tenantsFS = os.DirFS(opts.TenantsDir)
-	}
-	in, err := inputs.Load(tenantsFS, opts.TenantsDir)
+	in, book, err := load(opts)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Tenant != "" {
-		if err := onlyTenant(in, opts.Tenant, opts.TenantsDir); err != nil {
-			return nil, err
-		}
-	}
-
-	recipesFS := opts.Recipes
-	recipesMissing := false
-	if recipesFS == nil {
-		if info, err := os.Stat(opts.RecipesDir); err == nil && info.IsDir() {
-			recipesFS = os.DirFS(opts.RecipesDir)
-		} else {
-			recipesMissing = true
-		}
-	}
-	var book *recipe.Book
-	if recipesFS != nil {
-		if book, err = recipe.Load(recipesFS); err != nil {
-			return nil, prefixRecipeErr(err, opts.RecipesDir)
-		}
-	}
-
 	p, err := plan.Build(in, book)
 	if err != nil {
-		if recipesMissing {
-			probs.Merge(problem.Problems(err))
+		if book == nil && opts.Recipes == nil {
+			probs := problem.List(problem.Problems(err))
 			probs.Add(opts.RecipesDir, "", "the vLLM recipes tree (models/<org>/<repo>.yaml, strategies/, taxonomy.yaml); pass --recipes",
 				"does not exist, so only hand-written masters and Parakeet resolve")
 			return nil, probs.Err()
@@ -215,15 +184,65 @@ func Plan(opts Options) (*Planned, error) {
 	return &Planned{Inputs: in, Book: book, Plan: p}, nil
 }
 
-// prepare is everything before the first write: load, plan, render, credentials, check.
-func prepare(opts Options) ([]tenantRun, error) {
+// load reads the tenants tree (only Options.Tenant's tenant, when set) and the recipes (nil
+// when the recipes folder does not exist).
+func load(opts Options) (*inputs.Inputs, *recipe.Book, error) {
+	tenantsFS := opts.Tenants
+	if tenantsFS == nil {
+		if info, err := os.Stat(opts.TenantsDir); err != nil || !info.IsDir() {
+			var probs problem.List
+			probs.Add(opts.TenantsDir, "", "a folder with nodetypes/, masters/ and one folder per tenant (pass --tenants)", "does not exist or is not a folder")
+			return nil, nil, probs.Err()
+		}
+		tenantsFS = os.DirFS(opts.TenantsDir)
+	}
+	in, err := inputs.Load(tenantsFS, opts.TenantsDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if opts.Tenant != "" {
+		if err := onlyTenant(in, opts.Tenant, opts.TenantsDir); err != nil {
+			return nil, nil, err
+		}
+	}
+	recipesFS := opts.Recipes
+	if recipesFS == nil {
+		if info, err := os.Stat(opts.RecipesDir); err != nil || !info.IsDir() {
+			return in, nil, nil
+		}
+		recipesFS = os.DirFS(opts.RecipesDir)
+	}
+	book, err := recipe.Load(recipesFS)
+	if err != nil {
+		return nil, nil, prefixRecipeErr(err, opts.RecipesDir)
+	}
+	return in, book, nil
+}
+
+// prepare is everything before the first write: load, plan, render, credentials, check. It
+// also returns the recipes tree's warnings.
+func prepare(opts Options) ([]tenantRun, []string, error) {
 	planned, err := Plan(opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	in, p := planned.Inputs, planned.Plan
-	var probs problem.List
+	runs, err := renderAll(opts, planned.Inputs, planned.Plan)
+	if err != nil {
+		return nil, nil, err
+	}
+	var warnings []string
+	if planned.Book != nil {
+		for _, w := range planned.Book.Warnings() {
+			warnings = append(warnings, opts.RecipesDir+": "+w)
+		}
+	}
+	return runs, warnings, nil
+}
 
+// renderAll renders and checks every tenant of the plan (in parallel) and finds where each is
+// published; every problem of every tenant comes back at once.
+func renderAll(opts Options, in *inputs.Inputs, p *plan.Plan) ([]tenantRun, error) {
+	var probs problem.List
 	runs := make([]tenantRun, len(p.Tenants))
 	errs := make([]error, len(p.Tenants))
 	checkErrs := make([]error, len(p.Tenants))
@@ -362,8 +381,8 @@ func group(p string) string {
 	return "tenant"
 }
 
-// dryRun prints what publishing would change and returns it, writing nothing.
-func dryRun(ctx context.Context, r tenantRun, out io.Writer) (TenantReport, error) {
+// dryRun says what publishing would change, as unified diffs, writing nothing.
+func dryRun(ctx context.Context, r tenantRun) (TenantReport, error) {
 	cur, exists, err := publish.Current(ctx, r.target)
 	if err != nil {
 		return TenantReport{}, err
@@ -377,10 +396,11 @@ func dryRun(ctx context.Context, r tenantRun, out io.Writer) (TenantReport, erro
 			tr.Status = publish.Created
 		}
 	}
-	fmt.Fprintln(out, describe(tr, true))
+	var diff strings.Builder
 	for _, c := range changes {
-		fmt.Fprint(out, unifiedDiff(c, cur[c.Path], r.files[c.Path]))
+		diff.WriteString(unifiedDiff(c, cur[c.Path], r.files[c.Path]))
 	}
+	tr.Diff = diff.String()
 	return tr, nil
 }
 
@@ -415,8 +435,12 @@ func splitLines(b []byte) []string {
 	return lines
 }
 
-// describe is the one-line report of a tenant.
-func describe(tr TenantReport, dry bool) string {
+// Summary is the one-line report of a tenant: "acme: updated (out/acme: 1 added, ...)", "would
+// be ..." in a dry run, "failed: <why>" when publishing failed.
+func (tr TenantReport) Summary(dry bool) string {
+	if tr.Err != nil {
+		return fmt.Sprintf("%s: failed: %v", tr.Tenant, tr.Err)
+	}
 	counts := map[publish.Op]int{}
 	for _, c := range tr.Changes {
 		counts[c.Op]++

@@ -38,21 +38,32 @@ func TestMain(m *testing.M) { os.Exit(kubeenv.Main(m, &env)) }
 
 var clock = func() time.Time { return time.Date(2026, 8, 1, 12, 0, 0, 0, time.UTC) }
 
-func options(tree fs.FS, out string, stdout *bytes.Buffer) Options {
+func options(tree fs.FS, out string) Options {
 	return Options{
 		RecipesDir: "recipes", Recipes: os.DirFS("../recipes"),
 		TenantsDir: "tenants", Tenants: tree,
-		OutDir: out, Stdout: stdout, Now: clock,
+		OutDir: out, Now: clock,
 		Getenv: func(string) string { return "" },
 	}
 }
 
+// text is the report as the CLI prints it: each tenant's summary, then its diff.
+func text(rep *Report) string {
+	if rep == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, tr := range rep.Tenants {
+		b.WriteString(tr.Summary(rep.DryRun) + "\n" + tr.Diff)
+	}
+	return b.String()
+}
+
 func generate(t *testing.T, tree fs.FS, out string) (*Report, string) {
 	t.Helper()
-	var buf bytes.Buffer
-	rep, err := Generate(context.Background(), options(tree, out, &buf))
-	require.NoError(t, err, buf.String())
-	return rep, buf.String()
+	rep, err := Generate(context.Background(), options(tree, out))
+	require.NoError(t, err, text(rep))
+	return rep, text(rep)
 }
 
 func statuses(rep *Report) map[string]publish.Status {
@@ -144,31 +155,31 @@ func TestGenerateDryRunWritesNothing(t *testing.T) {
 
 	// Nothing generated yet: everything would be created, and no folder appears.
 	fresh := filepath.Join(t.TempDir(), "out")
-	var buf bytes.Buffer
-	o := options(in, fresh, &buf)
+	o := options(in, fresh)
 	o.DryRun = true
 	rep, err := Generate(ctx, o)
 	require.NoError(t, err)
+	out1 := text(rep)
 	assert.Equal(t, map[string]publish.Status{"acme": publish.Created, "globex": publish.Created, "initech": publish.Created}, statuses(rep))
 	assert.NoDirExists(t, fresh)
-	assert.Contains(t, buf.String(), "acme: would be created (")
-	assert.Contains(t, buf.String(), "--- /dev/null\n+++ b/vcluster.yaml\n")
+	assert.Contains(t, out1, "acme: would be created (")
+	assert.Contains(t, out1, "--- /dev/null\n+++ b/vcluster.yaml\n")
 
 	// After a real run, a changed job shows as a diff of just what changed.
 	out := t.TempDir()
 	generate(t, in, out)
 	before := gentest.Snapshot(t, out)
 	gentest.Edit(t, in, "globex/jobs/llama-70b.yaml", "modelCacheSize: 400Gi", "modelCacheSize: 500Gi")
-	buf.Reset()
-	o = options(in, out, &buf)
+	o = options(in, out)
 	o.DryRun = true
 	rep, err = Generate(ctx, o)
 	require.NoError(t, err)
+	out2 := text(rep)
 	assert.Equal(t, map[string]publish.Status{"acme": publish.Unchanged, "globex": publish.Updated, "initech": publish.Unchanged}, statuses(rep))
 	assert.Equal(t, before, gentest.Snapshot(t, out), "a dry run writes nothing")
-	assert.Contains(t, buf.String(), "globex: would be updated (")
-	assert.Contains(t, buf.String(), "--- a/jobs/llama-70b/job.yaml\n+++ b/jobs/llama-70b/job.yaml\n")
-	assert.Contains(t, buf.String(), "-  modelCacheSize: 400Gi\n+  modelCacheSize: 500Gi\n")
+	assert.Contains(t, out2, "globex: would be updated (")
+	assert.Contains(t, out2, "--- a/jobs/llama-70b/job.yaml\n+++ b/jobs/llama-70b/job.yaml\n")
+	assert.Contains(t, out2, "-  modelCacheSize: 400Gi\n+  modelCacheSize: 500Gi\n")
 }
 
 type want = gentest.Want
@@ -271,15 +282,13 @@ func TestGenerateBadInputWritesNothing(t *testing.T) {
 				tc.mutate(t, in)
 			}
 			for _, dir := range []string{out, filepath.Join(t.TempDir(), "fresh")} {
-				var buf bytes.Buffer
-				o := options(in, dir, &buf)
+				o := options(in, dir)
 				if tc.opts != nil {
 					tc.opts(&o)
 				}
 				rep, err := Generate(context.Background(), o)
 				require.Error(t, err)
-				assert.Nil(t, rep)
-				assert.Empty(t, buf.String(), "nothing reported as done")
+				assert.Nil(t, rep, "nothing reported as done")
 				gentest.AssertProblems(t, err, tc.want)
 			}
 			assert.Equal(t, good, gentest.Snapshot(t, out), "nothing written or committed")
@@ -333,13 +342,12 @@ func TestGeneratePublishFailureNamesTheTenant(t *testing.T) {
 	in := gentest.Copy(t, "../tenants")
 	gentest.Edit(t, in, "globex/tenant.yaml", "  argoCD:", "  git:\n    url: file://"+filepath.Join(t.TempDir(), "missing.git")+"\n  argoCD:")
 	out := t.TempDir()
-	var buf bytes.Buffer
-	rep, err := Generate(context.Background(), options(in, out, &buf))
+	rep, err := Generate(context.Background(), options(in, out))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "tenant globex")
 	// The other tenants' repositories are independent and were published.
-	assert.Equal(t, map[string]publish.Status{"acme": publish.Created, "initech": publish.Created}, statuses(rep))
-	assert.Contains(t, buf.String(), "globex: failed:")
+	assert.Equal(t, map[string]publish.Status{"acme": publish.Created, "globex": "", "initech": publish.Created}, statuses(rep))
+	assert.Contains(t, text(rep), "globex: failed:")
 	assert.Empty(t, gentest.WorkTree(t, filepath.Join(out, "globex")), "no work tree written for the failed tenant")
 }
 
@@ -373,13 +381,12 @@ func TestGeneratePushesOverHTTPWithCredentials(t *testing.T) {
 	gentest.Edit(t, in, "globex/tenant.yaml", "  argoCD:", fmt.Sprintf(
 		"  git:\n    url: %s/globex.git\n    auth: {usernameEnv: GLOBEX_USER, passwordEnv: GLOBEX_TOKEN}\n  argoCD:", srv.URL))
 	out := t.TempDir()
-	var buf bytes.Buffer
-	o := options(in, out, &buf)
+	o := options(in, out)
 	o.Getenv = func(k string) string {
 		return map[string]string{"GLOBEX_USER": user, "GLOBEX_TOKEN": secret}[k]
 	}
 	rep, err := Generate(context.Background(), o)
-	require.NoError(t, err, buf.String())
+	require.NoError(t, err, text(rep))
 	assert.True(t, sawAuth)
 	assert.Equal(t, publish.Created, statuses(rep)["globex"])
 	pushed, _ := gentest.BranchFiles(t, bare, "main")
@@ -387,14 +394,13 @@ func TestGeneratePushesOverHTTPWithCredentials(t *testing.T) {
 
 	// A wrong token fails the push, and the error does not echo it.
 	gentest.Edit(t, in, "globex/jobs/kimi-k2.yaml", "modelCacheSize: 2Ti", "modelCacheSize: 3Ti")
-	buf.Reset()
 	o.Getenv = func(k string) string {
 		return map[string]string{"GLOBEX_USER": user, "GLOBEX_TOKEN": "wrong-" + secret}[k]
 	}
-	_, err = Generate(context.Background(), o)
+	rep, err = Generate(context.Background(), o)
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), secret)
-	assert.NotContains(t, buf.String(), secret)
+	assert.NotContains(t, text(rep), secret)
 
 	// The secret is nowhere in the repository, the work tree or its git metadata.
 	require.NoError(t, filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {

@@ -1,7 +1,6 @@
 package generator
 
 import (
-	"bytes"
 	"context"
 	"path/filepath"
 	"testing"
@@ -18,8 +17,7 @@ import (
 // problem naming the tenants there are, with nothing written.
 func TestGenerateOneTenant(t *testing.T) {
 	out := t.TempDir()
-	var buf bytes.Buffer
-	opts := options(gentest.Copy(t, "../tenants"), out, &buf)
+	opts := options(gentest.Copy(t, "../tenants"), out)
 	opts.Tenant = "globex"
 	rep, err := Generate(context.Background(), opts)
 	require.NoError(t, err)
@@ -35,7 +33,7 @@ func TestGenerateOneTenant(t *testing.T) {
 	in := gentest.Copy(t, "../tenants")
 	gentest.Edit(t, in, "acme/jobs/qwen3-32b.yaml", "replicas: 2", "replicas: 2\n  gpuCont: 1")
 	before := gentest.Snapshot(t, out)
-	opts = options(in, out, &buf)
+	opts = options(in, out)
 	opts.Tenant = "globex"
 	_, err = Generate(context.Background(), opts)
 	require.Error(t, err)

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -49,11 +51,11 @@ unchanged.`,
       --repo-url 'https://git.internal/gitops/{tenant}.git'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.Stdout = cmd.OutOrStdout()
 			opts.Render.GuestImage = guestImage
 			opts.Render.StorageClass = storageClass
 			opts.Check = admissionCheck(cmd.Context())
-			_, err := generator.Generate(cmd.Context(), opts)
+			rep, err := generator.Generate(cmd.Context(), opts)
+			printReport(cmd.OutOrStdout(), cmd.ErrOrStderr(), rep)
 			return err
 		},
 	}
@@ -67,6 +69,21 @@ unchanged.`,
 	f.StringVar(&guestImage, "guest-image", render.DefaultGuestImage, "golden VM disk (containerDisk image) for node types that name none")
 	f.StringVar(&storageClass, "storage-class", "", "storage class of the model-cache volumes (default: the tenant cluster's default class)")
 	return cmd
+}
+
+// printReport prints the recipes' warnings (stderr), then per tenant its line and, in a dry
+// run, its diffs.
+func printReport(w, stderr io.Writer, rep *generator.Report) {
+	if rep == nil {
+		return
+	}
+	for _, warning := range rep.Warnings {
+		fmt.Fprintln(stderr, "warning:", warning)
+	}
+	for _, tr := range rep.Tenants {
+		fmt.Fprintln(w, tr.Summary(rep.DryRun))
+		fmt.Fprint(w, tr.Diff)
+	}
 }
 
 // admissionCheck runs the webhook's policy offline over a tenant's rendered files, so generate

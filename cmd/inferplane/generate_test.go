@@ -130,3 +130,24 @@ func TestAdmissionCheckRefusesWhatTheWebhookWouldDeny(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "DENY VirtualMachine/acme/qwen3-32b-r0-n0: spec.template.spec.domain.devices.gpus is 2: must be 1")
 }
+
+// TestRecipeWarningsShown: a recipe that loads but looks wrong (its model_id is not the id its
+// path gives) is reported on stderr by generate, recipe show and validate.
+func TestRecipeWarningsShown(t *testing.T) {
+	recipes := filepath.Join(t.TempDir(), "recipes")
+	require.NoError(t, os.CopyFS(recipes, os.DirFS("../../recipes")))
+	odd := filepath.Join(recipes, "models", "acme", "Other.yaml")
+	require.NoError(t, os.MkdirAll(filepath.Dir(odd), 0o755))
+	require.NoError(t, os.WriteFile(odd, []byte("model: {model_id: acme/Other-NVFP4}\nvariants: {default: {precision: bf16}}\n"), 0o644))
+	want := `warning: ` + recipes + `: models/acme/Other.yaml: model.model_id "acme/Other-NVFP4" differs from the id its path gives`
+
+	for _, args := range [][]string{
+		{"generate", "--dry-run", "--recipes", recipes, "--tenants", "../../tenants", "--out", filepath.Join(t.TempDir(), "out")},
+		{"recipe", "show", "Qwen/Qwen3-32B", "--recipes", recipes, "--tenants", "../../tenants"},
+		{"validate", "--allow-empty", "--recipes", recipes, "testdata/validate/good/unrelated.yaml"},
+	} {
+		_, stderr, err := execCLI(context.Background(), args...)
+		require.NoError(t, err, "%v: %s", args, stderr)
+		assert.Contains(t, stderr, want, args[0])
+	}
+}

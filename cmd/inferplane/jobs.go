@@ -76,7 +76,6 @@ func (f *inputFlags) registerRender(fs *pflag.FlagSet) {
 func (f *inputFlags) options(cmd *cobra.Command, tenant string) generator.Options {
 	o := f.opts
 	o.Tenant = tenant
-	o.Stdout = cmd.OutOrStdout()
 	o.Render.GuestImage = f.guestImage
 	o.Render.StorageClass = f.storageClass
 	o.Check = admissionCheck(cmd.Context())
@@ -218,7 +217,9 @@ func runJobsCreate(cmd *cobra.Command, in *inputFlags, f *createFlags, tenant, j
 	if in.opts.DryRun {
 		fmt.Fprintf(out, "would write %s:\n%s\n", path, data)
 	}
-	if _, err := generator.Generate(cmd.Context(), opts); err != nil {
+	rep, err := generator.Generate(cmd.Context(), opts)
+	printReport(cmd.OutOrStdout(), cmd.ErrOrStderr(), rep)
+	if err != nil {
 		return err
 	}
 	if in.opts.DryRun {
@@ -313,7 +314,9 @@ func runJobsDelete(cmd *cobra.Command, in *inputFlags, tenant, job string, yes b
 	}
 	delete(tree, rel)
 	opts.Tenants = tree
-	if _, err := generator.Generate(cmd.Context(), opts); err != nil {
+	rep, err := generator.Generate(cmd.Context(), opts)
+	printReport(cmd.OutOrStdout(), cmd.ErrOrStderr(), rep)
+	if err != nil {
 		return err
 	}
 	if opts.DryRun {

@@ -65,6 +65,7 @@ perReplicaGPUCount is the gpuCount a job must ask for.`,
 			if err != nil {
 				return err
 			}
+			printWarnings(cmd.ErrOrStderr(), recipesDir, book)
 			hw, err := resolveHardware(book, nodeType, tenantsDir, cmd.Flags().Changed("tenants"))
 			if err != nil {
 				return err

@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -45,7 +44,7 @@ func world(t *testing.T) (*lifecycletest.World, cluster.Kubeconfig) {
 	host, tenant := clusters.Get(t, "host"), clusters.Get(t, "tenant")
 	out := t.TempDir()
 	_, err := generator.Generate(context.Background(), generator.Options{
-		RecipesDir: "../../recipes", TenantsDir: "../../tenants", OutDir: out, Tenant: "acme", Stdout: &bytes.Buffer{}})
+		RecipesDir: "../../recipes", TenantsDir: "../../tenants", OutDir: out, Tenant: "acme"})
 	require.NoError(t, err)
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, kubeenv.WriteKubeconfig(kc, "host", map[string]*rest.Config{"host": host.Config, "acme": tenant.Config}))
