@@ -245,6 +245,13 @@ func (b *builder) master(t *inputs.Tenant, j *inputs.Job, nt *inputs.NodeType) (
 			"unknown model %q%s", spec.Model, b.modelHint(spec.Model))
 		return nil, "", false
 	}
+	if id := b.book.ID(spec.Model); id != spec.Model {
+		// Recipes match ids without regard to case, but the id is committed as written: one
+		// spelling per model keeps the tenant's repository from changing with the case.
+		b.problems.AddNotFound(f, "spec.model", spec.Model, strconv.Quote(id)+", as the recipes spell it", []string{id},
+			"model %q is spelled %q in the recipes%s", spec.Model, id, suggest.DidYouMean([]string{id}))
+		return nil, "", false
+	}
 	if nt == nil {
 		return nil, "", false // the unknown node type is already reported
 	}

@@ -197,6 +197,11 @@ func TestBuildBadInput(t *testing.T) {
 			want:   []want{{qwenF, "spec.model", "did you mean Qwen/Qwen3-32B", "recipe model id"}},
 		},
 		{
+			name:   "a model id in another case is refused with the recipes' spelling",
+			mutate: func(t *testing.T, m fstest.MapFS) { gentest.Edit(t, m, qwen, "Qwen/Qwen3-32B", "qwen/qwen3-32b") },
+			want:   []want{{qwenF, "spec.model", `model "qwen/qwen3-32b" is spelled "Qwen/Qwen3-32B" in the recipes; did you mean Qwen/Qwen3-32B?`, `"Qwen/Qwen3-32B", as the recipes spell it`}},
+		},
+		{
 			name: "model served by a hand-written master, named by id",
 			mutate: func(t *testing.T, m fstest.MapFS) {
 				gentest.Edit(t, m, mistral, "model: mistral-small-24b", "model: mistralai/Mistral-Small-3.1-24B-Instruct-2503")

@@ -172,6 +172,24 @@ func (b *Book) Taxonomy() *Taxonomy { return b.taxonomy }
 // differs from its path), sorted.
 func (b *Book) Warnings() []string { return slices.Clone(b.warnings) }
 
+// ID is how the recipes spell modelID, which Has and Derive match without regard to case: the
+// recipe's id, or the checkpoint a recipe or its variant serves, as its file writes it; "" when
+// the book does not know it. A job that names a model in another case is asked to use this.
+func (b *Book) ID(modelID string) string {
+	r, variant, ok := b.lookup(modelID)
+	switch {
+	case !ok:
+		return ""
+	case strings.EqualFold(r.ID, strings.TrimSpace(modelID)):
+		return r.ID
+	case variant != "":
+		if mid := r.Variants.Values[variant].ModelID; mid != "" {
+			return mid
+		}
+	}
+	return r.Model.ModelID
+}
+
 func (b *Book) lookup(modelID string) (*Recipe, string, bool) {
 	if r, ok := b.recipes[modelID]; ok {
 		return r, "", true
