@@ -2,12 +2,15 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferplane/inferplane/internal/suggest"
 	"github.com/inferplane/inferplane/usage"
 )
 
@@ -19,7 +22,13 @@ func newHealthCmd() *cobra.Command {
 		Long: `Reads endpoint health from a running xDS server (` + usage.HealthPath + `): per endpoint its status
 (healthy, degraded, unavailable), ready replicas, requests, success rate and latency p50/p99
 over the server's window (5 minutes by default), from Envoy's access logs and the replica
-probes. Exits 1 when an endpoint shown is unavailable, so scripts can gate on it.`,
+probes. Exits 1 when an endpoint shown is unavailable, so scripts can gate on it, and when
+--tenant names a tenant the server knows no endpoint of.`,
+		Example: `  # Every endpoint the local xDS server knows
+  inferplane health
+
+  # One tenant's endpoints, from a server elsewhere, as JSON
+  inferplane health --tenant acme --server http://10.0.0.5:9090 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
@@ -32,6 +41,9 @@ probes. Exits 1 when an endpoint shown is unavailable, so scripts can gate on it
 			var rep usage.HealthReport
 			if err := serverGetJSON(cmd.Context(), server, usage.HealthPath, q, &rep); err != nil {
 				return err
+			}
+			if tenant != "" && len(rep.Endpoints) == 0 {
+				return unknownTenant(cmd, server, tenant)
 			}
 			if output == "json" {
 				if err := keysJSON(cmd.OutOrStdout(), rep); err != nil {
@@ -57,6 +69,22 @@ probes. Exits 1 when an endpoint shown is unavailable, so scripts can gate on it
 	fl.StringVar(&server, "server", serverURLDefault(), "base URL of the xDS server's HTTP endpoint ($"+envServerURL+")")
 	fl.StringVarP(&output, "output", "o", "table", "table or json")
 	return cmd
+}
+
+// unknownTenant is the error for a tenant the server knows no endpoint of, naming the tenants it
+// does know.
+func unknownTenant(cmd *cobra.Command, server, tenant string) error {
+	var all usage.HealthReport
+	if err := serverGetJSON(cmd.Context(), server, usage.HealthPath, nil, &all); err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, e := range all.Endpoints {
+		known[e.Tenant] = true
+	}
+	names := slices.Sorted(maps.Keys(known))
+	return fmt.Errorf("unknown tenant %q: the server knows no endpoint of it (tenants with endpoints: %s)%s",
+		tenant, orNone(names), suggest.DidYouMean(suggest.Close(tenant, names)))
 }
 
 func healthTable(cmd *cobra.Command, rep usage.HealthReport) error {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -41,8 +42,10 @@ type storeFlags struct {
 	context    string
 }
 
+// register adds the store flags to the commands that use a store (create, list, revoke; not
+// secret or usage).
 func (f *storeFlags) register(cmd *cobra.Command) {
-	fl := cmd.PersistentFlags()
+	fl := cmd.Flags()
 	fl.StringVar(&f.file, "store-file", "", "key store file (bbolt); default $"+envKeysFile+" or "+defaultKeysFile())
 	fl.StringVar(&f.namespace, "namespace", "", "keep keys as APIKey objects in this Kubernetes namespace instead of a file")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --namespace (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
@@ -64,7 +67,9 @@ func defaultKeysFile() string {
 	return filepath.Join(dir, "inferplane", "keys.db")
 }
 
-func (f *storeFlags) open() (keys.Store, string, error) {
+// open opens the chosen store. With mustExist, a store file that does not exist is an error
+// (listing or revoking in a mistyped file would otherwise show an empty store); create makes it.
+func (f *storeFlags) open(mustExist bool) (keys.Store, string, error) {
 	if f.namespace != "" {
 		if f.file != "" {
 			return nil, "", usageErr(errors.New("--store-file and --namespace choose different stores: pass one"))
@@ -80,11 +85,14 @@ func (f *storeFlags) open() (keys.Store, string, error) {
 	if path == "" {
 		path = defaultKeysFile()
 	}
+	if _, err := os.Stat(path); mustExist && errors.Is(err, fs.ErrNotExist) {
+		return nil, "", fmt.Errorf("key store %s does not exist: no key was ever created there (check --store-file or $%s; "+
+			"keys create makes the store)", path, envKeysFile)
+	}
 	return keys.NewFileStore(path), path, nil
 }
 
 func newKeysCmd() *cobra.Command {
-	var sf storeFlags
 	cmd := &cobra.Command{
 		Use:   "keys",
 		Short: "Create, list and revoke API keys; show their usage",
@@ -96,8 +104,7 @@ Keys live in a bbolt file (--store-file, the default) or, for clusters with seve
 server replicas, as APIKey objects in a Kubernetes namespace (--namespace). The server
 secret is read from --secret-file or $` + keys.SecretEnv + `; create one with "keys secret".`,
 	}
-	sf.register(cmd)
-	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(&sf), newKeysListCmd(&sf), newKeysRevokeCmd(&sf), newKeysUsageCmd())
+	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(), newKeysListCmd(), newKeysRevokeCmd(), newKeysUsageCmd())
 	return cmd
 }
 
@@ -112,7 +119,8 @@ func newKeysSecretCmd() *cobra.Command {
   kubectl -n inferplane-system create secret generic inferplane-keys --from-file=secret=/etc/inferplane/keys-secret
 
 Every key is hashed with this secret: replacing it invalidates every key.`,
-		Args: cobra.NoArgs,
+		Example: `  inferplane keys secret > /etc/inferplane/keys-secret && chmod 600 /etc/inferplane/keys-secret`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := keys.NewSecret()
 			if err != nil {
@@ -124,27 +132,37 @@ Every key is hashed with this secret: replacing it invalidates every key.`,
 	}
 }
 
-func newKeysCreateCmd(sf *storeFlags) *cobra.Command {
-	var tenant, endpoint, name, expires, secretFile, output string
+func newKeysCreateCmd() *cobra.Command {
+	var (
+		sf                                                  storeFlags
+		kc                                                  keyCheck
+		tenant, endpoint, name, expires, secretFile, output string
+	)
 	cmd := &cobra.Command{
 		Use:   "create --tenant T [--endpoint E] [--name N] [--expires 720h|30d|2027-01-31|RFC3339]",
 		Short: "Create a key and print it once",
 		Long: `Creates a key for a tenant (all its endpoints, or one with --endpoint) and prints it on
 standard output, alone, so that it can be captured:
 
-  KEY=$(inferplane keys create --tenant acme --endpoint chat --name ci --expires 90d)
+  KEY=$(inferplane keys create --tenant acme --endpoint qwen3-32b --name ci --expires 90d)
 
-The key is shown this once; the store keeps only its hash.`,
+The key is shown this once; the store keeps only its hash.
+
+The tenant and the endpoint must exist: they are looked up in the tenants folder (--tenants,
+the generator's input tree: <tenant>/jobs/<job>.yaml) or, when there is none, among the
+endpoints a running xDS server knows (--server or $INFERPLANE_SERVER). A name that matches
+nothing is refused with the closest known names; --force skips the check (a key for a tenant
+not deployed yet). With neither a folder nor a server, the key is created with a warning that
+nothing was checked.`,
+		Example: `  # A key for every endpoint of tenant acme, valid 30 days
+  inferplane keys create --tenant acme --expires 30d
+
+  # A key for one endpoint, as JSON (the key and its record)
+  inferplane keys create --tenant acme --endpoint qwen3-32b --name ci -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if msgs := validation.IsDNS1123Label(tenant); tenant == "" || len(msgs) > 0 {
-				return usageErr(fmt.Errorf("--tenant %q: want a tenant name (a DNS label): %s", tenant, strings.Join(msgs, "; ")))
-			}
-			if msgs := validation.IsDNS1123Subdomain(endpoint); endpoint != "" && len(msgs) > 0 {
-				return usageErr(fmt.Errorf("--endpoint %q: want a job name: %s", endpoint, strings.Join(msgs, "; ")))
-			}
-			if output != "text" && output != "json" {
-				return usageErr(fmt.Errorf("-o %q: want text or json", output))
+			if err := checkKeyFlags(tenant, endpoint, output); err != nil {
+				return err
 			}
 			now := time.Now().UTC()
 			exp, err := parseExpiry(expires, now)
@@ -159,7 +177,12 @@ The key is shown this once; the store keeps only its hash.`,
 			if err != nil {
 				return usageErr(err)
 			}
-			store, where, err := sf.open()
+			if !kc.force {
+				if err := kc.check(cmd, tenant, endpoint); err != nil {
+					return err
+				}
+			}
+			store, where, err := sf.open(false)
 			if err != nil {
 				return err
 			}
@@ -172,27 +195,11 @@ The key is shown this once; the store keeps only its hash.`,
 			if err := store.Create(cmd.Context(), rec); err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if output == "json" {
-				return keysJSON(out, struct {
-					Key string `json:"key"`
-					keyView
-				}{key, keyViewOf(rec, now)})
-			}
-			scope := "every endpoint of " + tenant
-			if endpoint != "" {
-				scope = "endpoint " + endpoint + " of " + tenant
-			}
-			expiry := "never expires"
-			if !exp.IsZero() {
-				expiry = "expires " + exp.Format(time.RFC3339)
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "Created key %s for %s (%s) in %s.\nThis is the only time the key is shown: store it now.\n",
-				id, scope, expiry, where)
-			_, err = fmt.Fprintln(out, key)
-			return err
+			return printCreated(cmd, output, key, rec, where, now)
 		},
 	}
+	sf.register(cmd)
+	kc.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&tenant, "tenant", "", "tenant the key belongs to (required)")
 	fl.StringVar(&endpoint, "endpoint", "", "limit the key to this job endpoint (default: every endpoint of the tenant)")
@@ -202,6 +209,43 @@ The key is shown this once; the store keeps only its hash.`,
 	fl.StringVarP(&output, "output", "o", "text", "text (the key alone on stdout) or json")
 	_ = cmd.MarkFlagRequired("tenant")
 	return cmd
+}
+
+func checkKeyFlags(tenant, endpoint, output string) error {
+	if msgs := validation.IsDNS1123Label(tenant); tenant == "" || len(msgs) > 0 {
+		return usageErr(fmt.Errorf("--tenant %q: want a tenant name (a DNS label): %s", tenant, strings.Join(msgs, "; ")))
+	}
+	if msgs := validation.IsDNS1123Subdomain(endpoint); endpoint != "" && len(msgs) > 0 {
+		return usageErr(fmt.Errorf("--endpoint %q: want a job name: %s", endpoint, strings.Join(msgs, "; ")))
+	}
+	if output != "text" && output != "json" {
+		return usageErr(fmt.Errorf("-o %q: want text or json", output))
+	}
+	return nil
+}
+
+// printCreated shows the new key once: alone on stdout (text) or with its record (json), and
+// a notice on stderr.
+func printCreated(cmd *cobra.Command, output, key string, rec keys.Record, where string, now time.Time) error {
+	out := cmd.OutOrStdout()
+	if output == "json" {
+		return keysJSON(out, struct {
+			Key string `json:"key"`
+			keyView
+		}{key, keyViewOf(rec, now)})
+	}
+	scope := "every endpoint of " + rec.Tenant
+	if rec.Endpoint != "" {
+		scope = "endpoint " + rec.Endpoint + " of " + rec.Tenant
+	}
+	expiry := "never expires"
+	if !rec.ExpiresAt.IsZero() {
+		expiry = "expires " + rec.ExpiresAt.Format(time.RFC3339)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "Created key %s for %s (%s) in %s.\nThis is the only time the key is shown: store it now.\n",
+		rec.ID, scope, expiry, where)
+	_, err := fmt.Fprintln(out, key)
+	return err
 }
 
 // parseExpiry reads "", a duration (with a "d" for days), a date or an RFC 3339 time.
@@ -249,12 +293,20 @@ func keyViewOf(r keys.Record, now time.Time) keyView {
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt}
 }
 
-func newKeysListCmd(sf *storeFlags) *cobra.Command {
-	var tenant, status, output string
+func newKeysListCmd() *cobra.Command {
+	var (
+		sf                     storeFlags
+		tenant, status, output string
+	)
 	cmd := &cobra.Command{
 		Use:   "list [--tenant T] [--status active|revoked|expired] [-o table|json]",
 		Short: "List keys (ids and status; never the keys themselves)",
-		Args:  cobra.NoArgs,
+		Example: `  # Every key in the default store
+  inferplane keys list
+
+  # Tenant acme's active keys, as JSON, from the APIKey objects of a cluster
+  inferplane keys list --tenant acme --status active -o json --namespace inferplane-system`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
 				return usageErr(fmt.Errorf("-o %q: want table or json", output))
@@ -264,7 +316,7 @@ func newKeysListCmd(sf *storeFlags) *cobra.Command {
 			default:
 				return usageErr(fmt.Errorf("--status %q: want active, revoked or expired", status))
 			}
-			store, _, err := sf.open()
+			store, _, err := sf.open(true)
 			if err != nil {
 				return err
 			}
@@ -292,18 +344,25 @@ func newKeysListCmd(sf *storeFlags) *cobra.Command {
 			return tw.Flush()
 		},
 	}
+	sf.register(cmd)
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's keys")
 	cmd.Flags().StringVar(&status, "status", "", "only keys in this status")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	return cmd
 }
 
-func newKeysRevokeCmd(sf *storeFlags) *cobra.Command {
-	return &cobra.Command{
+func newKeysRevokeCmd() *cobra.Command {
+	var sf storeFlags
+	cmd := &cobra.Command{
 		Use:   "revoke ID...",
 		Short: "Revoke keys (a soft delete: the record and its usage stay)",
 		Long: `Revokes keys by id. Every xDS server watching the store refuses them within a second.
 The record stays, listed as revoked, so usage recorded against the id keeps its owner.`,
+		Example: `  # Revoke two keys by the ids keys list shows
+  inferplane keys revoke 3f9a0c1d2e4b5a69 7c21d0e9f8a6b543
+
+  # In a store file other than the default
+  inferplane keys revoke --store-file /srv/inferplane/keys.db 3f9a0c1d2e4b5a69`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			for _, id := range ids {
@@ -311,7 +370,7 @@ The record stays, listed as revoked, so usage recorded against the id keeps its 
 					return usageErr(fmt.Errorf("%q is not a key id (16 hex digits, as `keys list` shows)", id))
 				}
 			}
-			store, _, err := sf.open()
+			store, _, err := sf.open(true)
 			if err != nil {
 				return err
 			}
@@ -334,6 +393,8 @@ The record stays, listed as revoked, so usage recorded against the id keeps its 
 			return nil
 		},
 	}
+	sf.register(cmd)
+	return cmd
 }
 
 func newKeysUsageCmd() *cobra.Command {

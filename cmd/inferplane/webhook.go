@@ -67,7 +67,7 @@ Endpoints: the webhook on --port (TLS, /validate/<resource>); /healthz and /read
 --health-probe-bind-address (ready once the policy cache has synced); Prometheus /metrics on
 --metrics-bind-address.`,
 		Example: `  # On a workstation against a dev cluster
-  inferplane webhook serve --dev --port 9443
+  inferplane webhook serve --dev --kubeconfig ~/.kube/dev --port 9443
   inferplane webhook manifests --url https://<this host>:9443 --ca-bundle-file <cert dir>/ca.crt | kubectl apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -79,31 +79,29 @@ Endpoints: the webhook on --port (TLS, /validate/<resource>); /healthz and /read
 			switch {
 			case dev && tlsSecret != "":
 				return usageErr(errors.New("--dev and --tls-secret both choose the certificate: give one"))
-			case dev:
-				if err := webhookDevCerts(cmd.OutOrStdout(), &o, devHosts); err != nil {
-					return err
-				}
 			case tlsSecret != "":
 				cs, err := webhookCertSecret(tlsSecret, service, vwcName)
 				if err != nil {
 					return usageErr(err)
 				}
 				o.CertSecret = cs
-			default:
-				dir := o.CertDir
-				if dir == "" {
-					dir = webhook.DefaultCertDir
-				}
-				for _, f := range []string{webhook.CertFile, webhook.KeyFile} {
-					if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-						return usageErr(fmt.Errorf("no %s in %s: mount a serving certificate there (--cert-dir), "+
-							"or use --tls-secret (in cluster) or --dev", f, dir))
-					}
+			case !dev:
+				if err := checkCertDir(o.CertDir); err != nil {
+					return err
 				}
 			}
+			// The cluster before the dev certificate: nothing is created or printed for a
+			// server that cannot start.
 			cfg, err := kubeRESTConfig(kubeconfig, kubeCtx)
 			if err != nil {
 				return usageErr(err)
+			}
+			if dev {
+				cleanup, err := webhookDevCerts(cmd.OutOrStdout(), &o, devHosts)
+				if err != nil {
+					return err
+				}
+				defer cleanup()
 			}
 			return webhook.Serve(cmd.Context(), cfg, o)
 		},
@@ -137,6 +135,20 @@ func webhookLogger(w io.Writer, level string) (logr.Logger, error) {
 	return logr.FromSlogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
+// checkCertDir wants a serving certificate in dir ("": the default).
+func checkCertDir(dir string) error {
+	if dir == "" {
+		dir = webhook.DefaultCertDir
+	}
+	for _, f := range []string{webhook.CertFile, webhook.KeyFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			return usageErr(fmt.Errorf("no %s in %s: mount a serving certificate there (--cert-dir), "+
+				"or use --tls-secret (in cluster) or --dev", f, dir))
+		}
+	}
+	return nil
+}
+
 // kubeRESTConfig loads a kubeconfig the way kubectl does (--kubeconfig, else $KUBECONFIG, else
 // ~/.kube/config, or in-cluster), with kubeCtx as the context when set.
 func kubeRESTConfig(kubeconfig, kubeCtx string) (*rest.Config, error) {
@@ -144,6 +156,10 @@ func kubeRESTConfig(kubeconfig, kubeCtx string) (*rest.Config, error) {
 	rules.ExplicitPath = kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
 		&clientcmd.ConfigOverrides{CurrentContext: kubeCtx}).ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, errors.New("no cluster to talk to: no kubeconfig at $KUBECONFIG or ~/.kube/config and not in a cluster; " +
+			"pass --kubeconfig FILE (and --context NAME) or set $KUBECONFIG")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
@@ -174,20 +190,24 @@ func webhookCertSecret(secret, service, vwc string) (*webhook.CertSecret, error)
 }
 
 // webhookDevCerts writes a self-signed pair and prints the CA bundle and how to register it.
-func webhookDevCerts(out io.Writer, o *webhook.ServeOptions, hosts []string) error {
+// cleanup removes the temporary folder it made (none when --cert-dir was given).
+func webhookDevCerts(out io.Writer, o *webhook.ServeOptions, hosts []string) (cleanup func(), err error) {
+	cleanup = func() {}
+	b, err := webhook.SelfSigned(hosts, time.Now(), 30*24*time.Hour)
+	if err != nil {
+		return cleanup, usageErr(err)
+	}
 	if o.CertDir == "" {
 		dir, err := os.MkdirTemp("", "inferplane-webhook-dev-")
 		if err != nil {
-			return err
+			return cleanup, err
 		}
 		o.CertDir = dir
-	}
-	b, err := webhook.SelfSigned(hosts, time.Now(), 30*24*time.Hour)
-	if err != nil {
-		return usageErr(err)
+		cleanup = func() { _ = os.RemoveAll(dir) }
 	}
 	if err := b.WriteDir(o.CertDir); err != nil {
-		return err
+		cleanup()
+		return func() {}, err
 	}
 	host := "localhost"
 	if len(hosts) > 0 {
@@ -197,7 +217,7 @@ func webhookDevCerts(out io.Writer, o *webhook.ServeOptions, hosts []string) err
 	fmt.Fprintf(out, "# CA bundle (clientConfig.caBundle):\n%s\n", base64.StdEncoding.EncodeToString(b.CA))
 	fmt.Fprintf(out, "# register this server with the cluster:\n#   inferplane webhook manifests --url https://%s:%d --ca-bundle-file %s | kubectl apply -f -\n",
 		host, o.Port, filepath.Join(o.CertDir, webhook.CAFile))
-	return nil
+	return cleanup, nil
 }
 
 func newWebhookManifestsCmd() *cobra.Command {
@@ -217,6 +237,14 @@ down), sideEffects None, a short timeout, admissionReviewVersions [v1], an objec
 inferplane.io/tenant label and a match condition that skips updates the policy does not read.
 It has no caBundle: the running webhook fills it in (--tls-secret). With --url, only the
 configuration is printed, pointing at a webhook outside the cluster (serve --dev).`,
+		Example: `  # Install the webhook in the current cluster
+  inferplane webhook manifests | kubectl apply -f -
+
+  # Three replicas of a pinned image in another namespace
+  inferplane webhook manifests --namespace policy --image ghcr.io/inferplane/inferplane:v0.1.0 --replicas 3
+
+  # Only the configuration, pointing at a webhook on a workstation (webhook serve --dev)
+  inferplane webhook manifests --url https://127.0.0.1:9443 --ca-bundle-file /tmp/inferplane-webhook-dev-123/ca.crt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if caFile != "" {

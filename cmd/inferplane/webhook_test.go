@@ -69,11 +69,21 @@ func TestWebhookCommandErrors(t *testing.T) {
 }
 
 // TestWebhookServeDev: --dev writes a self-signed pair into the cert dir and prints its CA
-// bundle and how to register the server (here the kubeconfig is missing, so it stops there).
+// bundle and how to register the server (here no API server answers at the kubeconfig's
+// address, so it stops there).
 func TestWebhookServeDev(t *testing.T) {
 	dir := t.TempDir()
-	stdout, _, code := validateCLI(t, "webhook", "serve", "--dev", "--cert-dir", dir, "--port", "9555", "--kubeconfig", "/nonexistent/kubeconfig")
-	assert.Equal(t, 2, code)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600))
+	stdout, _, code := validateCLI(t, "webhook", "serve", "--dev", "--cert-dir", dir, "--port", "9555", "--kubeconfig", kubeconfig,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	assert.Equal(t, 1, code)
 	assert.Contains(t, stdout, "# CA bundle (clientConfig.caBundle):\nLS0t")
 	assert.Contains(t, stdout, "inferplane webhook manifests --url https://localhost:9555 --ca-bundle-file "+filepath.Join(dir, "ca.crt"))
 	for _, f := range []string{"tls.crt", "tls.key", "ca.crt"} {

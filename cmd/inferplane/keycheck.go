@@ -1,0 +1,94 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/inferplane/inferplane/generator/inputs"
+	"github.com/inferplane/inferplane/internal/suggest"
+	"github.com/inferplane/inferplane/usage"
+)
+
+var errNothingKnown = errors.New("nothing to check them against")
+
+// keyCheck holds the flags keys create checks --tenant and --endpoint with.
+type keyCheck struct {
+	tenantsDir string
+	server     string
+	force      bool
+}
+
+func (k *keyCheck) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&k.tenantsDir, "tenants", "tenants", "the generator's tenants folder: --tenant and --endpoint must name a tenant and one of its jobs there")
+	fl.StringVar(&k.server, "server", serverURLDefault(), "without a tenants folder, the xDS server whose endpoints --tenant and --endpoint must name (when given, or $"+envServerURL+" is set)")
+	fl.BoolVar(&k.force, "force", false, "create the key without checking that the tenant and endpoint exist")
+}
+
+// check refuses a tenant or endpoint that matches nothing known, with the closest names. When
+// nothing is known (no tenants folder, no xDS server), it says so on stderr and lets it pass.
+func (k *keyCheck) check(cmd *cobra.Command, tenant, endpoint string) error {
+	known, where, err := k.known(cmd)
+	if errors.Is(err, errNothingKnown) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: --tenant and --endpoint NOT CHECKED: %v\n", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	jobs, ok := known[tenant]
+	if !ok {
+		return usageErr(fmt.Errorf("--tenant %q: no such tenant in %s (known: %s)%s; --force creates the key anyway",
+			tenant, where, orNone(slices.Collect(maps.Keys(known))), suggest.DidYouMean(suggest.Close(tenant, slices.Sorted(maps.Keys(known))))))
+	}
+	if endpoint != "" && !slices.Contains(jobs, endpoint) {
+		return usageErr(fmt.Errorf("--endpoint %q: tenant %s has no such job in %s (known: %s)%s; --force creates the key anyway",
+			endpoint, tenant, where, orNone(jobs), suggest.DidYouMean(suggest.Close(endpoint, jobs))))
+	}
+	return nil
+}
+
+// known lists the tenants and their jobs: from the tenants folder when it exists, else from
+// the endpoints of the xDS server given by --server or $INFERPLANE_SERVER.
+func (k *keyCheck) known(cmd *cobra.Command) (map[string][]string, string, error) {
+	if info, err := os.Stat(k.tenantsDir); err == nil && info.IsDir() {
+		in, err := inputs.Load(os.DirFS(k.tenantsDir), k.tenantsDir)
+		if err != nil {
+			return nil, "", fmt.Errorf("--tenants %s: %w", k.tenantsDir, err)
+		}
+		out := map[string][]string{}
+		for _, t := range in.Tenants {
+			jobs := []string{}
+			for _, j := range t.Jobs {
+				jobs = append(jobs, j.Object.Name)
+			}
+			out[t.Object.Name] = jobs
+		}
+		return out, "the tenants folder " + k.tenantsDir, nil
+	} else if cmd.Flags().Changed("tenants") {
+		return nil, "", usageErr(fmt.Errorf("--tenants %s: not a folder", k.tenantsDir))
+	}
+	if !cmd.Flags().Changed("server") && os.Getenv(envServerURL) == "" {
+		return nil, "", fmt.Errorf("%w: no tenants folder at %s and no xDS server given; pass --tenants DIR or --server URL to check them "+
+			"(--force skips the check and this warning)", errNothingKnown, k.tenantsDir)
+	}
+	var rep usage.HealthReport
+	if err := serverGetJSON(cmd.Context(), k.server, usage.HealthPath, nil, &rep); err != nil {
+		return nil, "", fmt.Errorf("%w: no tenants folder at %s, and %v; pass --tenants DIR or --server URL to check them "+
+			"(--force skips the check and this warning)", errNothingKnown, k.tenantsDir, err)
+	}
+	out := map[string][]string{}
+	for _, e := range rep.Endpoints {
+		out[e.Tenant] = append(out[e.Tenant], e.Job)
+	}
+	for t := range out {
+		slices.Sort(out[t])
+	}
+	return out, "the endpoints of the xDS server at " + strings.TrimRight(k.server, "/"), nil
+}
