@@ -34,18 +34,17 @@ replica layout, allowed node types and GPU devices. See docs/webhook.md.`,
 	return cmd
 }
 
+// webhookServeFlags are webhook serve's flags.
+type webhookServeFlags struct {
+	o                                   webhook.ServeOptions
+	kubeconfig, kubeCtx                 string
+	dev                                 bool
+	devHosts                            []string
+	tlsSecret, service, vwcName, logLvl string
+}
+
 func newWebhookServeCmd() *cobra.Command {
-	var (
-		o          webhook.ServeOptions
-		kubeconfig string
-		kubeCtx    string
-		dev        bool
-		devHosts   []string
-		tlsSecret  string
-		service    string
-		vwcName    string
-		logLevel   string
-	)
+	var w webhookServeFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the admission webhook server",
@@ -70,61 +69,64 @@ Endpoints: the webhook on --port (TLS, /validate/<resource>); /healthz and /read
   inferplane webhook serve --dev --kubeconfig ~/.kube/dev --port 9443
   inferplane webhook manifests --url https://<this host>:9443 --ca-bundle-file <cert dir>/ca.crt | kubectl apply -f -`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger, err := webhookLogger(cmd.ErrOrStderr(), logLevel)
-			if err != nil {
-				return usageErr(err)
-			}
-			o.Logger = logger
-			switch {
-			case dev && tlsSecret != "":
-				return usageErr(errors.New("--dev and --tls-secret both choose the certificate: give one"))
-			case tlsSecret != "":
-				cs, err := webhookCertSecret(tlsSecret, service, vwcName)
-				if err != nil {
-					return usageErr(err)
-				}
-				o.CertSecret = cs
-			case !dev:
-				if err := checkCertDir(o.CertDir); err != nil {
-					return err
-				}
-			}
-			// The cluster before the dev certificate: nothing is created or printed for a
-			// server that cannot start.
-			cfg, err := kubeRESTConfig(kubeconfig, kubeCtx)
-			if err != nil {
-				return usageErr(err)
-			}
-			if dev {
-				cleanup, err := webhookDevCerts(cmd.OutOrStdout(), &o, devHosts)
-				if err != nil {
-					return err
-				}
-				defer cleanup()
-			}
-			return webhook.Serve(cmd.Context(), cfg, o)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return w.run(cmd) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Host, "host", "", "address the webhook listens on (default: all)")
-	f.IntVar(&o.Port, "port", webhook.DefaultPort, "TLS port of the webhook")
-	f.StringVar(&o.CertDir, "cert-dir", "", "folder of tls.crt and tls.key (default "+webhook.DefaultCertDir+"; with --dev a new temporary folder)")
-	f.StringVar(&o.MetricsAddr, "metrics-bind-address", webhook.DefaultMetricsAddr, `address of Prometheus /metrics ("0" turns it off)`)
-	f.StringVar(&o.ProbeAddr, "health-probe-bind-address", webhook.DefaultProbeAddr, `address of /healthz and /readyz ("0" turns them off)`)
-	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", webhook.DefaultShutdownTimeout, "how long in-flight requests may take to finish after SIGTERM")
-	f.DurationVar(&o.CertSyncInterval, "cert-sync-interval", webhook.DefaultCertSyncInterval, "with --tls-secret: how often the Secret and caBundle are checked")
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-	f.StringVar(&kubeCtx, "context", "", "kubeconfig context")
-	f.BoolVar(&dev, "dev", false, "make a self-signed certificate for --dev-hosts and print its CA bundle")
-	f.StringSliceVar(&devHosts, "dev-hosts", []string{"localhost", "127.0.0.1"}, "with --dev: the names and addresses the certificate covers")
-	f.StringVar(&tlsSecret, "tls-secret", "", "NAMESPACE/NAME of the Secret that keeps the serving certificate (in cluster)")
-	f.StringVar(&service, "service", "", "with --tls-secret: NAMESPACE/NAME of the webhook's Service (the certificate's host names)")
-	f.StringVar(&vwcName, "webhook-configuration", install.DefaultConfigurationName, "with --tls-secret: the ValidatingWebhookConfiguration whose caBundle the webhook fills in")
-	f.StringVar(&o.ClientCAFile, "client-ca-file", "", "PEM file of the CAs whose client certificates may call the webhook: clients without one are refused (docs/webhook.md)")
-	f.StringVar(&logLevel, "log-level", "info", "debug (every decision), info (denials and errors), warn or error")
+	f.StringVar(&w.o.Host, "host", "", "address the webhook listens on (default: all)")
+	f.IntVar(&w.o.Port, "port", webhook.DefaultPort, "TLS port of the webhook")
+	f.StringVar(&w.o.CertDir, "cert-dir", "", "folder of tls.crt and tls.key (default "+webhook.DefaultCertDir+"; with --dev a new temporary folder)")
+	f.StringVar(&w.o.MetricsAddr, "metrics-bind-address", webhook.DefaultMetricsAddr, `address of Prometheus /metrics ("0" turns it off)`)
+	f.StringVar(&w.o.ProbeAddr, "health-probe-bind-address", webhook.DefaultProbeAddr, `address of /healthz and /readyz ("0" turns them off)`)
+	f.DurationVar(&w.o.ShutdownTimeout, "shutdown-timeout", webhook.DefaultShutdownTimeout, "how long in-flight requests may take to finish after SIGTERM")
+	f.DurationVar(&w.o.CertSyncInterval, "cert-sync-interval", webhook.DefaultCertSyncInterval, "with --tls-secret: how often the Secret and caBundle are checked")
+	f.StringVar(&w.kubeconfig, "kubeconfig", "", "kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	f.StringVar(&w.kubeCtx, "context", "", "kubeconfig context")
+	f.BoolVar(&w.dev, "dev", false, "make a self-signed certificate for --dev-hosts and print its CA bundle")
+	f.StringSliceVar(&w.devHosts, "dev-hosts", []string{"localhost", "127.0.0.1"}, "with --dev: the names and addresses the certificate covers")
+	f.StringVar(&w.tlsSecret, "tls-secret", "", "NAMESPACE/NAME of the Secret that keeps the serving certificate (in cluster)")
+	f.StringVar(&w.service, "service", "", "with --tls-secret: NAMESPACE/NAME of the webhook's Service (the certificate's host names)")
+	f.StringVar(&w.vwcName, "webhook-configuration", install.DefaultConfigurationName, "with --tls-secret: the ValidatingWebhookConfiguration whose caBundle the webhook fills in")
+	f.StringVar(&w.o.ClientCAFile, "client-ca-file", "", "PEM file of the CAs whose client certificates may call the webhook: clients without one are refused (docs/webhook.md)")
+	f.StringVar(&w.logLvl, "log-level", "info", "debug (every decision), info (denials and errors), warn or error")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	return cmd
+}
+
+// run checks the flags, then the cluster, and only then makes a dev certificate and serves.
+func (w *webhookServeFlags) run(cmd *cobra.Command) error {
+	logger, err := webhookLogger(cmd.ErrOrStderr(), w.logLvl)
+	if err != nil {
+		return usageErr(err)
+	}
+	w.o.Logger = logger
+	switch {
+	case w.dev && w.tlsSecret != "":
+		return usageErr(errors.New("--dev and --tls-secret both choose the certificate: give one"))
+	case w.tlsSecret != "":
+		cs, err := webhookCertSecret(w.tlsSecret, w.service, w.vwcName)
+		if err != nil {
+			return usageErr(err)
+		}
+		w.o.CertSecret = cs
+	case !w.dev:
+		if err := checkCertDir(w.o.CertDir); err != nil {
+			return err
+		}
+	}
+	// The cluster before the dev certificate: nothing is created or printed for a server that
+	// cannot start.
+	cfg, err := kubeRESTConfig(w.kubeconfig, w.kubeCtx)
+	if err != nil {
+		return usageErr(err)
+	}
+	if w.dev {
+		cleanup, err := webhookDevCerts(cmd.OutOrStdout(), &w.o, w.devHosts)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+	}
+	return webhook.Serve(cmd.Context(), cfg, w.o)
 }
 
 func webhookLogger(w io.Writer, level string) (logr.Logger, error) {

@@ -69,61 +69,11 @@ func Values(tp plan.TenantPlan, opts render.Options) (map[string]any, error) {
 	}
 	var jobs []any
 	for i := range tp.Jobs {
-		jp := &tp.Jobs[i]
-		nt := &jp.NodeType
-		cpu, mem, err := render.VMShare(nt, jp.GPUsPerNode)
+		j, err := jobValues(&tp.Jobs[i], opts)
 		if err != nil {
 			return nil, err
 		}
-		runtime := string(jp.Job.Spec.EffectiveRuntime())
-		image := jp.Image
-		if image == "" {
-			image = map[string]string{"vllm": "vllm/vllm-openai:latest", "parakeet": "ghcr.io/inferplane/parakeet-openai:0.6b-v3"}[runtime]
-		}
-		model := jp.Master.Spec.Model
-		if model == "" {
-			model = jp.Master.Name
-		}
-		var ib any
-		if nt.Spec.InfiniBand != nil {
-			ib = map[string]any{"resourceName": nt.Spec.InfiniBand.ResourceName, "count": nt.Spec.InfiniBand.Count}
-		}
-		fabric := cmp.Or(opts.FabricNetwork, render.DefaultFabricNetwork)
-		if nt.Spec.InfiniBand != nil && nt.Spec.InfiniBand.Network != "" {
-			fabric = nt.Spec.InfiniBand.Network
-		}
-		var env []any
-		for _, e := range jp.Env {
-			env = append(env, map[string]any{"name": e.Name, "value": e.Value})
-		}
-		jobs = append(jobs, map[string]any{
-			"name":          jp.Job.Name,
-			"runtime":       runtime,
-			"master":        jp.Master.Name,
-			"masterSpec":    mapOf(jp.Master.Spec),
-			"jobSpec":       mapOf(jp.Job.Spec),
-			"jobLabels":     jp.Job.Labels,
-			"model":         jp.Master.Spec.Model,
-			"displayModel":  model,
-			"image":         image,
-			"args":          anyList(jp.Args),
-			"env":           env,
-			"replicas":      jp.Job.Spec.Replicas,
-			"nodes":         jp.NodesPerReplica,
-			"gpusPerNode":   jp.GPUsPerNode,
-			"perReplica":    jp.NodesPerReplica * jp.GPUsPerNode,
-			"nodeType":      nt.Name,
-			"resourceName":  nt.Spec.GPU.ResourceName,
-			"selector":      nt.Selector(),
-			"rack":          nt.Rack(),
-			"ib":            ib,
-			"fabric":        fabric,
-			"guestImage":    cmp.Or(nt.Spec.GuestImage, opts.GuestImage, render.DefaultGuestImage),
-			"cpu":           cpu,
-			"memory":        mem.String(),
-			"cache":         cmp.Or(jp.ModelCacheSize, jp.Job.Spec.ModelCacheSize, render.DefaultModelCacheSize),
-			"requireAPIKey": jp.Job.Spec.APIKeyRequired(),
-		})
+		jobs = append(jobs, j)
 	}
 	addons, err := render.Addons(opts)
 	if err != nil {
@@ -151,6 +101,64 @@ func Values(tp plan.TenantPlan, opts render.Options) (map[string]any, error) {
 			"clusterDomain": cmp.Or(opts.ClusterDomain, render.DefaultClusterDomain),
 			"storageClass":  opts.StorageClass,
 		},
+	}, nil
+}
+
+// jobValues are one job's values (see Values).
+func jobValues(jp *plan.JobPlan, opts render.Options) (map[string]any, error) {
+	nt := &jp.NodeType
+	cpu, mem, err := render.VMShare(nt, jp.GPUsPerNode)
+	if err != nil {
+		return nil, err
+	}
+	runtime := string(jp.Job.Spec.EffectiveRuntime())
+	image := jp.Image
+	if image == "" {
+		image = map[string]string{"vllm": "vllm/vllm-openai:latest", "parakeet": "ghcr.io/inferplane/parakeet-openai:0.6b-v3"}[runtime]
+	}
+	model := jp.Master.Spec.Model
+	if model == "" {
+		model = jp.Master.Name
+	}
+	var ib any
+	if nt.Spec.InfiniBand != nil {
+		ib = map[string]any{"resourceName": nt.Spec.InfiniBand.ResourceName, "count": nt.Spec.InfiniBand.Count}
+	}
+	fabric := cmp.Or(opts.FabricNetwork, render.DefaultFabricNetwork)
+	if nt.Spec.InfiniBand != nil && nt.Spec.InfiniBand.Network != "" {
+		fabric = nt.Spec.InfiniBand.Network
+	}
+	var env []any
+	for _, e := range jp.Env {
+		env = append(env, map[string]any{"name": e.Name, "value": e.Value})
+	}
+	return map[string]any{
+		"name":          jp.Job.Name,
+		"runtime":       runtime,
+		"master":        jp.Master.Name,
+		"masterSpec":    mapOf(jp.Master.Spec),
+		"jobSpec":       mapOf(jp.Job.Spec),
+		"jobLabels":     jp.Job.Labels,
+		"model":         jp.Master.Spec.Model,
+		"displayModel":  model,
+		"image":         image,
+		"args":          anyList(jp.Args),
+		"env":           env,
+		"replicas":      jp.Job.Spec.Replicas,
+		"nodes":         jp.NodesPerReplica,
+		"gpusPerNode":   jp.GPUsPerNode,
+		"perReplica":    jp.NodesPerReplica * jp.GPUsPerNode,
+		"nodeType":      nt.Name,
+		"resourceName":  nt.Spec.GPU.ResourceName,
+		"selector":      nt.Selector(),
+		"rack":          nt.Rack(),
+		"ib":            ib,
+		"fabric":        fabric,
+		"guestImage":    cmp.Or(nt.Spec.GuestImage, opts.GuestImage, render.DefaultGuestImage),
+		"cpu":           cpu,
+		"memory":        mem.String(),
+		"cache":         cmp.Or(jp.ModelCacheSize, jp.Job.Spec.ModelCacheSize, render.DefaultModelCacheSize),
+		"requireAPIKey": jp.Job.Spec.APIKeyRequired(),
 	}, nil
 }
 

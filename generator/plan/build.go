@@ -139,6 +139,14 @@ func (b *builder) job(t *inputs.Tenant, j *inputs.Job) (JobPlan, bool) {
 		return JobPlan{}, false
 	}
 
+	return newJobPlan(t, j, master, nt, layout), true
+}
+
+// newJobPlan is a checked job with its master, node type and layout, defaults applied: the
+// tenant label, the model cache size, the image and the server's arguments (the master's,
+// then the job's extra ones, last one winning per flag).
+func newJobPlan(t *inputs.Tenant, j *inputs.Job, master *v1alpha1.ModelMaster, nt *inputs.NodeType, layout policy.Layout) JobPlan {
+	ms, spec := &master.Spec, &j.Object.Spec
 	jp := JobPlan{
 		Job:             *j.Object.DeepCopy(),
 		Master:          *master,
@@ -148,7 +156,7 @@ func (b *builder) job(t *inputs.Tenant, j *inputs.Job) (JobPlan, bool) {
 		Image:           ms.Image,
 		Env:             slices.Clone(ms.Env),
 		ModelCacheSize:  spec.ModelCacheSize,
-		SourceFile:      f,
+		SourceFile:      j.File,
 	}
 	if jp.Job.Labels == nil {
 		jp.Job.Labels = map[string]string{}
@@ -175,7 +183,7 @@ func (b *builder) job(t *inputs.Tenant, j *inputs.Job) (JobPlan, bool) {
 	if ms.ImageDigest != "" {
 		jp.Image += "@" + ms.ImageDigest // the pin: a tag moved later changes nothing
 	}
-	return jp, true
+	return jp
 }
 
 // master resolves the job's master: a hand-written one by name, Parakeet's built-in one, or
@@ -251,6 +259,16 @@ func (b *builder) master(t *inputs.Tenant, j *inputs.Job, nt *inputs.NodeType) (
 		b.problems.AddNotFound(f, "spec.model", spec.Model, strconv.Quote(id)+", as the recipes spell it", []string{id},
 			"model %q is spelled %q in the recipes%s", spec.Model, id, suggest.DidYouMean([]string{id}))
 		return nil, "", false
+	}
+	return b.derive(j, nt)
+}
+
+// derive is the master of a job that names a recipe model, derived for its node type.
+func (b *builder) derive(j *inputs.Job, nt *inputs.NodeType) (*v1alpha1.ModelMaster, string, bool) {
+	f := j.File
+	spec := &j.Object.Spec
+	add := func(field, expected, format string, args ...any) {
+		b.problems.Add(f, field, expected, format, args...)
 	}
 	if nt == nil {
 		return nil, "", false // the unknown node type is already reported

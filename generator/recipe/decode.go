@@ -179,49 +179,8 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 		}
 		v.Set(p)
 		return nil
-	case reflect.String:
-		s, err := d.scalarString(n, path)
-		if err != nil {
-			return err
-		}
-		v.SetString(s)
-		return nil
-	case reflect.Int, reflect.Int32, reflect.Int64:
-		if isNull(n) {
-			return nil
-		}
-		i, err := d.integer(n, path)
-		if err != nil {
-			return err
-		}
-		if v.OverflowInt(i) {
-			return d.errorf(n, path, "number %s is out of range", n.Value)
-		}
-		v.SetInt(i)
-		return nil
-	case reflect.Float64:
-		if isNull(n) {
-			return nil
-		}
-		f, err := d.number(n, path)
-		if err != nil {
-			return err
-		}
-		v.SetFloat(f)
-		return nil
-	case reflect.Bool:
-		if isNull(n) {
-			return nil
-		}
-		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
-			return d.errorf(n, path, "expected true or false, got %s", describe(n))
-		}
-		b, err := strconv.ParseBool(strings.ToLower(n.Value))
-		if err != nil {
-			return d.errorf(n, path, "expected true or false, got %s", describe(n))
-		}
-		v.SetBool(b)
-		return nil
+	case reflect.String, reflect.Int, reflect.Int32, reflect.Int64, reflect.Float64, reflect.Bool:
+		return d.decodeScalar(n, v, path)
 	case reflect.Slice:
 		if isNull(n) {
 			return nil
@@ -238,30 +197,78 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 		v.Set(s)
 		return nil
 	case reflect.Map:
-		if isNull(n) {
-			return nil
-		}
-		if v.Type().Key().Kind() != reflect.String {
-			return fmt.Errorf("recipe decoder: map key type %s is not supported", v.Type().Key())
-		}
-		m := reflect.MakeMap(v.Type())
-		err := d.eachPair(n, path, func(key string, kn, vn *yaml.Node) error {
-			ev := reflect.New(v.Type().Elem()).Elem()
-			if err := d.decode(vn, ev, join(path, key)); err != nil {
-				return err
-			}
-			m.SetMapIndex(reflect.ValueOf(key).Convert(v.Type().Key()), ev)
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		v.Set(m)
-		return nil
+		return d.decodeMap(n, v, path)
 	case reflect.Struct:
 		return d.decodeStruct(n, v, path)
 	}
 	return fmt.Errorf("recipe decoder: type %s is not supported", v.Type())
+}
+
+// decodeScalar decodes a string, a whole number, a number or a boolean; null leaves numbers
+// and booleans at zero.
+func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) error {
+	if v.Kind() == reflect.String {
+		s, err := d.scalarString(n, path)
+		if err != nil {
+			return err
+		}
+		v.SetString(s)
+		return nil
+	}
+	if isNull(n) {
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		i, err := d.integer(n, path)
+		if err != nil {
+			return err
+		}
+		if v.OverflowInt(i) {
+			return d.errorf(n, path, "number %s is out of range", n.Value)
+		}
+		v.SetInt(i)
+	case reflect.Float64:
+		f, err := d.number(n, path)
+		if err != nil {
+			return err
+		}
+		v.SetFloat(f)
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+			return d.errorf(n, path, "expected true or false, got %s", describe(n))
+		}
+		b, err := strconv.ParseBool(strings.ToLower(n.Value))
+		if err != nil {
+			return d.errorf(n, path, "expected true or false, got %s", describe(n))
+		}
+		v.SetBool(b)
+	}
+	return nil
+}
+
+// decodeMap decodes a mapping into a map with string keys.
+func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) error {
+	if isNull(n) {
+		return nil
+	}
+	if v.Type().Key().Kind() != reflect.String {
+		return fmt.Errorf("recipe decoder: map key type %s is not supported", v.Type().Key())
+	}
+	m := reflect.MakeMap(v.Type())
+	err := d.eachPair(n, path, func(key string, kn, vn *yaml.Node) error {
+		ev := reflect.New(v.Type().Elem()).Elem()
+		if err := d.decode(vn, ev, join(path, key)); err != nil {
+			return err
+		}
+		m.SetMapIndex(reflect.ValueOf(key).Convert(v.Type().Key()), ev)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	v.Set(m)
+	return nil
 }
 
 // eachPair walks a mapping's key/value pairs in order. Keys must be scalars and unique.

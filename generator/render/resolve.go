@@ -235,9 +235,19 @@ func resolveJob(probs *problem.List, t *tenant, jp *plan.JobPlan) (job, bool) {
 	default:
 		probs.Add(f, "spec.runtime", "vllm or parakeet", "got %q", j.runtime)
 	}
+	checkJobNames(probs, f, t, &j)
+	if jp.Job.Spec.NodeType != "" && jp.Job.Spec.NodeType != nt.Name {
+		probs.Add(f, "spec.nodeType", "the node type the plan resolved", "job names %q, plan carries %q", jp.Job.Spec.NodeType, nt.Name)
+	}
+	resolveResources(probs, f, t, jp, &j)
+	checkServerArgs(probs, f, jp, &j)
+	return j, len(*probs) == before
+}
 
-	// Names built from the job must be valid object names; the Service name is the strictest
-	// (a DNS-1035 label) and the VM name becomes the guest's host name (a DNS-1123 label).
+// checkJobNames checks that the names built from the job are valid object names: the Service
+// name is the strictest (a DNS-1035 label) and the VM name becomes the guest's host name (a
+// DNS-1123 label).
+func checkJobNames(probs *problem.List, f string, t *tenant, j *job) {
 	if j.replicas < 1 {
 		probs.Add(f, "spec.replicas", "at least 1", "got %d", j.replicas)
 	} else if j.nodes >= 1 {
@@ -259,18 +269,19 @@ func resolveJob(probs *problem.List, t *tenant, jp *plan.JobPlan) (job, bool) {
 	}
 	if j.master == "" {
 		probs.Add(f, "spec.model", "a resolved master with a name", "the plan gives the job no master name")
-	} else {
-		for _, msg := range dns1123SubdomainErrs(j.master) {
-			probs.Add(f, "spec.model", "a master name that is a valid object name", "master %q: %s", j.master, msg)
-		}
-		for _, msg := range labelValueErrs(j.master) {
-			probs.Add(f, "spec.model", "a master name that is a valid label value (it is the inferplane.io/model-master label, at most 63 characters)", "master %q: %s", j.master, msg)
-		}
+		return
 	}
-	if jp.Job.Spec.NodeType != "" && jp.Job.Spec.NodeType != nt.Name {
-		probs.Add(f, "spec.nodeType", "the node type the plan resolved", "job names %q, plan carries %q", jp.Job.Spec.NodeType, nt.Name)
+	for _, msg := range dns1123SubdomainErrs(j.master) {
+		probs.Add(f, "spec.model", "a master name that is a valid object name", "master %q: %s", j.master, msg)
 	}
+	for _, msg := range labelValueErrs(j.master) {
+		probs.Add(f, "spec.model", "a master name that is a valid label value (it is the inferplane.io/model-master label, at most 63 characters)", "master %q: %s", j.master, msg)
+	}
+}
 
+// resolveResources checks the replica layout and sizes one VM (CPU, memory, model cache, fabric).
+func resolveResources(probs *problem.List, f string, t *tenant, jp *plan.JobPlan, j *job) {
+	nt := j.nodeType
 	// The replica layout. The plan builder and the policy package own these rules; the render
 	// re-checks only what would otherwise make it divide by zero or emit objects the webhook
 	// is bound to deny.
@@ -310,9 +321,11 @@ func resolveJob(probs *problem.List, t *tenant, jp *plan.JobPlan) (job, bool) {
 			j.fabric = nt.Spec.InfiniBand.Network
 		}
 	}
+}
 
-	// The launcher script single-quotes every argument and cloud-init reads it as YAML: a
-	// control character (other than tab and newline) could survive neither.
+// checkServerArgs: the launcher script single-quotes every argument and cloud-init reads it as
+// YAML, so a control character (other than tab and newline) could survive neither.
+func checkServerArgs(probs *problem.List, f string, jp *plan.JobPlan, j *job) {
 	for i, a := range jp.Args {
 		if hasControl(a) {
 			probs.Add(f, "spec.extraArgs", "arguments without control characters", "argument %d of the model server (%q) contains one", i, a)
@@ -326,7 +339,6 @@ func resolveJob(probs *problem.List, t *tenant, jp *plan.JobPlan) (job, bool) {
 	if hasControl(j.image) || strings.ContainsAny(j.image, " \t\n") {
 		probs.Add(f, "spec.model", "a container image reference", "image %q of master %q", j.image, j.master)
 	}
-	return j, len(*probs) == before
 }
 
 // share is the CPU and memory of a VM that takes gpus of a node's count GPUs. A VM that takes

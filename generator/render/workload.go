@@ -214,7 +214,72 @@ func virtualMachine(t *tenant, j *job, r, n int32, labels map[string]string) obj
 	for i := range gpus {
 		gpus[i] = kubevirtv1.GPU{Name: deviceName("gpu", i), DeviceName: nt.Spec.GPU.ResourceName}
 	}
+	disks, volumes := vmStorage(t, j, name)
+	ifaces, networks := vmNetworks(j)
+	var hostDevices []kubevirtv1.HostDevice
+	var affinity *corev1.Affinity
+	if j.multiNode() {
+		// GPU-to-GPU traffic (NCCL) between the nodes of a replica: InfiniBand functions passed
+		// through, and a secondary network (vmNetworks) that gives each guest an address its
+		// peers can reach (masquerade on the pod network hides it).
+		if ib := nt.Spec.InfiniBand; ib != nil {
+			for i := range ib.Count {
+				hostDevices = append(hostDevices, kubevirtv1.HostDevice{Name: deviceName("ib", int(i)), DeviceName: ib.ResourceName})
+			}
+		}
+		affinity = rackAffinity(t, j, r)
+	}
 
+	mem := j.memory
+	eviction := kubevirtv1.EvictionStrategyNone
+	spec := kubevirtv1.VirtualMachineInstanceSpec{
+		Domain: kubevirtv1.DomainSpec{
+			CPU:    &kubevirtv1.CPU{Cores: j.cpu},
+			Memory: &kubevirtv1.Memory{Guest: &mem},
+			// Requests equal to the guest memory: no overcommit under a model server.
+			Resources: kubevirtv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: mem}},
+			Devices: kubevirtv1.Devices{
+				GPUs:        gpus,
+				HostDevices: hostDevices,
+				Disks:       disks,
+				Interfaces:  ifaces,
+			},
+		},
+		NodeSelector: maps.Clone(nt.Selector()),
+		Affinity:     affinity,
+		// A VM with passed-through GPUs cannot live-migrate: on a node drain it stops, and
+		// runStrategy Always starts it again elsewhere with its model cache.
+		EvictionStrategy: &eviction,
+		Hostname:         name,
+		Networks:         networks,
+		Volumes:          volumes,
+	}
+	if n == 0 {
+		spec.ReadinessProbe = readinessProbe()
+	}
+
+	return object[vmSpec]{
+		APIVersion: kubevirtv1.SchemeGroupVersion.String(),
+		Kind:       "VirtualMachine",
+		Metadata:   meta{Name: name, Namespace: t.namespace, Labels: labels},
+		Spec: vmSpec{
+			RunStrategy: kubevirtv1.RunStrategyAlways,
+			Template: vmTemplate{
+				Metadata: meta{Labels: labels, Annotations: map[string]string{
+					v1alpha1.AnnotationServingPort:        strconv.Itoa(v1alpha1.ServingPort),
+					v1alpha1.AnnotationRequireAPIKey:      strconv.FormatBool(j.requireAPIKey),
+					v1alpha1.AnnotationReplicaNodes:       strconv.Itoa(int(j.nodes)),
+					v1alpha1.AnnotationPerReplicaGPUCount: strconv.Itoa(int(j.nodes * j.gpusPerNode)),
+				}},
+				Spec: spec,
+			},
+		},
+	}
+}
+
+// vmStorage is a node's disks and their volumes: the golden root disk, cloud-init, the model
+// cache claim and the (optional) Hugging Face token.
+func vmStorage(t *tenant, j *job, name string) ([]kubevirtv1.Disk, []kubevirtv1.Volume) {
 	disks := []kubevirtv1.Disk{
 		virtioDisk(volRoot, ""),
 		virtioDisk(volCloudInit, ""),
@@ -238,8 +303,12 @@ func virtualMachine(t *tenant, j *job, r, n int32, labels map[string]string) obj
 			Secret: &kubevirtv1.SecretVolumeSource{SecretName: t.opts.HFTokenSecret, Optional: &optional, VolumeLabel: hfTokenLabel},
 		}},
 	}
+	return disks, volumes
+}
 
-	// The pod network carries the API (and, multi-node, the rendezvous with the head).
+// vmNetworks is a node's interfaces: the pod network for the API (and, multi-node, the
+// rendezvous with the head), plus, multi-node, the fabric network between the replica's nodes.
+func vmNetworks(j *job) ([]kubevirtv1.Interface, []kubevirtv1.Network) {
 	// Masquerade forwards the declared ports only; a multi-node node declares none, so every
 	// port vLLM's launcher opens on the head is reachable.
 	pod := kubevirtv1.Interface{Name: netPod, InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{
@@ -250,90 +319,41 @@ func virtualMachine(t *tenant, j *job, r, n int32, labels map[string]string) obj
 	}
 	ifaces := []kubevirtv1.Interface{pod}
 	networks := []kubevirtv1.Network{{Name: netPod, NetworkSource: kubevirtv1.NetworkSource{Pod: &kubevirtv1.PodNetwork{}}}}
-
-	var hostDevices []kubevirtv1.HostDevice
-	var affinity *corev1.Affinity
 	if j.multiNode() {
-		// GPU-to-GPU traffic (NCCL) between the nodes of a replica: InfiniBand functions passed
-		// through, and a secondary network that gives each guest an address its peers can
-		// reach (masquerade on the pod network hides it).
-		if ib := nt.Spec.InfiniBand; ib != nil {
-			for i := range ib.Count {
-				hostDevices = append(hostDevices, kubevirtv1.HostDevice{Name: deviceName("ib", int(i)), DeviceName: ib.ResourceName})
-			}
-		}
 		ifaces = append(ifaces, kubevirtv1.Interface{Name: netFabric, InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{
 			Bridge: &kubevirtv1.InterfaceBridge{},
 		}})
 		networks = append(networks, kubevirtv1.Network{Name: netFabric, NetworkSource: kubevirtv1.NetworkSource{
 			Multus: &kubevirtv1.MultusNetwork{NetworkName: j.fabric},
 		}})
-		// All nodes of a replica in one rack: each node's pod must land in the rack of the
-		// replica's other pods (the first one placed picks the rack).
-		sel := t.replicaLabels(j, r)
-		delete(sel, v1alpha1.LabelManagedBy)
-		affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-				LabelSelector: &metav1.LabelSelector{MatchLabels: sel},
-				TopologyKey:   nt.Rack(),
-			}},
-		}}
 	}
+	return ifaces, networks
+}
 
-	cpu := j.cpu
-	mem := j.memory
-	eviction := kubevirtv1.EvictionStrategyNone
-	spec := kubevirtv1.VirtualMachineInstanceSpec{
-		Domain: kubevirtv1.DomainSpec{
-			CPU:    &kubevirtv1.CPU{Cores: cpu},
-			Memory: &kubevirtv1.Memory{Guest: &mem},
-			// Requests equal to the guest memory: no overcommit under a model server.
-			Resources: kubevirtv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: mem}},
-			Devices: kubevirtv1.Devices{
-				GPUs:        gpus,
-				HostDevices: hostDevices,
-				Disks:       disks,
-				Interfaces:  ifaces,
-			},
-		},
-		NodeSelector: maps.Clone(nt.Selector()),
-		Affinity:     affinity,
-		// A VM with passed-through GPUs cannot live-migrate: on a node drain it stops, and
-		// runStrategy Always starts it again elsewhere with its model cache.
-		EvictionStrategy: &eviction,
-		Hostname:         name,
-		Networks:         networks,
-		Volumes:          volumes,
-	}
-	if n == 0 {
-		// Loading weights takes minutes; readiness only gates traffic, it never restarts.
-		spec.ReadinessProbe = &kubevirtv1.Probe{
-			Handler: kubevirtv1.Handler{HTTPGet: &corev1.HTTPGetAction{
-				Path: HealthPath, Port: intstr.FromInt32(v1alpha1.ServingPort),
-			}},
-			InitialDelaySeconds: 60,
-			PeriodSeconds:       10,
-			TimeoutSeconds:      5,
-			FailureThreshold:    3,
-		}
-	}
+// rackAffinity keeps all nodes of a replica in one rack: each node's pod must land in the rack
+// of the replica's other pods (the first one placed picks the rack).
+func rackAffinity(t *tenant, j *job, r int32) *corev1.Affinity {
+	sel := t.replicaLabels(j, r)
+	delete(sel, v1alpha1.LabelManagedBy)
+	return &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: sel},
+			TopologyKey:   j.nodeType.Rack(),
+		}},
+	}}
+}
 
-	return object[vmSpec]{
-		APIVersion: kubevirtv1.SchemeGroupVersion.String(),
-		Kind:       "VirtualMachine",
-		Metadata:   meta{Name: name, Namespace: t.namespace, Labels: labels},
-		Spec: vmSpec{
-			RunStrategy: kubevirtv1.RunStrategyAlways,
-			Template: vmTemplate{
-				Metadata: meta{Labels: labels, Annotations: map[string]string{
-					v1alpha1.AnnotationServingPort:        strconv.Itoa(v1alpha1.ServingPort),
-					v1alpha1.AnnotationRequireAPIKey:      strconv.FormatBool(j.requireAPIKey),
-					v1alpha1.AnnotationReplicaNodes:       strconv.Itoa(int(j.nodes)),
-					v1alpha1.AnnotationPerReplicaGPUCount: strconv.Itoa(int(j.nodes * j.gpusPerNode)),
-				}},
-				Spec: spec,
-			},
-		},
+// readinessProbe is the head node's: loading weights takes minutes, and readiness only gates
+// traffic, it never restarts.
+func readinessProbe() *kubevirtv1.Probe {
+	return &kubevirtv1.Probe{
+		Handler: kubevirtv1.Handler{HTTPGet: &corev1.HTTPGetAction{
+			Path: HealthPath, Port: intstr.FromInt32(v1alpha1.ServingPort),
+		}},
+		InitialDelaySeconds: 60,
+		PeriodSeconds:       10,
+		TimeoutSeconds:      5,
+		FailureThreshold:    3,
 	}
 }
 

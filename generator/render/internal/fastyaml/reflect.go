@@ -620,8 +620,12 @@ func typeFields(t reflect.Type) []field {
 		}
 		current = next
 	}
-	// Dominance: per name, the fields at the shallowest depth; one tagged field among them
-	// wins, otherwise exactly one field must be there.
+	return dominant(all, depthOf)
+}
+
+// dominant applies encoding/json's dominance rule: per name, the fields at the shallowest
+// depth; one tagged field among them wins, otherwise exactly one field must be there.
+func dominant(all []field, depthOf map[string]int) []field {
 	byName := map[string][]field{}
 	var order []string
 	for _, f := range all {
