@@ -171,8 +171,8 @@ func Destination(tenant string, t *v1alpha1.TenantSpec) string {
 }
 
 // encode writes objects as one YAML stream, "---" between documents: the bytes
-// internal/manifest.Encode (sigs.k8s.io/yaml) writes, made by fastyaml, which spends a
-// twentieth of the time (the render's benchmark budget went to YAML encoding).
+// internal/manifest.Encode (sigs.k8s.io/yaml) writes, made by fastyaml, which spends far less
+// time (the render's benchmark budget went to YAML encoding; docs/rendering.md has the figures).
 func encode(objs ...any) ([]byte, error) {
 	var buf []byte
 	for i, o := range objs {

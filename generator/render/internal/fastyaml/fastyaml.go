@@ -1,7 +1,7 @@
 // Package fastyaml writes the YAML that sigs.k8s.io/yaml writes, byte for byte, many times
-// faster (a KubeVirt VirtualMachine: 40 µs instead of 1.5 ms). sigs.k8s.io/yaml.Marshal
-// encodes to JSON, parses that JSON back with a YAML parser and emits it with go-yaml's
-// emitter; that took four fifths of a tenant render. fastyaml
+// faster (docs/rendering.md has the figures). sigs.k8s.io/yaml.Marshal encodes to JSON,
+// parses that JSON back with a YAML parser and emits it with go-yaml's emitter; that took
+// most of a tenant render. fastyaml
 // walks the Go value itself with encoding/json's rules (json tags, omitempty and omitzero,
 // embedded structs, MarshalJSON) and writes go-yaml's block layout directly. Whatever it is
 // not certain to write exactly as go-yaml would (a string go-yaml would fold or quote
