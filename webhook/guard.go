@@ -127,7 +127,8 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 
 var errTooLarge = errors.New("request body is over the webhook's limit")
 
-// read reads the whole body into one buffer of its announced size, within the time limit.
+// read reads the whole body, within the time limit: into one buffer of its announced size (the
+// server stops at that length), or, unannounced, up to the limit.
 func (g *Guard) read(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, errors.New("request body is empty")
@@ -135,19 +136,22 @@ func (g *Guard) read(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(g.timeout)) // not every ResponseWriter supports it
 	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
-	size := r.ContentLength
-	if size < 0 {
-		size = 64 << 10
+	if r.ContentLength < 0 { // not announced: read up to the limit
+		body, err := io.ReadAll(io.LimitReader(r.Body, g.max+1))
+		switch {
+		case int64(len(body)) > g.max:
+			return nil, fmt.Errorf("%w of %d bytes", errTooLarge, g.max)
+		case err != nil:
+			return nil, fmt.Errorf("read the request body: %w", err)
+		}
+		return body, nil
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+1))
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, g.max+1))
-	switch {
-	case n > g.max:
-		return nil, fmt.Errorf("%w of %d bytes", errTooLarge, g.max)
-	case err != nil:
+	// One buffer of the announced size (a growing one would double near its end).
+	body := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(r.Body, body); err != nil {
 		return nil, fmt.Errorf("read the request body: %w", err)
 	}
-	return buf.Bytes(), nil
+	return body, nil
 }
 
 // checkEnvelope accepts an admission.k8s.io/v1 AdmissionReview that carries a request with a
