@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -213,7 +214,9 @@ func handlerFor(s *runtime.Scheme, gk schema.GroupKind, src policy.Source, m *Me
 // decoding and encoding around h (with panics turned into 500 responses). The webhook server
 // adds its request metrics when the handler is registered.
 func newWebhook(h admission.Handler, log logr.Logger) http.Handler {
-	hook := &admission.Webhook{Handler: h}
+	// Handler logs each decision with its fields; controller-runtime's per-request logger (its
+	// fields built for every request, logged only at V(5)) is left bare.
+	hook := &admission.Webhook{Handler: h, LogConstructor: func(base logr.Logger, _ *admission.Request) logr.Logger { return base }}
 	wh, err := admission.StandaloneWebhook(hook, admission.StandaloneOptions{Logger: log})
 	if err != nil {
 		return hook // only a metrics path can make it fail
@@ -228,7 +231,10 @@ func Mux(src policy.Source, m *Metrics, g *Guard) *http.ServeMux {
 		g = NewGuard(GuardOptions{})
 	}
 	mux := http.NewServeMux()
-	for path, h := range Handlers(g, src, m, logr.Discard()) {
+	// A logger with a sink: with none (logr.Discard), controller-runtime falls back to its global
+	// logger, which complains with a stack trace that it was never set.
+	quiet := funcr.New(func(string, string) {}, funcr.Options{})
+	for path, h := range Handlers(g, src, m, quiet) {
 		mux.Handle(path, h)
 	}
 	return mux
