@@ -16,6 +16,13 @@ const (
 	LabelRuntime     = "inferplane.io/runtime"
 	LabelModelMaster = "inferplane.io/model-master"
 
+	// LabelServing is ServingValue on every node of a replica that answers HTTP: the head of
+	// a replica started with vLLM's --nnodes launcher (its workers run --headless), every node
+	// of one started with the data-parallel launcher (each serves its own ranks). The xDS
+	// server routes to each serving node; the webhook holds the label to the layout.
+	LabelServing = "inferplane.io/serving"
+	ServingValue = "true"
+
 	// RoleHead is the node of a replica that runs the API server and answers requests;
 	// RoleWorker nodes only add their GPUs to it (multi-node replicas).
 	RoleHead   = "head"

@@ -23,6 +23,16 @@ type ManagedInferenceJobSpec struct {
 	// are on by default unless the recipe lists them in opt_in_features.
 	// +optional
 	Features map[string]bool `json:"features,omitempty"`
+	// FeatureModes picks the mode of a recipe's pick-one features by name (for example
+	// spec_decoding: mtp); naming a mode turns its feature on. Unset features use the
+	// variant's or the recipe's default mode.
+	// +optional
+	FeatureModes map[string]string `json:"featureModes,omitempty"`
+	// KVOffload names a KV-cache offload option of the recipes' taxonomy (simple,
+	// offloading_cpu, offloading_fs): its --kv-transfer-config and env are added to the
+	// master, where the recipe, the strategy and the hardware allow it.
+	// +optional
+	KVOffload string `json:"kvOffload,omitempty"`
 	// ExtraArgs are appended to the master's serving args (last one wins per flag).
 	// +optional
 	ExtraArgs []string `json:"extraArgs,omitempty"`

@@ -72,6 +72,11 @@ type ModelMasterSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	PipelineParallelSize int32 `json:"pipelineParallelSize,omitempty"`
+	// DataParallelSize is the number of data-parallel ranks across the replica (vLLM's
+	// --data-parallel-size); empty means 1. Its GPUs are TP x PP x DP.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	DataParallelSize int32 `json:"dataParallelSize,omitempty"`
 	// PerReplicaGPUCount is the number of GPUs one replica claims. A job's gpuCount must equal
 	// it, and the webhook holds every replica's VMs to it.
 	// +kubebuilder:validation:Minimum=1
@@ -95,6 +100,12 @@ type MasterSource struct {
 	// Features are the recipe features turned on, sorted.
 	// +optional
 	Features []string `json:"features,omitempty"`
+	// FeatureModes are the modes of the pick-one features that are on.
+	// +optional
+	FeatureModes map[string]string `json:"featureModes,omitempty"`
+	// KVOffload is the KV-cache offload option of the taxonomy the master uses.
+	// +optional
+	KVOffload string `json:"kvOffload,omitempty"`
 	// Nodes is the number of nodes of the hardware profile one replica spans.
 	// +optional
 	Nodes int32 `json:"nodes,omitempty"`

@@ -187,6 +187,13 @@ func (in *ManagedInferenceJobSpec) DeepCopyInto(out *ManagedInferenceJobSpec) {
 			(*out)[key] = val
 		}
 	}
+	if in.FeatureModes != nil {
+		in, out := &in.FeatureModes, &out.FeatureModes
+		*out = make(map[string]string, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
 	if in.ExtraArgs != nil {
 		in, out := &in.ExtraArgs, &out.ExtraArgs
 		*out = make([]string, len(*in))
@@ -216,6 +223,13 @@ func (in *MasterSource) DeepCopyInto(out *MasterSource) {
 		in, out := &in.Features, &out.Features
 		*out = make([]string, len(*in))
 		copy(*out, *in)
+	}
+	if in.FeatureModes != nil {
+		in, out := &in.FeatureModes, &out.FeatureModes
+		*out = make(map[string]string, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
 	}
 }
 

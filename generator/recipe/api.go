@@ -20,6 +20,8 @@ import (
 type Book struct {
 	taxonomy   *Taxonomy
 	strategies map[string]*Strategy
+	// kvStores are the Mooncake KV-store deployments (kv_store/*.yaml), by name.
+	kvStores map[string]*KVStore
 	// recipes by id (the path's <org>/<repo>); byLower maps the lowercased id to the id.
 	recipes map[string]*Recipe
 	byLower map[string]string
@@ -69,7 +71,12 @@ type Request struct {
 	Strategy string
 	// Features turns recipe features on or off over their defaults.
 	Features map[string]bool
-	Hardware Hardware
+	// FeatureModes picks the mode of pick-one features (spec_decoding: mtp); naming a mode
+	// turns its feature on.
+	FeatureModes map[string]string
+	// KVOffload names a KV-cache offload option of the taxonomy (simple, offloading_cpu, ...).
+	KVOffload string
+	Hardware  Hardware
 	// Nodes forces the number of nodes per replica; 0 lets the rules decide.
 	Nodes int32
 }
@@ -106,9 +113,12 @@ func (b *Book) Derive(req Request) (*v1alpha1.ModelMaster, error) {
 // key is a canonical form of the request, for the memo.
 func (r Request) key() string {
 	var k strings.Builder
-	fmt.Fprintf(&k, "%q %q %q %q %d %d %d", r.ModelID, r.Variant, r.Strategy, r.Hardware.Profile, r.Hardware.GPUsPerNode, r.Hardware.GPUMemoryGB, r.Nodes)
+	fmt.Fprintf(&k, "%q %q %q %q %d %d %d %q", r.ModelID, r.Variant, r.Strategy, r.Hardware.Profile, r.Hardware.GPUsPerNode, r.Hardware.GPUMemoryGB, r.Nodes, r.KVOffload)
 	for _, f := range slices.Sorted(maps.Keys(r.Features)) {
 		fmt.Fprintf(&k, " %q=%t", f, r.Features[f])
+	}
+	for _, f := range slices.Sorted(maps.Keys(r.FeatureModes)) {
+		fmt.Fprintf(&k, " %q:%q", f, r.FeatureModes[f])
 	}
 	return k.String()
 }

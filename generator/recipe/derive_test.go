@@ -105,12 +105,10 @@ func TestDeriveIssueExamples(t *testing.T) {
 			Image:   "vllm/vllm-openai:latest",
 			Args: []string{
 				"--trust-remote-code", "--tokenizer-mode", "auto",
-				"-cc.pass_config.fuse_allreduce_rms=False",
 				"--tensor-parallel-size", "16",
 				"--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2",
 			},
 			Env: []v1alpha1.EnvVar{
-				{Name: "VLLM_USE_NCCL_SYMM_MEM", Value: "0"},
 				{Name: "GLOO_SOCKET_IFNAME", Value: "$IFACE_NAME"},
 				{Name: "NCCL_SOCKET_IFNAME", Value: "$IFACE_NAME"},
 			},
@@ -140,7 +138,8 @@ func master(name string, spec v1alpha1.ModelMasterSpec) v1alpha1.ModelMaster {
 	return m
 }
 
-// Every bundled recipe x each of its variants on h100 and h200, with the layout the rules give.
+// The five recipes the first version was built on x each of their variants on h100 and h200,
+// with the layout the rules give (conformance_test.go covers the whole corpus).
 func TestDeriveEveryBundledRecipe(t *testing.T) {
 	b := bundled(t)
 	type layout struct {
@@ -175,8 +174,7 @@ func TestDeriveEveryBundledRecipe(t *testing.T) {
 			"amd_fp8": {tp(1), tp(1)}, // 80 GB fits one 80 GB GPU
 		},
 	}
-	require.ElementsMatch(t, slices.Collect(maps.Keys(want)), b.Models(), "a bundled recipe without an expectation")
-	for _, id := range b.Models() {
+	for _, id := range slices.Sorted(maps.Keys(want)) {
 		r, _, ok := b.Model(id)
 		require.True(t, ok)
 		require.ElementsMatch(t, r.Variants.Keys, slices.Collect(maps.Keys(want[id])), "variants of %s", id)
@@ -300,11 +298,10 @@ func TestDeriveArgsAndEnv(t *testing.T) {
 		name: "DeepSeek-R1 on H100 spans two nodes: strategy env, then the hopper env",
 		req:  recipe.Request{ModelID: "deepseek-ai/DeepSeek-R1", Hardware: hw("h100"), Features: map[string]bool{"reasoning": false}},
 		args: []string{"--trust-remote-code", "--enable-expert-parallel",
-			"-cc.pass_config.fuse_allreduce_rms=False", "--tensor-parallel-size", "16",
+			"--tensor-parallel-size", "16",
 			"--enable-auto-tool-choice", "--tool-call-parser", "deepseek_v3",
 			"--chat-template", "examples/tool_chat_template_deepseekr1.jinja"},
 		env: []v1alpha1.EnvVar{
-			{Name: "VLLM_USE_NCCL_SYMM_MEM", Value: "0"},
 			{Name: "GLOO_SOCKET_IFNAME", Value: "$IFACE_NAME"},
 			{Name: "NCCL_SOCKET_IFNAME", Value: "$IFACE_NAME"},
 			{Name: "VLLM_USE_FLASHINFER_MOE_FP8", Value: "1"},
@@ -525,15 +522,17 @@ func TestHasAndLookup(t *testing.T) {
 	_, variant, ok := b.Model("nvidia/Llama-3.3-70B-Instruct-FP8")
 	assert.True(t, ok)
 	assert.Equal(t, "fp8", variant)
-	assert.Equal(t, []string{"multi_node_tp", "single_node_tp"}, b.Strategies())
-	assert.Empty(t, b.Warnings())
+	assert.Equal(t, []string{
+		`models/thinkingmachines/Inkling-Small.yaml: model.model_id "thinkingmachines/Inkling-Small-NVFP4" differs from the id its path gives ("thinkingmachines/Inkling-Small"): the recipe is known as "thinkingmachines/Inkling-Small" and serves "thinkingmachines/Inkling-Small-NVFP4"`,
+		`models/thinkingmachines/Inkling.yaml: model.model_id "thinkingmachines/Inkling-NVFP4" differs from the id its path gives ("thinkingmachines/Inkling"): the recipe is known as "thinkingmachines/Inkling" and serves "thinkingmachines/Inkling-NVFP4"`,
+	}, b.Warnings(), "upstream's recipes whose only checkpoint is quantised")
+	assert.True(t, b.Has("thinkingmachines/Inkling-NVFP4"))
 }
 
 func TestDeriveErrors(t *testing.T) {
 	b := bundled(t)
 	extra := bundledFS(t)
-	extra["strategies/pd_cluster.yaml"] = &fstest.MapFile{Data: []byte("name: pd_cluster\ndeploy_type: pd_cluster\n")}
-	extra["strategies/multi_node_dep.yaml"] = &fstest.MapFile{Data: []byte("name: multi_node_dep\ndeploy_type: multi_node\nparallel_flag: --data-parallel-size\n")}
+	delete(extra, "strategies/multi_node_tp_pp.yaml")
 	extra["models/acme/Single-Only.yaml"] = &fstest.MapFile{Data: []byte(`
 model: {model_id: acme/Single-Only}
 variants: {default: {precision: bf16, vram_minimum_gb: 2000}}
@@ -553,6 +552,13 @@ variants:
   mi: {precision: fp8, vram_minimum_gb: 20, supported_hardware: [mi300x]}
 compatible_strategies: [single_node_tp]
 `)}
+	extra["models/acme/Helper.yaml"] = &fstest.MapFile{Data: []byte(`
+model: {model_id: acme/Helper}
+features:
+  cache: {args: [--kv-transfer-config, "{}"], companion: {label: Cache server, command: cache-server --port 1}}
+variants: {default: {precision: bf16, vram_minimum_gb: 20}}
+compatible_strategies: [single_node_tp]
+`)}
 	eb, err := recipe.Load(extra)
 	require.NoError(t, err)
 
@@ -565,29 +571,35 @@ compatible_strategies: [single_node_tp]
 		msg   string
 	}{
 		{"unknown model, with close ids", b, recipe.Request{ModelID: "Qwen/Qwen3-23B", Hardware: hw("h100")},
-			recipe.ErrUnknownModel, "model", `unknown model "Qwen/Qwen3-23B": the recipes tree has no models/Qwen/Qwen3-23B.yaml; did you mean Qwen/Qwen3-32B?`},
+			recipe.ErrUnknownModel, "model", `unknown model "Qwen/Qwen3-23B": the recipes tree has no models/Qwen/Qwen3-23B.yaml; did you mean Qwen/Qwen3-32B, Qwen/Qwen3-4B, Qwen/Qwen3-8B?`},
 		{"unknown model, nothing close", b, recipe.Request{ModelID: "acme/zzzzzzzzzz", Hardware: hw("h100")},
-			recipe.ErrUnknownModel, "model", `unknown model "acme/zzzzzzzzzz": the recipes tree has no models/acme/zzzzzzzzzz.yaml and no recipe with a close id (5 recipes)`},
+			recipe.ErrUnknownModel, "model", `unknown model "acme/zzzzzzzzzz": the recipes tree has no models/acme/zzzzzzzzzz.yaml and no recipe with a close id (173 recipes)`},
 		{"unknown model, part of an id", b, recipe.Request{ModelID: "gpt-oss", Hardware: hw("h100")},
-			recipe.ErrUnknownModel, "model", `did you mean openai/gpt-oss-120b?`},
+			recipe.ErrUnknownModel, "model", `did you mean openai/gpt-oss-20b, openai/gpt-oss-120b?`},
 		{"no model", b, recipe.Request{Hardware: hw("h100")},
 			recipe.ErrUnknownModel, "model", `no model given: name a recipe's model id (e.g. Qwen/Qwen3-32B)`},
-		{"unknown variant lists the recipe's", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Variant: "int8", Hardware: hw("h100")},
-			recipe.ErrUnknownVariant, "variant", `recipe Qwen/Qwen3-32B has no variant "int8"; its variants: default, fp8, awq`},
+		{"unknown variant lists the recipe's", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Variant: "fp9", Hardware: hw("h100")},
+			recipe.ErrUnknownVariant, "variant", `recipe Qwen/Qwen3-32B has no variant "fp9"; its variants: default, fp8, awq; did you mean fp8?`},
 		{"checkpoint id and variant disagree", b, recipe.Request{ModelID: "Qwen/Qwen3-32B-FP8", Variant: "awq", Hardware: hw("h100")},
 			recipe.ErrUnknownVariant, "variant", `model Qwen/Qwen3-32B-FP8 is the checkpoint of variant "fp8" of recipe Qwen/Qwen3-32B, but variant "awq" was asked for`},
-		{"unknown strategy lists compatible ones", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Strategy: "warp_drive", Hardware: hw("h100")},
-			recipe.ErrUnknownStrategy, "strategy", `unknown strategy "warp_drive"; recipe Qwen/Qwen3-32B is compatible with single_node_tp, multi_node_tp`},
+		{"unknown strategy lists compatible ones", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Strategy: "multi_node_tpp", Hardware: hw("h100")},
+			recipe.ErrUnknownStrategy, "strategy", `unknown strategy "multi_node_tpp"; recipe Qwen/Qwen3-32B is compatible with single_node_tp, multi_node_tp; did you mean multi_node_tep, multi_node_tp, multi_node_dep?`},
 		{"incompatible strategy", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Strategy: "single_node_dep", Hardware: hw("h100")},
-			recipe.ErrIncompatibleStrategy, "strategy", `strategy single_node_dep is not compatible with recipe Qwen/Qwen3-32B on h100; compatible: single_node_tp, multi_node_tp (with a strategies/ file: single_node_tp, multi_node_tp)`},
-		{"strategy in the taxonomy without a file", b, recipe.Request{ModelID: "meta-llama/Llama-3.3-70B-Instruct", Strategy: "multi_node_tp_pp", Hardware: hw("h100")},
+			recipe.ErrIncompatibleStrategy, "strategy", `strategy single_node_dep is not compatible with recipe Qwen/Qwen3-32B on h100; compatible: single_node_tp, multi_node_tp`},
+		{"strategy in the taxonomy without a file", eb, recipe.Request{ModelID: "meta-llama/Llama-3.3-70B-Instruct", Strategy: "multi_node_tp_pp", Hardware: hw("h100")},
 			recipe.ErrStrategyUnavailable, "strategy", `strategy multi_node_tp_pp is not available in this recipes tree (no strategies/multi_node_tp_pp.yaml); available for recipe meta-llama/Llama-3.3-70B-Instruct: single_node_tp, multi_node_tp`},
-		{"pd_cluster is not rendered by inferplane", eb, recipe.Request{ModelID: "moonshotai/Kimi-K2-Instruct", Strategy: "pd_cluster", Hardware: hw("h200")},
-			recipe.ErrUnsupportedStrategy, "strategy", `strategy pd_cluster is not supported by inferplane: disaggregated prefill/decode clusters are not rendered by inferplane`},
-		{"multi-node data parallel launches differently", eb, recipe.Request{ModelID: "moonshotai/Kimi-K2-Instruct", Strategy: "multi_node_dep", Hardware: hw("h200")},
-			recipe.ErrUnsupportedStrategy, "strategy", `strategy multi_node_dep is not supported by inferplane: its parallel flag --data-parallel-size is launched per node differently`},
+		{"pd_cluster is not rendered by inferplane", b, recipe.Request{ModelID: "moonshotai/Kimi-K2-Instruct", Strategy: "pd_cluster", Hardware: hw("h200")},
+			recipe.ErrUnsupportedStrategy, "strategy", `strategy pd_cluster is not rendered by inferplane: disaggregated prefill/decode needs two pools of servers joined by a NIXL KV connector and a vllm-router in front of them, which inferplane does not render yet (docs/recipes.md); use instead: single_node_tp, single_node_tep, single_node_dep, multi_node_tp, multi_node_tp_pp, multi_node_dep, multi_node_tep`},
+		{"below the recipe's GPU floor on this hardware (strategy_min_gpus)", b, recipe.Request{ModelID: "moonshotai/Kimi-K3", Strategy: "single_node_tp", Hardware: hw("h100")},
+			recipe.ErrDoesNotFit, "strategy", `strategy single_node_tp needs at least 32 GPUs for recipe moonshotai/Kimi-K3 on h100 (strategy_min_gpus), and one h100 node has 8; usable here: multi_node_tp`},
+		{"nodes below the GPU floor", b, recipe.Request{ModelID: "moonshotai/Kimi-K3", Strategy: "multi_node_tp", Nodes: 3, Hardware: hw("h100")},
+			recipe.ErrDoesNotFit, "nodes", `strategy multi_node_tp needs at least 4 nodes of h100 per replica (strategy_min_gpus 32 GPUs;`},
+		{"an override's TP that does not fill the nodes (MiniMax-M2's amd TP 2 under multi_node_tp)", b, recipe.Request{ModelID: "MiniMaxAI/MiniMax-M2", Strategy: "multi_node_tp", Hardware: hw("mi300x")},
+			recipe.ErrArgsMismatch, "strategy", `the serving args of recipe MiniMaxAI/MiniMax-M2 with strategy multi_node_tp on 2 mi300x nodes use tensor 2 x pipeline 1 x data 1 = 2 GPUs, not the 16 GPUs of the 2 nodes`},
+		{"a base TP that multiplies DEP's ranks past the node", b, recipe.Request{ModelID: "inclusionAI/Ring-2.6-1T", Strategy: "multi_node_dep", Hardware: hw("h200")},
+			recipe.ErrArgsMismatch, "strategy", `use tensor 8 x pipeline 1 x data 16 = 128 GPUs with --data-parallel-size-local 8 on each node, not the 8 GPUs of each of the 2 nodes`},
 		{"single-node strategy for a model that needs two nodes", b, recipe.Request{ModelID: "moonshotai/Kimi-K2-Instruct", Strategy: "single_node_tp", Hardware: hw("h200")},
-			recipe.ErrDoesNotFit, "strategy", `does not fit one node with strategy single_node_tp: variant "default" of moonshotai/Kimi-K2-Instruct needs 1200 GB; one h200 node has 8 GPUs x 141 GB = 1128 GB; a multi-node strategy is needed (multi_node_tp available)`},
+			recipe.ErrDoesNotFit, "strategy", `does not fit one node with strategy single_node_tp: variant "default" of moonshotai/Kimi-K2-Instruct needs 1200 GB; one h200 node has 8 GPUs x 141 GB = 1128 GB; a multi-node strategy is needed (multi_node_tp, multi_node_tp_pp, multi_node_dep, multi_node_tep available)`},
 		{"one node forced for a model that needs two", b, recipe.Request{ModelID: "moonshotai/Kimi-K2-Instruct", Nodes: 1, Hardware: hw("h200")},
 			recipe.ErrDoesNotFit, "nodes", `does not fit 1 node(s): variant "default" of moonshotai/Kimi-K2-Instruct needs 1200 GB; one h200 node has 8 GPUs x 141 GB = 1128 GB, so a replica needs at least 2 nodes`},
 		{"single-node strategy on two nodes", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Strategy: "single_node_tp", Nodes: 2, Hardware: hw("h100")},
@@ -597,11 +609,13 @@ compatible_strategies: [single_node_tp]
 		{"too many nodes", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Nodes: 17, Hardware: hw("h100")},
 			recipe.ErrDoesNotFit, "nodes", `17 nodes per replica is more than the 16 a replica may span`},
 		{"does not fit and the recipe allows no multi-node strategy", eb, recipe.Request{ModelID: "acme/Single-Only", Hardware: hw("h200")},
-			recipe.ErrDoesNotFit, "strategy", `does not fit: variant "default" of acme/Single-Only needs 2000 GB; one h200 node has 8 GPUs x 141 GB = 1128 GB, and recipe acme/Single-Only has no multi-node strategy inferplane can use in this recipes tree (compatible: single_node_tp; with a strategies/ file: single_node_tp)`},
+			recipe.ErrDoesNotFit, "strategy", `does not fit: variant "default" of acme/Single-Only needs 2000 GB; one h200 node has 8 GPUs x 141 GB = 1128 GB, and recipe acme/Single-Only has no multi-node strategy inferplane can use on h200 (compatible: single_node_tp; usable: single_node_tp)`},
 		{"does not fit even on 16 nodes", b, recipe.Request{ModelID: "moonshotai/Kimi-K2-Instruct", Hardware: recipe.Hardware{Profile: "h100", GPUsPerNode: 1, GPUMemoryGB: 24}},
 			recipe.ErrDoesNotFit, "nodes", `does not fit: variant "default" of moonshotai/Kimi-K2-Instruct needs 1200 GB; one h100 node has 1 GPUs x 24 GB = 24 GB, so it would span 50 nodes, more than the 16 a replica may`},
-		{"a profile that cannot be clustered", b, recipe.Request{ModelID: "meta-llama/Llama-3.3-70B-Instruct", Hardware: hw("rtx_pro_6000")},
-			recipe.ErrDoesNotFit, "nodes", `and rtx_pro_6000 nodes cannot be joined into one deployment (taxonomy: scalable: false)`},
+		{"a profile that cannot be clustered names the variant that fits", b, recipe.Request{ModelID: "Google/gemma-4-26B-A4B-it", Hardware: hw("rtx_5090")},
+			recipe.ErrDoesNotFit, "nodes", `does not fit: variant "default" of Google/gemma-4-26B-A4B-it needs 64 GB; one rtx_5090 node has 1 GPUs x 32 GB = 32 GB, and rtx_5090 nodes cannot be joined into one deployment (taxonomy: scalable: false); variant "fp8" fits (32 GB)`},
+		{"a restricted profile the recipe does not declare", b, recipe.Request{ModelID: "meta-llama/Llama-3.3-70B-Instruct", Hardware: hw("rtx_pro_6000")},
+			recipe.ErrUnsupportedHardware, "hardware", `hardware rtx_pro_6000 is restricted in taxonomy.yaml (offered only for recipes that declare it) and recipe meta-llama/Llama-3.3-70B-Instruct does not list it in meta.hardware (it lists b200,`},
 		{"unknown hardware profile lists the taxonomy's", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Hardware: hw("h800")},
 			recipe.ErrUnknownHardware, "hardware", `unknown hardware profile "h800"; taxonomy.yaml defines h100, h200, b200, gb200`},
 		{"no hardware profile", b, recipe.Request{ModelID: "Qwen/Qwen3-32B"},
@@ -618,8 +632,30 @@ compatible_strategies: [single_node_tp]
 			recipe.ErrUnknownFeature, "features", `unknown feature "reasoning"; recipe openai/gpt-oss-120b has tool_calling (on by default) and spec_decoding (opt-in)`},
 		{"a feature on a recipe without any", b, recipe.Request{ModelID: "meta-llama/Llama-3.3-70B-Instruct", Features: map[string]bool{"tool_calling": true}, Hardware: hw("h200")},
 			recipe.ErrUnknownFeature, "features", `unknown feature "tool_calling": recipe meta-llama/Llama-3.3-70B-Instruct has no features`},
+		{"features that exclude each other, both asked for", b, recipe.Request{ModelID: "Qwen/Qwen3.5-35B-A3B", Features: map[string]bool{"text_only": true, "encoder_parallel": true}, Hardware: hw("h200")},
+			recipe.ErrUnknownFeature, "features", `features text_only and encoder_parallel of recipe Qwen/Qwen3.5-35B-A3B exclude each other: turn one of them off`},
+		{"a mode the feature does not have", b, recipe.Request{ModelID: "deepseek-ai/DeepSeek-V4-Pro", FeatureModes: map[string]string{"spec_decoding": "mpt"}, Hardware: hw("b200")},
+			recipe.ErrUnknownFeature, "featureModes", `feature spec_decoding of recipe deepseek-ai/DeepSeek-V4-Pro has no mode "mpt"; its modes: mtp, dspark; did you mean mtp?`},
+		{"a mode of another variant", b, recipe.Request{ModelID: "deepseek-ai/DeepSeek-V4-Pro", FeatureModes: map[string]string{"spec_decoding": "mtp"}, Hardware: hw("b200")},
+			recipe.ErrUnknownFeature, "featureModes", `mode "mtp" of feature spec_decoding of recipe deepseek-ai/DeepSeek-V4-Pro does not run with variant "default" on b200; modes that do: dspark`},
+		{"a mode for a feature without modes", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", FeatureModes: map[string]string{"reasoning": "on"}, Hardware: hw("h100")},
+			recipe.ErrUnknownFeature, "featureModes", `feature reasoning of recipe Qwen/Qwen3-32B has no modes: it is only turned on or off`},
+		{"a mode for a feature turned off", b, recipe.Request{ModelID: "deepseek-ai/DeepSeek-V4-Pro", Features: map[string]bool{"spec_decoding": false}, FeatureModes: map[string]string{"spec_decoding": "dspark"}, Hardware: hw("b200")},
+			recipe.ErrUnknownFeature, "featureModes", `feature spec_decoding of recipe deepseek-ai/DeepSeek-V4-Pro is turned off, but its mode "dspark" was asked for`},
+		{"a feature that needs a companion process", eb, recipe.Request{ModelID: "acme/Helper", Hardware: hw("h100")},
+			recipe.ErrUnsupportedFeature, "features", `feature cache of recipe acme/Helper needs its companion process "Cache server" running beside vllm serve on the node, which inferplane does not render; turn it off (features: {cache: false})`},
+		{"unknown KV offload option", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", KVOffload: "simpel", Hardware: hw("h100")},
+			recipe.ErrUnknownKVOffload, "kvOffload", `unknown KV offload option "simpel"; taxonomy.yaml offers simple, offloading_cpu, offloading_fs, lmcache, kv_store_centralized_mooncake, kv_store_distributed_mooncake; did you mean simple?`},
+		{"a Mooncake KV store", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", KVOffload: "kv_store_distributed_mooncake", Hardware: hw("h100")},
+			recipe.ErrUnsupportedKVOffload, "kvOffload", `KV offload kv_store_distributed_mooncake is a Mooncake KV-store deployment: it needs a mooncake_master, a shared Mooncake config file and, past one instance, a vllm-router in front, which inferplane does not render; the options inferplane renders here: simple`},
+		{"an opt-in option the recipe has not verified", b, recipe.Request{ModelID: "Google/gemma-4-31B-it", KVOffload: "offloading_cpu", Hardware: hw("h100")},
+			recipe.ErrUnsupportedKVOffload, "kvOffload", `KV offload offloading_cpu is offered only for recipes that mark it verified (kv_offload_support), and recipe Google/gemma-4-31B-it does not; the options inferplane renders here: simple`},
+		{"an option for single-node strategies only", b, recipe.Request{ModelID: "moonshotai/Kimi-K2-Instruct", KVOffload: "lmcache", Hardware: hw("h200")},
+			recipe.ErrUnsupportedKVOffload, "kvOffload", `KV offload lmcache runs only under strategy single_node_tp, single_node_tep, single_node_dep, not multi_node_tp; the options inferplane renders here: simple`},
+		{"an option with a companion process", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", KVOffload: "lmcache", Hardware: hw("h100")},
+			recipe.ErrUnsupportedKVOffload, "kvOffload", `KV offload lmcache needs its companion process "LMCache Server" running beside vllm serve on the node (uv pip install "lmcache==0.5.1"), which inferplane does not render`},
 		{"omni recipes", eb, recipe.Request{ModelID: "acme/Omni", Hardware: hw("h200")},
-			recipe.ErrUnsupportedRecipe, "model", `recipe acme/Omni is a vllm-omni recipe (meta.tasks lists omni): inferplane derives masters for ` + "`vllm serve`" + ` models only`},
+			recipe.ErrUnsupportedRecipe, "model", `recipe acme/Omni is a vllm-omni recipe (meta.tasks lists omni): inferplane derives masters for ` + "`vllm serve`" + ` chat and completion models only, not ` + "`vllm serve --omni`"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,6 +23,10 @@ var (
 	ErrUnknownFeature       = errors.New("unknown feature")
 	ErrDoesNotFit           = errors.New("model does not fit")
 	ErrUnsupportedRecipe    = errors.New("recipe not supported by inferplane")
+	ErrUnsupportedFeature   = errors.New("feature not supported by inferplane")
+	ErrUnknownKVOffload     = errors.New("unknown KV offload option")
+	ErrUnsupportedKVOffload = errors.New("KV offload option not offered here")
+	ErrArgsMismatch         = errors.New("serving args disagree with the layout")
 )
 
 // Error is a derivation error: an apimachinery field error (Err) whose Field is the request

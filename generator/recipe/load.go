@@ -17,6 +17,7 @@ import (
 const (
 	ModelsDir     = "models"
 	StrategiesDir = "strategies"
+	KVStoreDir    = "kv_store"
 	TaxonomyFile  = "taxonomy.yaml"
 )
 
@@ -33,6 +34,7 @@ func load(fsys fs.FS) (*Book, error) {
 		byLower:    map[string]string{},
 		aliases:    map[string]alias{},
 		strategies: map[string]*Strategy{},
+		kvStores:   map[string]*KVStore{},
 	}
 	var probs problem.List
 
@@ -40,6 +42,7 @@ func load(fsys fs.FS) (*Book, error) {
 		b.taxonomy = tax
 	}
 	b.readStrategies(fsys, &probs)
+	b.readKVStores(fsys, &probs)
 	b.readModels(fsys, &probs)
 	if err := probs.Err(); err != nil {
 		return nil, err
@@ -163,6 +166,35 @@ func (b *Book) readStrategies(fsys fs.FS, probs *problem.List) {
 			continue
 		}
 		b.strategies[s.Name] = &s
+	}
+}
+
+// readKVStores reads kv_store/*.yaml, the Mooncake deployments upstream offers as KV offload
+// options. The folder is optional: older trees do not have it.
+func (b *Book) readKVStores(fsys fs.FS, probs *problem.List) {
+	entries, err := fs.ReadDir(fsys, KVStoreDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		probs.Add(KVStoreDir+"/", "", "", "cannot read: %v", unwrapPathError(err))
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() || !isYAML(e.Name()) {
+			continue
+		}
+		file := path.Join(KVStoreDir, e.Name())
+		var s KVStore
+		if !decodeFile(fsys, file, &s, probs) {
+			continue
+		}
+		s.File = file
+		if _, dup := b.kvStores[s.Name]; dup {
+			probs.Add(file, "name", "", "KV store %q is defined twice", s.Name)
+			continue
+		}
+		b.kvStores[s.Name] = &s
 	}
 }
 

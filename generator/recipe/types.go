@@ -28,8 +28,13 @@ type Recipe struct {
 	CompatibleStrategies  []string                     `yaml:"compatible_strategies"`
 	DefaultStrategy       string                       `yaml:"default_strategy"`
 	StrategyHardware      map[string]map[string]string `yaml:"strategy_hardware"`
-	HardwareOverrides     map[string]Override          `yaml:"hardware_overrides"`
-	StrategyOverrides     map[string]StrategyOverride  `yaml:"strategy_overrides"`
+	// StrategyMinGPUs is the GPU floor of each strategy, as a number for all of them or a map
+	// by strategy name and by exact profile id (upstream's strategy_min_gpus).
+	StrategyMinGPUs   *MinGPUs                    `yaml:"strategy_min_gpus"`
+	HardwareOverrides map[string]*Override        `yaml:"hardware_overrides"`
+	StrategyOverrides map[string]StrategyOverride `yaml:"strategy_overrides"`
+	// KVOffloadSupport marks taxonomy KV-offload options verified or unsupported for the recipe.
+	KVOffloadSupport map[string]string `yaml:"kv_offload_support"`
 }
 
 // Meta is the recipe's descriptive header.
@@ -41,6 +46,8 @@ type Meta struct {
 	Tasks       []string `yaml:"tasks"`
 	// Hardware maps hardware profile ids to verified or unsupported.
 	Hardware map[string]string `yaml:"hardware"`
+	// DefaultHardware is the profile the recipe's author picks first.
+	DefaultHardware string `yaml:"default_hardware"`
 }
 
 // ModelInfo is the recipe's `model` block.
@@ -63,12 +70,20 @@ type Feature struct {
 	Description string `yaml:"description"`
 	Args        Args   `yaml:"args"`
 	// HardwareOverrides, keyed by generation (or "nvidia"), replace Args on that hardware.
-	HardwareOverrides map[string]FeatureOverride `yaml:"hardware_overrides"`
+	HardwareOverrides map[string]*FeatureOverride `yaml:"hardware_overrides"`
 	// Modes make the feature a pick-one (e.g. speculative decoding methods).
 	Modes       Ordered[FeatureMode] `yaml:"modes"`
 	DefaultMode string               `yaml:"default_mode"`
 	// Strategies, when set, are the only strategies the feature applies under.
 	Strategies []string `yaml:"strategies"`
+	// Companion is a helper process the feature needs beside the model server.
+	Companion *Companion `yaml:"companion"`
+}
+
+// Companion is a helper process that runs beside `vllm serve` on the same node.
+type Companion struct {
+	Label   string `yaml:"label"`
+	Command string `yaml:"command"`
 }
 
 // FeatureOverride replaces a feature's or mode's args on some hardware.
@@ -82,8 +97,8 @@ type FeatureMode struct {
 	// Hardware marks a generation or profile id "unsupported" for this mode.
 	Hardware map[string]string `yaml:"hardware"`
 	// Variants, when set, are the only variants the mode exists for.
-	Variants          []string                   `yaml:"variants"`
-	HardwareOverrides map[string]FeatureOverride `yaml:"hardware_overrides"`
+	Variants          []string                    `yaml:"variants"`
+	HardwareOverrides map[string]*FeatureOverride `yaml:"hardware_overrides"`
 }
 
 // Variant is one checkpoint / precision of the model.
@@ -99,8 +114,8 @@ type Variant struct {
 	TP *HardwareInt `yaml:"tp"`
 	// HardwareOverrides are keyed by generation or "nvidia" (additive, after the recipe's) and
 	// by exact profile id (applied with the variant's own args).
-	HardwareOverrides map[string]Override `yaml:"hardware_overrides"`
-	DockerImage       *Image              `yaml:"docker_image"`
+	HardwareOverrides map[string]*Override `yaml:"hardware_overrides"`
+	DockerImage       *Image               `yaml:"docker_image"`
 	// SupportedHardware, when set, lists the only profiles the variant runs on.
 	SupportedHardware []string `yaml:"supported_hardware"`
 	// PrecisionHardware overrides the hardware a precision needs (nvfp4: NVIDIA blackwell).
@@ -131,7 +146,7 @@ type StrategyOverride struct {
 	ExtraEnv  Env          `yaml:"extra_env"`
 	// HardwareOverrides keyed by generation replace the recipe's and the variant's hardware
 	// args; keyed by exact profile id they add to them.
-	HardwareOverrides map[string]Override `yaml:"hardware_overrides"`
+	HardwareOverrides map[string]*Override `yaml:"hardware_overrides"`
 }
 
 // Strategy is one strategies/<name>.yaml file.
@@ -159,6 +174,15 @@ type HardwareMatch struct {
 	Architecture string `yaml:"architecture"`
 }
 
+// KVStore is one kv_store/<name>.yaml file: a Mooncake KV-store deployment, offered as a KV
+// offload option (deploy_type kv_store_lb).
+type KVStore struct {
+	File        string `yaml:"-"`
+	Name        string `yaml:"name" recipe:"required"`
+	DeployType  string `yaml:"deploy_type" recipe:"required"`
+	DisplayName string `yaml:"display_name"`
+}
+
 // Deploy types of strategies.
 const (
 	DeploySingleNode = "single_node"
@@ -171,6 +195,25 @@ const (
 type Taxonomy struct {
 	HardwareProfiles Ordered[HardwareProfile] `yaml:"hardware_profiles" recipe:"required"`
 	Strategies       []string                 `yaml:"strategies"`
+	// KVOffload are the KV-cache offload options that compose with a serving strategy.
+	KVOffload Ordered[KVOffloadOption] `yaml:"kv_offload"`
+}
+
+// KVOffloadOption is one taxonomy.kv_offload entry: args (a --kv-transfer-config) and env
+// added after everything else, where its gates allow.
+type KVOffloadOption struct {
+	DisplayName string `yaml:"display_name"`
+	Description string `yaml:"description"`
+	Args        Args   `yaml:"args"`
+	Env         Env    `yaml:"env"`
+	// Strategies, when set, are the only strategies the option runs under.
+	Strategies []string `yaml:"strategies"`
+	// Brands, when set, are the only hardware brands the option runs on.
+	Brands []string `yaml:"brands"`
+	// RequiresOptIn: offered only where the recipe marks the option verified.
+	RequiresOptIn bool       `yaml:"requires_opt_in"`
+	Companion     *Companion `yaml:"companion"`
+	Install       string     `yaml:"install"`
 }
 
 // HardwareProfile is one node class of the taxonomy (h100: eight 80 GB Hopper GPUs).
@@ -346,4 +389,73 @@ func ceilDiv(a, b float64) int64 {
 		return 0
 	}
 	return int64(math.Ceil(a/b - 1e-9))
+}
+
+// MinGPUs is upstream's strategy_min_gpus: one floor for every strategy (a number), or a map
+// whose keys are strategy names (or their suffixes: tp, dep, ...) with a number each, and
+// exact profile ids with a number or such a map of their own.
+type MinGPUs struct {
+	All   int64
+	ByKey map[string]MinGPUsBlock
+}
+
+// MinGPUsBlock is one value of the map: a number, or a map by strategy.
+type MinGPUsBlock struct {
+	All        int64
+	ByStrategy map[string]int64
+}
+
+func (m *MinGPUs) decodeNode(d *decoder, n *yaml.Node, path string) error {
+	if n.Kind == yaml.MappingNode {
+		return d.decode(n, reflectValue(&m.ByKey), path)
+	}
+	i, err := d.integer(n, path)
+	m.All = i
+	return err
+}
+
+func (b *MinGPUsBlock) decodeNode(d *decoder, n *yaml.Node, path string) error {
+	if n.Kind == yaml.MappingNode {
+		return d.decode(n, reflectValue(&b.ByStrategy), path)
+	}
+	i, err := d.integer(n, path)
+	b.All = i
+	return err
+}
+
+// floor is one block's floor for strategy key: the number, else the key itself, its
+// multi_node_ or its single_node_ form.
+func (b MinGPUsBlock) floor(key string) int64 {
+	if b.ByStrategy == nil {
+		return b.All
+	}
+	for _, k := range []string{key, "multi_node_" + key, "single_node_" + key} {
+		if v, ok := b.ByStrategy[k]; ok {
+			return v
+		}
+	}
+	return 0
+}
+
+// For is the GPU floor of strategy key on profile: the strategy's bar, raised by the
+// profile's own block when it has one (highest wins). Only exact profile ids count: GPUs of
+// one generation differ in memory, which is what moves the floor.
+func (m *MinGPUs) For(key, profileID string) int64 {
+	if m == nil {
+		return 0
+	}
+	if m.ByKey == nil {
+		return m.All
+	}
+	var floor int64
+	for _, k := range []string{key, "multi_node_" + key, "single_node_" + key} {
+		if v, ok := m.ByKey[k]; ok && v.ByStrategy == nil {
+			floor = v.All
+			break
+		}
+	}
+	if hw, ok := m.ByKey[profileID]; ok {
+		floor = max(floor, hw.floor(key))
+	}
+	return floor
 }
