@@ -12,13 +12,24 @@ type Layout struct {
 	Nodes int32
 	// GPUsPerNode is the number of GPUs each of those VMs passes through.
 	GPUsPerNode int32
+	// DataParallelLocal is set when a multi-node replica starts with vLLM's data-parallel
+	// launcher (its args ask for data parallelism): every node runs this many data-parallel
+	// ranks of its own and answers requests for them. Zero under the --nnodes launcher, whose
+	// workers run --headless, and on one node.
+	DataParallelLocal int32
 }
+
+// Serving reports whether node rank of a replica answers HTTP: the head always; every node
+// under the data-parallel launcher.
+func (l Layout) Serving(rank int32) bool { return rank == 0 || l.DataParallelLocal > 0 }
 
 // ReplicaLayout is the layout the rules require for one replica of master on nodes of type nt:
 // one VM with all perReplicaGPUCount GPUs when they fit one node, else perReplicaGPUCount / GPUs
 // per node VMs of a whole node each. It is an error when the count is not a whole number of
-// nodes, or when a Parakeet replica would need more than one node. The generator lays out
-// replicas with it, so what it renders is what the webhook admits.
+// nodes, when a Parakeet replica would need more than one node, or when a multi-node master
+// asks for data parallelism whose ranks do not fill each node (--data-parallel-size-local x
+// tensor x pipeline must be the node's GPUs). The generator lays out replicas with it, so
+// what it renders is what the webhook admits.
 func ReplicaLayout(master *v1alpha1.ModelMaster, nt *v1alpha1.NodeType) (Layout, error) {
 	want, perNode := master.Spec.PerReplicaGPUCount, nt.Spec.GPU.Count
 	switch {
@@ -35,7 +46,27 @@ func ReplicaLayout(master *v1alpha1.ModelMaster, nt *v1alpha1.NodeType) (Layout,
 		return Layout{}, fmt.Errorf("perReplicaGPUCount %d of ModelMaster %s is more than one node of NodeType %s holds "+
 			"(%s) and not a whole number of such nodes: a multi-node replica takes whole nodes", want, master.Name, nt.Name, gpus(perNode))
 	}
-	return Layout{Nodes: want / perNode, GPUsPerNode: perNode}, nil
+	l := Layout{Nodes: want / perNode, GPUsPerNode: perNode}
+	par := masterParallelism(master)
+	if par.dp <= 1 {
+		return l, nil
+	}
+	tp, pp := max(par.tp, 1), max(par.pp, 1)
+	if local := int64(perNode) / (tp * pp); par.dpLocal*tp*pp != int64(perNode) || par.dp != par.dpLocal*int64(l.Nodes) {
+		return Layout{}, fmt.Errorf("ModelMaster %s spans %d nodes of NodeType %s with data parallelism: each node runs "+
+			"%s data-parallel ranks of tensor %d x pipeline %d GPUs, which must fill its %s: %s %d and %s %d (the master has %s and %s)",
+			master.Name, l.Nodes, nt.Name, flagDPLocal, tp, pp, gpus(perNode), flagDPLocal, local, flagDP, local*int64(l.Nodes),
+			sizeText(flagDPLocal, par.dpLocal), sizeText(flagDP, par.dp))
+	}
+	l.DataParallelLocal = int32(par.dpLocal)
+	return l, nil
+}
+
+func sizeText(flag string, n int64) string {
+	if n < 1 {
+		return "no " + flag
+	}
+	return fmt.Sprintf("%s %d", flag, n)
 }
 
 // gpus says "1 GPU" or "n GPUs".

@@ -65,6 +65,7 @@ func checkMasterSizes(s *v1alpha1.ModelMasterSpec) field.ErrorList {
 	}{
 		{"tensorParallelSize", flagTP, s.TensorParallelSize, par.tp},
 		{"pipelineParallelSize", flagPP, s.PipelineParallelSize, par.pp},
+		{"dataParallelSize", flagDP, s.DataParallelSize, par.dp},
 	}
 	for _, f := range sizes {
 		if f.v < 0 {
@@ -86,7 +87,12 @@ func checkMasterSizes(s *v1alpha1.ModelMasterSpec) field.ErrorList {
 // taking precedence (they are what the generator derived; invalid flags are CheckMaster's).
 func masterParallelism(m *v1alpha1.ModelMaster) parallelism {
 	par, _ := parseParallelism(m.Spec.Args)
-	return par.override(parallelism{tp: int64(max(m.Spec.TensorParallelSize, 0)), pp: int64(max(m.Spec.PipelineParallelSize, 0))})
+	return par.override(fieldParallelism(&m.Spec))
+}
+
+// fieldParallelism is the parallelism the master's fields state (0: not stated).
+func fieldParallelism(s *v1alpha1.ModelMasterSpec) parallelism {
+	return parallelism{tp: int64(max(s.TensorParallelSize, 0)), pp: int64(max(s.PipelineParallelSize, 0)), dp: int64(max(s.DataParallelSize, 0))}
 }
 
 // vLLM's parallelism flags (long and short forms).
@@ -94,16 +100,20 @@ const (
 	flagTP = "--tensor-parallel-size"
 	flagPP = "--pipeline-parallel-size"
 	flagDP = "--data-parallel-size"
+	// flagDPLocal is the data-parallel ranks one node runs under vLLM's data-parallel
+	// launcher (a multi-node replica whose nodes each start their own ranks).
+	flagDPLocal = "--data-parallel-size-local"
 )
 
 var parallelFlags = map[string]string{
 	flagTP: flagTP, "-tp": flagTP,
 	flagPP: flagPP, "-pp": flagPP,
 	flagDP: flagDP, "-dp": flagDP,
+	flagDPLocal: flagDPLocal, "-dpl": flagDPLocal,
 }
 
 // parallelism is what a vLLM command line asks for; 0 means not set.
-type parallelism struct{ tp, pp, dp int64 }
+type parallelism struct{ tp, pp, dp, dpLocal int64 }
 
 func (p parallelism) set() bool { return p.tp > 0 || p.pp > 0 || p.dp > 0 }
 
@@ -185,6 +195,8 @@ func parseParallelism(args []string) (parallelism, []badFlag) {
 			p.pp = n
 		case flagDP:
 			p.dp = n
+		case flagDPLocal:
+			p.dpLocal = n
 		}
 	}
 	return p, bad

@@ -68,6 +68,7 @@ func (w workload) names() WorkloadNames {
 var inferplaneLabels = []string{
 	v1alpha1.LabelTenant, v1alpha1.LabelJob, v1alpha1.LabelReplica, v1alpha1.LabelNodeRank,
 	v1alpha1.LabelRole, v1alpha1.LabelNodeType, v1alpha1.LabelRuntime, v1alpha1.LabelModelMaster,
+	v1alpha1.LabelServing,
 }
 
 // requiredLabels are the ones the rules cannot work without.
@@ -214,6 +215,7 @@ func checkLayout(w workload, master *v1alpha1.ModelMaster, nt *v1alpha1.NodeType
 			out = append(out, field.Invalid(w.labelsPath.Key(v1alpha1.LabelRole), got,
 				fmt.Sprintf("must be %q for node-rank %d (rank 0 is the head)", role, rank)))
 		}
+		out = append(out, checkServing(w, master, layout, int32(rank))...)
 	}
 	if e := checkAnnotation(w, v1alpha1.AnnotationReplicaNodes, layout.Nodes); e != nil {
 		out = append(out, e)
@@ -225,6 +227,29 @@ func checkLayout(w workload, master *v1alpha1.ModelMaster, nt *v1alpha1.NodeType
 				layout.Nodes, nt.Rack(), v1alpha1.LabelTenant, v1alpha1.LabelJob, v1alpha1.LabelReplica)))
 	}
 	return out
+}
+
+// checkServing holds the serving label to the layout: the xDS server routes requests to every
+// node that carries it, so it must be on exactly the nodes that answer HTTP.
+func checkServing(w workload, master *v1alpha1.ModelMaster, layout Layout, rank int32) field.ErrorList {
+	got, has := w.podLabels[v1alpha1.LabelServing]
+	path := w.labelsPath.Key(v1alpha1.LabelServing)
+	switch serving := layout.Serving(rank); {
+	case serving && got != v1alpha1.ServingValue:
+		why := "the head of a replica answers requests"
+		if rank > 0 {
+			why = fmt.Sprintf("every node of a replica of ModelMaster %s runs its own %d data-parallel ranks and answers requests for them", master.Name, layout.DataParallelLocal)
+		}
+		detail := fmt.Sprintf("must be %q on node-rank %d: %s", v1alpha1.ServingValue, rank, why)
+		if !has {
+			return field.ErrorList{field.Required(path, detail)}
+		}
+		return field.ErrorList{field.Invalid(path, got, detail)}
+	case !serving && has:
+		return field.ErrorList{field.Invalid(path, got, fmt.Sprintf(
+			"must be absent on node-rank %d: a worker of a replica of ModelMaster %s runs --headless and answers no requests", rank, master.Name))}
+	}
+	return nil
 }
 
 // checkDevices holds the VM's node selection and passed-through devices to its node type.

@@ -20,7 +20,7 @@ func TestHelmMatchesRender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sample := append([]plan.TenantPlan{rendertest.Acme(), rendertest.Globex(), rendertest.Initech()}, rendertest.Many(8, 5)...)
+	sample := append([]plan.TenantPlan{rendertest.Acme(), rendertest.Globex(), rendertest.DataParallel(), rendertest.Initech()}, rendertest.Many(8, 5)...)
 	options := []render.Options{{}, {StorageClass: "fast-nvme", HFTokenSecret: "hf", FabricNetwork: "roce", ClusterDomain: "tenant.local",
 		GuestImage: "registry.example.com/g:1", RepoURL: "ssh://git@git.example.com/x.git", Revision: "prod"}}
 	for _, opts := range options {

@@ -147,6 +147,7 @@ func jobValues(jp *plan.JobPlan, opts render.Options) (map[string]any, error) {
 		"replicas":      jp.Job.Spec.Replicas,
 		"nodes":         jp.NodesPerReplica,
 		"gpusPerNode":   jp.GPUsPerNode,
+		"dpLocal":       jp.DataParallelLocal,
 		"perReplica":    jp.NodesPerReplica * jp.GPUsPerNode,
 		"nodeType":      nt.Name,
 		"resourceName":  nt.Spec.GPU.ResourceName,

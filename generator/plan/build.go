@@ -148,15 +148,16 @@ func (b *builder) job(t *inputs.Tenant, j *inputs.Job) (JobPlan, bool) {
 func newJobPlan(t *inputs.Tenant, j *inputs.Job, master *v1alpha1.ModelMaster, nt *inputs.NodeType, layout policy.Layout) JobPlan {
 	ms, spec := &master.Spec, &j.Object.Spec
 	jp := JobPlan{
-		Job:             *j.Object.DeepCopy(),
-		Master:          *master,
-		NodeType:        *nt.Object.DeepCopy(),
-		NodesPerReplica: layout.Nodes,
-		GPUsPerNode:     layout.GPUsPerNode,
-		Image:           ms.Image,
-		Env:             slices.Clone(ms.Env),
-		ModelCacheSize:  spec.ModelCacheSize,
-		SourceFile:      j.File,
+		Job:               *j.Object.DeepCopy(),
+		Master:            *master,
+		NodeType:          *nt.Object.DeepCopy(),
+		NodesPerReplica:   layout.Nodes,
+		GPUsPerNode:       layout.GPUsPerNode,
+		DataParallelLocal: layout.DataParallelLocal,
+		Image:             ms.Image,
+		Env:               slices.Clone(ms.Env),
+		ModelCacheSize:    spec.ModelCacheSize,
+		SourceFile:        j.File,
 	}
 	if jp.Job.Labels == nil {
 		jp.Job.Labels = map[string]string{}
@@ -200,7 +201,8 @@ func (b *builder) master(t *inputs.Tenant, j *inputs.Job, nt *inputs.NodeType) (
 		for _, x := range []struct {
 			field string
 			set   bool
-		}{{"spec.variant", spec.Variant != ""}, {"spec.strategy", spec.Strategy != ""}, {"spec.features", len(spec.Features) > 0}} {
+		}{{"spec.variant", spec.Variant != ""}, {"spec.strategy", spec.Strategy != ""}, {"spec.features", len(spec.Features) > 0},
+			{"spec.featureModes", len(spec.FeatureModes) > 0}, {"spec.kvOffload", spec.KVOffload != ""}} {
 			if x.set {
 				add(x.field, "nothing: it applies only to masters derived from a recipe", "is set, but the job runs %s", what)
 				ok = false
@@ -279,11 +281,13 @@ func (b *builder) derive(j *inputs.Job, nt *inputs.NodeType) (*v1alpha1.ModelMas
 		return nil, "", false
 	}
 	m, err := b.book.Derive(recipe.Request{
-		ModelID:  spec.Model,
-		Variant:  spec.Variant,
-		Strategy: spec.Strategy,
-		Features: spec.Features,
-		Hardware: recipe.HardwareOf(&nt.Object.Spec),
+		ModelID:      spec.Model,
+		Variant:      spec.Variant,
+		Strategy:     spec.Strategy,
+		Features:     spec.Features,
+		FeatureModes: spec.FeatureModes,
+		KVOffload:    spec.KVOffload,
+		Hardware:     recipe.HardwareOf(&nt.Object.Spec),
 	})
 	if err != nil {
 		field, expected := deriveField(err)
@@ -312,6 +316,10 @@ func deriveField(err error) (field, expected string) {
 		return "spec.strategy", "a strategy the recipe is compatible with, or nothing to let the rules pick"
 	case "features":
 		return "spec.features", "feature names of the recipe"
+	case "featureModes":
+		return "spec.featureModes", "modes of the recipe's pick-one features (see `inferplane recipe show`)"
+	case "kvOffload":
+		return "spec.kvOffload", "a KV offload option of the recipes' taxonomy that the recipe, strategy and hardware allow"
 	case "hardware":
 		return "spec.nodeType", "a node type whose hardware profile the recipe supports"
 	case "nodes":
@@ -353,20 +361,25 @@ func parallelArgs(ms *v1alpha1.ModelMasterSpec) []string {
 // reservedFlags are model server flags a job may not set: the renderer owns them (launcher,
 // listen address) or they would put a secret in git.
 var reservedFlags = map[string]string{
-	"--tensor-parallel-size":   "the master's parallelism decides the GPUs of a replica; pick another master or variant",
-	"-tp":                      "the master's parallelism decides the GPUs of a replica; pick another master or variant",
-	"--pipeline-parallel-size": "the master's parallelism decides the GPUs of a replica; pick another master or variant",
-	"-pp":                      "the master's parallelism decides the GPUs of a replica; pick another master or variant",
-	"--data-parallel-size":     "the master's parallelism decides the GPUs of a replica; pick another master or variant",
-	"-dp":                      "the master's parallelism decides the GPUs of a replica; pick another master or variant",
-	"--nnodes":                 "the renderer sets the multi-node launcher flags per node",
-	"--node-rank":              "the renderer sets the multi-node launcher flags per node",
-	"--master-addr":            "the renderer sets the multi-node launcher flags per node",
-	"--master-port":            "the renderer sets the multi-node launcher flags per node",
-	"--headless":               "the renderer sets the multi-node launcher flags per node",
-	"--host":                   "the server listens where Envoy and the readiness probe expect it",
-	"--port":                   "the server listens on port " + strconv.Itoa(v1alpha1.ServingPort) + ", where Envoy and the readiness probe expect it",
-	"--api-key":                "API keys are checked by Envoy (requireAPIKey), and a key in a job file would be committed to git",
+	"--tensor-parallel-size":     "the master's parallelism decides the GPUs of a replica; pick another master or variant",
+	"-tp":                        "the master's parallelism decides the GPUs of a replica; pick another master or variant",
+	"--pipeline-parallel-size":   "the master's parallelism decides the GPUs of a replica; pick another master or variant",
+	"-pp":                        "the master's parallelism decides the GPUs of a replica; pick another master or variant",
+	"--data-parallel-size":       "the master's parallelism decides the GPUs of a replica; pick another master or variant",
+	"-dp":                        "the master's parallelism decides the GPUs of a replica; pick another master or variant",
+	"--nnodes":                   "the renderer sets the multi-node launcher flags per node",
+	"--node-rank":                "the renderer sets the multi-node launcher flags per node",
+	"--master-addr":              "the renderer sets the multi-node launcher flags per node",
+	"--master-port":              "the renderer sets the multi-node launcher flags per node",
+	"--headless":                 "the renderer sets the multi-node launcher flags per node",
+	"--data-parallel-size-local": "the master's parallelism decides the GPUs of each node; pick another master or variant",
+	"-dpl":                       "the master's parallelism decides the GPUs of each node; pick another master or variant",
+	"--data-parallel-address":    "the renderer sets the multi-node launcher flags per node",
+	"--data-parallel-start-rank": "the renderer sets the multi-node launcher flags per node",
+	"--data-parallel-rpc-port":   "the renderer sets the multi-node launcher flags per node",
+	"--host":                     "the server listens where Envoy and the readiness probe expect it",
+	"--port":                     "the server listens on port " + strconv.Itoa(v1alpha1.ServingPort) + ", where Envoy and the readiness probe expect it",
+	"--api-key":                  "API keys are checked by Envoy (requireAPIKey), and a key in a job file would be committed to git",
 }
 
 func (b *builder) checkExtraArgs(f string, args []string) {

@@ -189,7 +189,7 @@ func TestBuildBadInput(t *testing.T) {
 		{
 			name:   "unknown model lists masters and recipes",
 			mutate: func(t *testing.T, m fstest.MapFS) { gentest.Edit(t, m, qwen, "Qwen/Qwen3-32B", "acme/secret-model") },
-			want:   []want{{qwenF, "spec.model", `unknown model "acme/secret-model"`, "a ModelMaster name (mistral-small-24b) or a recipe model id (Qwen/Qwen3-32B"}},
+			want:   []want{{qwenF, "spec.model", `unknown model "acme/secret-model"`, "a ModelMaster name (mistral-small-24b) or a recipe model id (one of the 173 recipes `inferplane recipe list` shows)"}},
 		},
 		{
 			name:   "unknown model suggests a close id",

@@ -33,9 +33,14 @@ type JobPlan struct {
 	// of those VMs takes (NodesPerReplica * GPUsPerNode == Master.Spec.PerReplicaGPUCount).
 	NodesPerReplica int32
 	GPUsPerNode     int32
+	// DataParallelLocal is set when a multi-node replica starts with vLLM's data-parallel
+	// launcher: each node runs that many data-parallel ranks and serves requests
+	// (policy.Layout.Serving).
+	DataParallelLocal int32
 	// Image, Args and Env are what the model server runs with: the master's, with the job's
 	// extra args applied (last one wins per flag). Launcher flags for multi-node (--nnodes,
-	// --node-rank, --master-addr, --headless) are added by the renderer per node.
+	// --node-rank, --master-addr, --headless; --data-parallel-address,
+	// --data-parallel-start-rank) are added by the renderer per node.
 	Image string
 	Args  []string
 	Env   []v1alpha1.EnvVar

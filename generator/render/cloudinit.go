@@ -184,11 +184,22 @@ func launcherHead(t *tenant, j *job) string {
 }
 
 // launcherTail is what a node adds to the model server's arguments, one line per flag:
-// nothing on a single-node replica; vLLM's multi-node launcher flags otherwise, with
-// --headless on every rank but the head.
+// nothing on a single-node replica; under vLLM's data-parallel launcher the head's address
+// and, on the other nodes, the first data-parallel rank they run; else vLLM's --nnodes
+// launcher flags, with --headless on every rank but the head.
 func launcherTail(t *tenant, j *job, r, n int32) []string {
 	if !j.multiNode() {
 		return nil
+	}
+	if j.dpLocal > 0 {
+		tail := []string{
+			"--data-parallel-address " + shellQuote(headAddress(t, j, r)),
+			"--data-parallel-rpc-port " + strconv.Itoa(DataParallelRPCPort),
+		}
+		if n > 0 {
+			tail = append(tail, "--data-parallel-start-rank "+itoa(n*j.dpLocal))
+		}
+		return tail
 	}
 	tail := []string{
 		"--nnodes " + itoa(j.nodes),

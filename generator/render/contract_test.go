@@ -97,6 +97,9 @@ func checkJob(t *testing.T, tenant string, jp *plan.JobPlan, f jobFolder) {
 	job, nt := jp.Job.Name, &jp.NodeType
 	nodes, gpus := jp.NodesPerReplica, jp.GPUsPerNode
 	multi := nodes > 1
+	// Under vLLM's data-parallel launcher every node serves its own ranks; under --nnodes only
+	// the head does.
+	serving := func(n int32) bool { return n == 0 || jp.DataParallelLocal > 0 }
 	runtime := string(jp.Job.Spec.EffectiveRuntime())
 
 	if got, want := len(f.vms), int(jp.Job.Spec.Replicas*nodes); got != want {
@@ -125,6 +128,9 @@ func checkJob(t *testing.T, tenant string, jp *plan.JobPlan, f jobFolder) {
 				"inferplane.io/node-type":      nt.Name,
 				"inferplane.io/runtime":        runtime,
 				"inferplane.io/model-master":   jp.Master.Name,
+			}
+			if serving(n) {
+				wantLabels["inferplane.io/serving"] = "true"
 			}
 			if !maps.Equal(vm.Labels, wantLabels) {
 				t.Errorf("%s labels = %v, want %v", name, vm.Labels, wantLabels)
@@ -197,14 +203,14 @@ func checkJob(t *testing.T, tenant string, jp *plan.JobPlan, f jobFolder) {
 				t.Errorf("%s: single-node VM with affinity %v, host devices %v, networks %v", name, spec.Affinity, spec.Domain.Devices.HostDevices, spec.Networks)
 			}
 
-			// Readiness on the head only: GET /health on the serving port.
-			if n == 0 {
+			// Readiness on every serving node: GET /health on the serving port.
+			if serving(n) {
 				p := spec.ReadinessProbe
 				if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/health" || p.HTTPGet.Port.IntValue() != 8000 {
 					t.Errorf("%s readinessProbe = %+v", name, p)
 				}
 			} else if spec.ReadinessProbe != nil {
-				t.Errorf("%s: a worker has a readiness probe", name)
+				t.Errorf("%s: a --headless worker has a readiness probe", name)
 			}
 
 			// Volumes: golden disk, cloud-init by Secret, model cache PVC, optional HF token.
@@ -259,6 +265,18 @@ func checkJob(t *testing.T, tenant string, jp *plan.JobPlan, f jobFolder) {
 		if !maps.Equal(svc.Spec.Selector, wantSel) || svc.Spec.Ports[0].Port != 8000 || !svc.Spec.PublishNotReadyAddresses {
 			t.Errorf("Service %s: selector %v ports %v publishNotReady %v", svc.Name, svc.Spec.Selector, svc.Spec.Ports, svc.Spec.PublishNotReadyAddresses)
 		}
+		// The port the other nodes reach the head at: vLLM's rendezvous, or its data-parallel
+		// handshake.
+		var ports []int32
+		for _, p := range svc.Spec.Ports[1:] {
+			ports = append(ports, p.Port)
+		}
+		switch wantPorts := map[bool][]int32{true: {render.MasterPort}}[multi]; {
+		case jp.DataParallelLocal > 0 && !slices.Equal(ports, []int32{render.DataParallelRPCPort}):
+			t.Errorf("Service %s: ports %v beside http, want the data-parallel handshake %d", svc.Name, ports, render.DataParallelRPCPort)
+		case jp.DataParallelLocal == 0 && !slices.Equal(ports, wantPorts):
+			t.Errorf("Service %s: ports %v beside http, want %v", svc.Name, ports, wantPorts)
+		}
 	}
 }
 
@@ -291,7 +309,18 @@ func checkUserData(t *testing.T, vm, tenant string, jp *plan.JobPlan, r, n int32
 	} else if strings.Contains(words, " serve ") {
 		t.Errorf("%s: a Parakeet launcher runs vllm serve", vm)
 	}
-	if jp.NodesPerReplica > 1 {
+	if jp.NodesPerReplica > 1 && jp.DataParallelLocal > 0 {
+		want := fmt.Sprintf("--data-parallel-address %s-r%d.%s.svc.cluster.local --data-parallel-rpc-port 29550", jp.Job.Name, r, tenant)
+		if n > 0 {
+			want += fmt.Sprintf(" --data-parallel-start-rank %d", n*jp.DataParallelLocal)
+		}
+		if !strings.HasSuffix(words, want) {
+			t.Errorf("%s: launcher does not end with %q:\n%s", vm, want, words)
+		}
+		if strings.Contains(words, "--nnodes") || strings.Contains(words, "--headless") {
+			t.Errorf("%s: a data-parallel launcher has --nnodes launcher flags", vm)
+		}
+	} else if jp.NodesPerReplica > 1 {
 		want := fmt.Sprintf("--nnodes %d --node-rank %d --master-addr %s-r%d.%s.svc.cluster.local --master-port 29501",
 			jp.NodesPerReplica, n, jp.Job.Name, r, tenant)
 		if !strings.Contains(words, want) {

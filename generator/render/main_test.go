@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 // Parakeet job (acme), a full-node model and a two-node Kimi-K2 replica (globex), and a tenant
 // allowed nothing, without jobs (initech).
 func fixtures() []plan.TenantPlan {
-	return []plan.TenantPlan{rendertest.Acme(), rendertest.Globex(), rendertest.Initech()}
+	return []plan.TenantPlan{rendertest.Acme(), rendertest.Globex(), rendertest.DataParallel(), rendertest.Initech()}
 }
 
 func mustRender(t testing.TB, tp plan.TenantPlan) render.Files {

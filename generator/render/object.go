@@ -46,7 +46,7 @@ func (t *tenant) replicaLabels(j *job, replica int32) map[string]string {
 // nodeLabels are the workload contract's labels of one node (VM) of a replica, also used for
 // its cloud-init Secret and model-cache PVC.
 func (t *tenant) nodeLabels(j *job, replica, rank int32) map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		v1alpha1.LabelManagedBy:   v1alpha1.ManagedByValue,
 		v1alpha1.LabelTenant:      t.name,
 		v1alpha1.LabelJob:         j.name,
@@ -57,4 +57,8 @@ func (t *tenant) nodeLabels(j *job, replica, rank int32) map[string]string {
 		v1alpha1.LabelRuntime:     string(j.runtime),
 		v1alpha1.LabelModelMaster: j.master,
 	}
+	if j.serving(rank) {
+		l[v1alpha1.LabelServing] = v1alpha1.ServingValue
+	}
+	return l
 }

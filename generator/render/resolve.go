@@ -47,8 +47,11 @@ type job struct {
 	replicas    int32
 	nodes       int32
 	gpusPerNode int32
-	nodeType    *v1alpha1.NodeType
-	guestImage  string
+	// dpLocal is the data-parallel ranks of each node under vLLM's data-parallel launcher;
+	// 0 under the --nnodes launcher.
+	dpLocal    int32
+	nodeType   *v1alpha1.NodeType
+	guestImage string
 
 	// cpu and memory are what one VM gets: the node type's, scaled to the VM's share of GPUs.
 	cpu    uint32
@@ -61,6 +64,11 @@ type job struct {
 }
 
 func (j *job) multiNode() bool { return j.nodes > 1 }
+
+// serving reports whether node rank of a replica answers requests (policy.Layout.Serving).
+func (j *job) serving(rank int32) bool {
+	return policy.Layout{Nodes: j.nodes, GPUsPerNode: j.gpusPerNode, DataParallelLocal: j.dpLocal}.Serving(rank)
+}
 
 // resolve checks the plan and options and returns the resolved tenant, or every problem found.
 func resolve(tp *plan.TenantPlan, opts Options) (*tenant, error) {
@@ -213,6 +221,7 @@ func resolveJob(probs *problem.List, t *tenant, jp *plan.JobPlan) (job, bool) {
 		replicas:      jp.Job.Spec.Replicas,
 		nodes:         jp.NodesPerReplica,
 		gpusPerNode:   jp.GPUsPerNode,
+		dpLocal:       jp.DataParallelLocal,
 		nodeType:      nt,
 		guestImage:    cmp.Or(nt.Spec.GuestImage, t.opts.GuestImage),
 		requireAPIKey: jp.Job.Spec.APIKeyRequired(),

@@ -19,7 +19,10 @@ const (
 	// MasterPort is vLLM's torch.distributed rendezvous port on the head of a multi-node
 	// replica (vLLM's own default, spelled out on the command line and the Service).
 	MasterPort = 29501
-	// HealthPath is the model server's health endpoint, probed on the head node.
+	// DataParallelRPCPort is vLLM's data-parallel handshake port on the head of a replica
+	// started with the data-parallel launcher (vLLM's own default, spelled out likewise).
+	DataParallelRPCPort = 29550
+	// HealthPath is the model server's health endpoint, probed on every serving node.
 	HealthPath = "/health"
 
 	// Volume and disk names of a VM.
@@ -106,7 +109,8 @@ func modelMaster(t *tenant, j *job) object[v1alpha1.ModelMasterSpec] {
 	}
 }
 
-// service is a replica's Service for its head node. It is headless and publishes addresses
+// service is a replica's Service for its head node: the address the other nodes reach it at
+// (vLLM's rendezvous, or its data-parallel handshake). It is headless and publishes addresses
 // before they are ready: a multi-node head is not ready until its workers have joined it
 // through this very name, so a Service that waited for readiness would never let them in.
 func service(t *tenant, j *job, r int32) object[corev1.ServiceSpec] {
@@ -116,7 +120,13 @@ func service(t *tenant, j *job, r int32) object[corev1.ServiceSpec] {
 		Name: "http", Protocol: corev1.ProtocolTCP, Port: v1alpha1.ServingPort,
 		TargetPort: intstr.FromInt32(v1alpha1.ServingPort),
 	}}
-	if j.multiNode() {
+	switch {
+	case j.multiNode() && j.dpLocal > 0:
+		ports = append(ports, corev1.ServicePort{
+			Name: "dp-rpc", Protocol: corev1.ProtocolTCP, Port: DataParallelRPCPort,
+			TargetPort: intstr.FromInt32(DataParallelRPCPort),
+		})
+	case j.multiNode():
 		ports = append(ports, corev1.ServicePort{
 			Name: "rendezvous", Protocol: corev1.ProtocolTCP, Port: MasterPort,
 			TargetPort: intstr.FromInt32(MasterPort),
@@ -254,7 +264,7 @@ func virtualMachine(t *tenant, j *job, r, n int32, labels map[string]string) obj
 		Networks:         networks,
 		Volumes:          volumes,
 	}
-	if n == 0 {
+	if j.serving(n) {
 		spec.ReadinessProbe = readinessProbe()
 	}
 

@@ -130,6 +130,9 @@ func VM(job string, replica, rank int, master *v1alpha1.ModelMaster, nt *v1alpha
 		v1alpha1.LabelNodeType: nt.Name, v1alpha1.LabelRuntime: string(master.Spec.Runtime),
 		v1alpha1.LabelModelMaster: master.Name,
 	}
+	if layout.Serving(int32(rank)) {
+		labels[v1alpha1.LabelServing] = v1alpha1.ServingValue
+	}
 	var devices kubevirtv1.Devices
 	for i := range int(layout.GPUsPerNode) {
 		devices.GPUs = append(devices.GPUs, kubevirtv1.GPU{Name: fmt.Sprintf("gpu%d", i), DeviceName: nt.Spec.GPU.ResourceName})

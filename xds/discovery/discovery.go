@@ -23,7 +23,8 @@ type Source interface {
 
 // Update is everything a source knows at one moment.
 type Update struct {
-	// Replicas are the head nodes of every replica of every job, serving or not.
+	// Replicas are the serving nodes of every replica of every job, ready or not: the head,
+	// or every node of a replica started with vLLM's data-parallel launcher.
 	Replicas []Replica
 	// Problems are objects or entries the source skipped or read with a default, and why.
 	Problems []Problem
@@ -38,7 +39,8 @@ type Problem struct {
 
 func (p Problem) String() string { return p.Object + ": " + p.Reason }
 
-// Replica is the head node of one replica of a job: the node that answers requests.
+// Replica is a serving node of one replica of a job (label inferplane.io/serving): a node
+// that answers requests, and one endpoint address of the job.
 type Replica struct {
 	Tenant        string
 	Job           string

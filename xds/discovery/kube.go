@@ -28,7 +28,7 @@ import (
 
 // Kube discovers replicas from KubeVirt VirtualMachineInstances through a controller-runtime
 // cache. It watches only VMIs labelled as inferplane's serving nodes (managed-by inferplane,
-// role head, with a tenant label), so a cluster's other VMs cost nothing.
+// serving "true", with a tenant label), so a cluster's other VMs cost nothing.
 type Kube struct {
 	Config *rest.Config
 	// Namespaces limits the watch; empty watches every namespace.
@@ -56,7 +56,7 @@ func Selector() labels.Selector {
 	}
 	return labels.NewSelector().Add(
 		must(v1alpha1.LabelManagedBy, selection.Equals, v1alpha1.ManagedByValue),
-		must(v1alpha1.LabelRole, selection.Equals, v1alpha1.RoleHead),
+		must(v1alpha1.LabelServing, selection.Equals, v1alpha1.ServingValue),
 		must(v1alpha1.LabelTenant, selection.Exists),
 	)
 }
@@ -189,11 +189,8 @@ func ReplicaFromVMI(vmi *kubevirtv1.VirtualMachineInstance, allowForeignNamespac
 	if l[v1alpha1.LabelTenant] == "" {
 		return nil, nil // not inferplane's
 	}
-	if l[v1alpha1.LabelRole] != v1alpha1.RoleHead {
-		return nil, nil // workers add GPUs; they never serve
-	}
-	if rank, ok := l[v1alpha1.LabelNodeRank]; ok && rank != "0" {
-		return skip("label %s is head but %s is %q (the head is rank 0)", v1alpha1.LabelRole, v1alpha1.LabelNodeRank, rank)
+	if l[v1alpha1.LabelServing] != v1alpha1.ServingValue {
+		return nil, nil // a --headless worker adds GPUs to its head; it answers nothing
 	}
 	r := &Replica{
 		Tenant:    l[v1alpha1.LabelTenant],

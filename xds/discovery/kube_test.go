@@ -87,13 +87,19 @@ func TestReplicaFromVMI(t *testing.T) {
 			}(),
 		},
 		{
-			name: "head label on rank 1",
+			name: "a serving worker of a data-parallel replica is an endpoint of its own",
+			vmi: running(vmitest.VMI(vmitest.Node{Tenant: "acme", Job: "dep", Runtime: "vllm", Nodes: 2, Rank: 1, Serving: true, ServingPort: 8000}),
+				[]kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: "default", IP: "10.244.2.10"}}, true),
+			want: &Replica{Tenant: "acme", Job: "dep", Runtime: "vllm", Index: "0",
+				Namespace: "acme", Name: "dep-r0-n1", Running: true, Address: "10.244.2.10", Port: 8000, Ready: true},
+		},
+		{
+			name: "a head without the serving label is not routed to",
 			vmi: func() *kubevirtv1.VirtualMachineInstance {
 				v := head()
-				v.Labels[v1alpha1.LabelNodeRank] = "1"
+				delete(v.Labels, v1alpha1.LabelServing)
 				return v
 			}(),
-			problems: []string{`VirtualMachineInstance/acme/chat-r1-n0: skipped: label inferplane.io/role is head but inferplane.io/node-rank is "1" (the head is rank 0)`},
 		},
 		{
 			name: "unknown runtime",
@@ -187,10 +193,13 @@ func TestKubeSourceWatchesVMIs(t *testing.T) {
 
 	head := vmitest.VMI(vmitest.Node{Tenant: "acme", Job: "chat", Runtime: "vllm", Nodes: 2, ServingPort: 8000, RequireAPIKey: true})
 	worker := vmitest.VMI(vmitest.Node{Tenant: "acme", Job: "chat", Runtime: "vllm", Nodes: 2, Rank: 1, ServingPort: 8000, RequireAPIKey: true})
+	// A replica started with vLLM's data-parallel launcher: both nodes serve.
+	dep0 := vmitest.VMI(vmitest.Node{Tenant: "acme", Job: "dep", Runtime: "vllm", Nodes: 2, ServingPort: 8000, RequireAPIKey: true})
+	dep1 := vmitest.VMI(vmitest.Node{Tenant: "acme", Job: "dep", Runtime: "vllm", Nodes: 2, Rank: 1, Serving: true, ServingPort: 8000, RequireAPIKey: true})
 	// Someone else's VM in the same cluster: no inferplane labels.
 	foreign := vmitest.VMI(vmitest.Node{Tenant: "other", Job: "db", Runtime: "vllm", ServingPort: 8000})
 	foreign.Labels = map[string]string{"app": "db"}
-	for _, v := range []*kubevirtv1.VirtualMachineInstance{head, worker, foreign} {
+	for _, v := range []*kubevirtv1.VirtualMachineInstance{head, worker, dep0, dep1, foreign} {
 		require.NoError(t, c.Create(ctx, v))
 	}
 
@@ -214,7 +223,15 @@ func TestKubeSourceWatchesVMIs(t *testing.T) {
 		}
 	}
 	u := next(func(Update) bool { return true })
-	require.Len(t, u.Replicas, 1, "only the head VMI is a replica")
+	var names []string
+	for _, r := range u.Replicas {
+		names = append(names, r.Name)
+	}
+	assert.Equal(t, []string{"chat-r0-n0", "dep-r0-n0", "dep-r0-n1"}, names, "the serving nodes: chat's head (its worker runs --headless), both nodes of dep")
+	for _, v := range []*kubevirtv1.VirtualMachineInstance{dep0, dep1} {
+		require.NoError(t, c.Delete(ctx, v))
+	}
+	u = next(func(u Update) bool { return len(u.Replicas) == 1 })
 	assert.Equal(t, "chat-r0-n0", u.Replicas[0].Name)
 	assert.False(t, u.Replicas[0].Candidate())
 

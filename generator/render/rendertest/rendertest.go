@@ -1,7 +1,8 @@
 // Package rendertest builds tenant plans in Go for the render tests and the generator
 // benchmark: the four job shapes the product serves (a single-GPU model, a full-node model, a
-// two-node Kimi-K2 replica and a Parakeet job) on H100 and H200 node types, with masters as
-// the recipe rules derive them (see FORMATS.md and the recipes in generator/recipe).
+// two-node Kimi-K2 replica and a Parakeet job) and two data-parallel multi-node shapes (DEP,
+// TP+DP) on H100 and H200 node types, with masters as the recipe rules derive them (see
+// FORMATS.md and the recipes in generator/recipe).
 package rendertest
 
 import (
@@ -59,9 +60,16 @@ const (
 	ShapeFullNode  = "llama"    // Llama-3.3-70B-Instruct, TP 8 on one H200 node
 	ShapeMultiNode = "kimi"     // Kimi-K2-Instruct, TP 16 over two H200 nodes
 	ShapeParakeet  = "parakeet" // Parakeet speech to text on one H100 GPU
+	// ShapeDEP is DeepSeek-V3.2 with multi_node_dep: 16 data-parallel ranks over two H200
+	// nodes, every node serving its own eight (vLLM's data-parallel launcher).
+	ShapeDEP = "deepseek"
+	// ShapeTPDP is Kimi-K3 with multi_node_tp_dp: TP 8 inside each of two H200 nodes, one
+	// model copy per node, DP 2 across them.
+	ShapeTPDP = "kimi-k3"
 )
 
-// Shapes lists the job shapes in a fixed order.
+// Shapes lists the job shapes of the benchmark in a fixed order (the data-parallel ones are
+// in the DataParallel tenant).
 var Shapes = []string{ShapeSingleGPU, ShapeFullNode, ShapeMultiNode, ShapeParakeet}
 
 func boolPtr(b bool) *bool { return &b }
@@ -115,10 +123,9 @@ func Job(tenant, name, shape string) plan.JobPlan {
 		master.Name = "kimi-k2-instruct-h200-2n"
 		master.Spec = v1alpha1.ModelMasterSpec{
 			Runtime: v1alpha1.RuntimeVLLM, Model: "moonshotai/Kimi-K2-Instruct", Image: v1alpha1.DefaultVLLMImage,
-			Args: []string{"--trust-remote-code", "--tokenizer-mode", "auto", "-cc.pass_config.fuse_allreduce_rms=False",
-				"--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2", "--tensor-parallel-size", "16"},
+			Args: []string{"--trust-remote-code", "--tokenizer-mode", "auto", "--tensor-parallel-size", "16",
+				"--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2"},
 			Env: []v1alpha1.EnvVar{
-				{Name: "VLLM_USE_NCCL_SYMM_MEM", Value: "0"},
 				{Name: "GLOO_SOCKET_IFNAME", Value: "$IFACE_NAME"},
 				{Name: "NCCL_SOCKET_IFNAME", Value: "$IFACE_NAME"},
 			},
@@ -127,6 +134,46 @@ func Job(tenant, name, shape string) plan.JobPlan {
 			Source: &v1alpha1.MasterSource{Recipe: "moonshotai/Kimi-K2-Instruct", Strategy: "multi_node_tp", Features: []string{"tool_calling"}, Nodes: 2},
 		}
 		jp.NodeType, jp.NodesPerReplica, jp.GPUsPerNode = NodeType(H200), 2, 8
+		jp.Args, jp.Env = master.Spec.Args, master.Spec.Env
+	case ShapeDEP:
+		jp.Job.Spec = v1alpha1.ManagedInferenceJobSpec{Model: "deepseek-ai/DeepSeek-V3.2", Strategy: "multi_node_dep", Replicas: 1, GPUCount: 16,
+			NodeType: H200, ModelCacheSize: "1Ti"}
+		jp.ModelCacheSize = "1Ti"
+		master.Name = "deepseek-v3.2-h200-ce95f43f"
+		master.Spec = v1alpha1.ModelMasterSpec{
+			Runtime: v1alpha1.RuntimeVLLM, Model: "deepseek-ai/DeepSeek-V3.2", Image: v1alpha1.DefaultVLLMImage,
+			Args: []string{"--trust-remote-code", "--kernel-config.enable_flashinfer_autotune=False", "--enable-expert-parallel",
+				"--data-parallel-hybrid-lb", "--data-parallel-size", "16", "--data-parallel-size-local", "8",
+				"--tokenizer-mode", "deepseek_v32", "--tool-call-parser", "deepseek_v32", "--enable-auto-tool-choice",
+				"--reasoning-parser", "deepseek_v3"},
+			Env:            []v1alpha1.EnvVar{{Name: "GLOO_SOCKET_IFNAME", Value: "$IFACE_NAME"}, {Name: "NCCL_SOCKET_IFNAME", Value: "$IFACE_NAME"}},
+			ToolCallParser: "deepseek_v32", ReasoningParser: "deepseek_v3", Variant: "default", Precision: "fp8",
+			TensorParallelSize: 1, PipelineParallelSize: 1, DataParallelSize: 16, PerReplicaGPUCount: 16, HardwareProfile: "h200",
+			Source: &v1alpha1.MasterSource{Recipe: "deepseek-ai/DeepSeek-V3.2", Strategy: "multi_node_dep", Features: []string{"reasoning", "tool_calling"}, Nodes: 2},
+		}
+		jp.NodeType, jp.NodesPerReplica, jp.GPUsPerNode, jp.DataParallelLocal = NodeType(H200), 2, 8, 8
+		jp.Args, jp.Env = master.Spec.Args, master.Spec.Env
+	case ShapeTPDP:
+		jp.Job.Spec = v1alpha1.ManagedInferenceJobSpec{Model: "moonshotai/Kimi-K3", Strategy: "multi_node_tp_dp", Replicas: 1, GPUCount: 16,
+			NodeType: H200, ModelCacheSize: "2Ti"}
+		jp.ModelCacheSize = "2Ti"
+		master.Name = "kimi-k3-h200-9e215207"
+		master.Spec = v1alpha1.ModelMasterSpec{
+			Runtime: v1alpha1.RuntimeVLLM, Model: "moonshotai/Kimi-K3", Image: v1alpha1.DefaultVLLMImage,
+			Args: []string{"--trust-remote-code", "--tensor-parallel-size", "8", "--data-parallel-size", "2", "--data-parallel-size-local", "1",
+				"--gpu-memory-utilization", "0.97", "--max-num-seqs", "5", "--max-model-len", "32768", "--moe-backend", "marlin",
+				"--disable-custom-all-reduce", "--no-enable-flashinfer-autotune", "--max-num-batched-tokens", "4096",
+				"--attention-backend", "FLASHMLA", "--enable-auto-tool-choice", "--tool-call-parser", "kimi_k3", "--reasoning-parser", "kimi_k3"},
+			Env: []v1alpha1.EnvVar{
+				{Name: "GLOO_SOCKET_IFNAME", Value: "$IFACE_NAME"}, {Name: "NCCL_SOCKET_IFNAME", Value: "$IFACE_NAME"},
+				{Name: "VLLM_ENGINE_READY_TIMEOUT_S", Value: "3600"}, {Name: "VLLM_USE_V2_MODEL_RUNNER", Value: "1"},
+				{Name: "VLLM_USE_RUST_FRONTEND", Value: "1"}, {Name: "PYTORCH_CUDA_ALLOC_CONF", Value: "expandable_segments:True"},
+			},
+			ToolCallParser: "kimi_k3", ReasoningParser: "kimi_k3", Variant: "default", Precision: "mxfp4",
+			TensorParallelSize: 8, PipelineParallelSize: 1, DataParallelSize: 2, PerReplicaGPUCount: 16, HardwareProfile: "h200",
+			Source: &v1alpha1.MasterSource{Recipe: "moonshotai/Kimi-K3", Strategy: "multi_node_tp_dp", Features: []string{"reasoning", "tool_calling"}, Nodes: 2},
+		}
+		jp.NodeType, jp.NodesPerReplica, jp.GPUsPerNode, jp.DataParallelLocal = NodeType(H200), 2, 8, 1
 		jp.Args, jp.Env = master.Spec.Args, master.Spec.Env
 	case ShapeParakeet:
 		jp.Job.Spec = v1alpha1.ManagedInferenceJobSpec{Runtime: v1alpha1.RuntimeParakeet, Replicas: 1, GPUCount: 1, NodeType: H100}
@@ -190,6 +237,13 @@ func Globex() plan.TenantPlan {
 		[2]string{"llama", ShapeFullNode}, [2]string{"kimi", ShapeMultiNode})
 	t.Tenant.Spec.ArgoCD.Destination = "globex-cluster"
 	return t
+}
+
+// DataParallel is an H200 tenant whose two jobs start with vLLM's data-parallel launcher:
+// DeepSeek-V3.2 with DEP and Kimi-K3 with TP+DP, two nodes each, every node serving.
+func DataParallel() plan.TenantPlan {
+	return Tenant("hooli", "h200-dedicated", []string{"metal3.*"}, 0,
+		[2]string{"deepseek", ShapeDEP}, [2]string{"kimi-k3", ShapeTPDP})
 }
 
 // Initech is a tenant allowed no node type at all (allowedNodeTypes: []) and without jobs.

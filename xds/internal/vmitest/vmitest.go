@@ -22,7 +22,10 @@ type Node struct {
 	Tenant, Job, Runtime string
 	Replica, Rank        int
 	// Nodes is the replica's node count (rank 0 is the head).
-	Nodes         int
+	Nodes int
+	// Serving marks a node other than the head as serving (the data-parallel launcher);
+	// the head always serves.
+	Serving       bool
 	ServingPort   int
 	RequireAPIKey bool
 }
@@ -36,6 +39,7 @@ func VMI(n Node) *kubevirtv1.VirtualMachineInstance {
 		role = v1alpha1.RoleWorker
 	}
 	nodes := max(n.Nodes, 1)
+	serving := n.Rank == 0 || n.Serving
 	vmi := &kubevirtv1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      fmt.Sprintf("%s-r%d-n%d", n.Job, n.Replica, n.Rank),
@@ -71,6 +75,9 @@ func VMI(n Node) *kubevirtv1.VirtualMachineInstance {
 			Networks:     []kubevirtv1.Network{{Name: "default", NetworkSource: kubevirtv1.NetworkSource{Pod: &kubevirtv1.PodNetwork{}}}},
 			NodeSelector: map[string]string{v1alpha1.DefaultNodeTypeLabel: "h100-8x"},
 		},
+	}
+	if serving {
+		vmi.Labels[v1alpha1.LabelServing] = v1alpha1.ServingValue
 	}
 	if nodes > 1 {
 		vmi.Spec.Domain.Devices.Interfaces = append(vmi.Spec.Domain.Devices.Interfaces, kubevirtv1.Interface{

@@ -26,6 +26,9 @@ inferplane.io/role: {{ if eq .n 0 }}head{{ else }}worker{{ end }}
 inferplane.io/node-type: {{ .j.nodeType }}
 inferplane.io/runtime: {{ .j.runtime }}
 inferplane.io/model-master: {{ .j.master }}
+{{- if or (eq .n 0) (gt (int .j.dpLocal) 0) }}
+inferplane.io/serving: "true"
+{{- end }}
 {{- end -}}
 
 {{- define "ip.appSpec" -}}
@@ -144,7 +147,10 @@ exec docker run --rm --name inferplane-model-server \
 {{ $args = list "serve" $j.model -}}
 {{- end -}}
 {{- $args = concat $args (default list $j.args) -}}
-{{- if gt (int $j.nodes) 1 -}}
+{{- if and (gt (int $j.nodes) 1) (gt (int $j.dpLocal) 0) -}}
+{{- $args = concat $args (list "--data-parallel-address" (printf "%s-r%d.%s.svc.%s" $j.name $r $t.namespace $o.clusterDomain) "--data-parallel-rpc-port" "29550") -}}
+{{- if gt $n 0 }}{{ $args = concat $args (list "--data-parallel-start-rank" (toString (mul $n (int $j.dpLocal)))) }}{{ end -}}
+{{- else if gt (int $j.nodes) 1 -}}
 {{- $args = concat $args (list "--nnodes" (toString $j.nodes) "--node-rank" (toString $n) "--master-addr" (printf "%s-r%d.%s.svc.%s" $j.name $r $t.namespace $o.clusterDomain) "--master-port" "29501") -}}
 {{- if gt $n 0 }}{{ $args = append $args "--headless" }}{{ end -}}
 {{- end -}}
