@@ -4,7 +4,7 @@
 GO       ?= go
 BIN      := bin/inferplane
 
-.PHONY: all build test vet unit kubebin bench bench-generator bench-webhook bench-xds bench-keys \
+.PHONY: all build test vet unit kubebin bench bench-generator bench-webhook bench-xds bench-keys bench-recipes \
         generate verify-generate clean
 
 all: build
@@ -35,13 +35,21 @@ unit:
 	$(GO) test -count=1 ./...
 
 # Benchmarks, each printed with its ratio against the baseline a user would reach for instead.
-bench: bench-generator bench-webhook bench-xds bench-keys
+bench: bench-generator bench-webhook bench-xds bench-keys bench-recipes
 
 # 1,000 tenants x 5 jobs rendered by generator/render and by Helm's engine (same objects,
 # checked on a sample first), in one run; prints both times and the ratio.
 bench-generator:
 	INFERPLANE_BENCH=1 $(GO) test ./generator/bench/ -run '^TestBenchReport$$' -count=1 -v -timeout 30m
 	$(GO) test ./generator/bench/ -run '^$$' -bench . -benchtime 2s -benchmem
+
+# Recipes (docs/recipes.md): `recipe show` and `recipe list` on the bundled corpus (173 recipes)
+# as whole processes beside the floor of any inferplane process (`recipe --help`), then
+# recipe show's work (parse one recipe, derive) against the whole tree parsed, with the ratio.
+bench-recipes:
+	INFERPLANE_BENCH=1 $(GO) test ./cmd/inferplane/ -run '^TestRecipeCommandTimings$$' -count=1 -v
+	INFERPLANE_BENCH=1 $(GO) test ./generator/recipe/ -run '^TestBenchRecipesReport$$' -count=1 -v
+	$(GO) test ./generator/recipe/ -run '^$$' -bench 'Show|LoadDir|Derive' -benchmem -count 1
 
 # Admission webhook (docs/webhook.md): the handler (decode, decide, encode) as Go benchmarks with
 # p50/p99, then the load run through the real API server: dry-run creates of a guarded VM, 50

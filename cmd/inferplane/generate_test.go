@@ -67,6 +67,20 @@ func TestRecipeShowCommand(t *testing.T) {
 	assert.Contains(t, stdout, `"perReplicaGPUCount": 16`)
 	assert.Contains(t, stdout, `"nodes": 2`)
 
+	// Data-parallel over two nodes; a pick-one feature's mode; KV offload.
+	stdout, err = runCLI(t, "recipe", "show", "deepseek-ai/DeepSeek-V3.2", "--strategy", "multi_node_dep", "--node-type", "h200",
+		"--recipes", "../../recipes", "--tenants", "../../tenants")
+	require.NoError(t, err)
+	for _, want := range []string{"dataParallelSize: 16", "perReplicaGPUCount: 16", "- --data-parallel-size-local\n  - \"8\"", "strategy: multi_node_dep"} {
+		assert.Contains(t, stdout, want)
+	}
+	stdout, err = runCLI(t, "recipe", "show", "deepseek-ai/DeepSeek-V4-Pro", "--variant", "fp8", "--mode", "spec_decoding=mtp", "--node-type", "b200",
+		"--kv-offload", "offloading_cpu", "--recipes", "../../recipes", "--tenants", "../../tenants")
+	require.NoError(t, err)
+	for _, want := range []string{`{"method":"mtp","num_speculative_tokens":2}`, "spec_decoding: mtp", "kvOffload: offloading_cpu", `"kv_connector":"OffloadingConnector"`} {
+		assert.Contains(t, stdout, want)
+	}
+
 	// Features toggle: reasoning off drops its parser.
 	stdout, err = runCLI(t, "recipe", "show", "Qwen/Qwen3-32B", "--feature", "reasoning=off", "--recipes", "../../recipes", "--tenants", "../../tenants")
 	require.NoError(t, err)
@@ -81,6 +95,9 @@ func TestRecipeShowCommand(t *testing.T) {
 		{[]string{"Qwen/Qwen3-32B", "--feature", "reasoning"}, `--feature "reasoning": expected name=on or name=off`},
 		{[]string{"Qwen/Qwen3-32B", "-o", "xml"}, `-o "xml": expected yaml or json`},
 		{[]string{"Nobody/Nothing"}, `unknown model "Nobody/Nothing"`},
+		{[]string{"Qwen/Qwen3-32B", "--mode", "spec_decoding"}, `--mode "spec_decoding": expected feature=mode, e.g. spec_decoding=mtp`},
+		{[]string{"Qwen/Qwen3-32B", "--kv-offload", "simpel"}, `kvOffload: unknown KV offload option "simpel"; taxonomy.yaml offers simple,`},
+		{[]string{"moonshotai/Kimi-K2-Instruct", "--strategy", "pd_cluster", "--node-type", "h200"}, `strategy: strategy pd_cluster is not rendered by inferplane`},
 	} {
 		_, err := runCLI(t, append(append([]string{"recipe", "show"}, c.args...), "--recipes", "../../recipes", "--tenants", "../../tenants")...)
 		require.Error(t, err, "%v", c.args)
@@ -91,8 +108,13 @@ func TestRecipeShowCommand(t *testing.T) {
 func TestRecipeListCommand(t *testing.T) {
 	stdout, err := runCLI(t, "recipe", "list", "--recipes", "../../recipes")
 	require.NoError(t, err)
-	assert.Contains(t, stdout, "moonshotai/Kimi-K2-Instruct")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	assert.Len(t, lines, 174, "a header and the 173 recipes")
+	assert.Regexp(t, `^MODEL +VARIANTS +STRATEGIES +NOT RENDERED$`, lines[0])
 	assert.Contains(t, stdout, "default,fp8,awq")
+	// What recipe show refuses is marked: pd_cluster, and every strategy of a vllm-omni recipe.
+	assert.Regexp(t, `(?m)^MiniMaxAI/MiniMax-M2 +default,nvfp4 +single_node_tp,single_node_tep,single_node_dep,multi_node_tp,multi_node_tp_pp,multi_node_tep,multi_node_dep +pd_cluster$`, stdout)
+	assert.Regexp(t, `(?m)^Qwen/Qwen-Image +\S+ +- +all \(vllm-omni\)$`, stdout)
 }
 
 // TestAdmissionCheckRefusesWhatTheWebhookWouldDeny: generate's pre-commit check is the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -34,8 +35,9 @@ func newRecipeShowCmd() *cobra.Command {
 		recipesDir, tenantsDir string
 		variant, strategy      string
 		nodeType, output       string
+		kvOffload              string
 		nodes                  int32
-		features               []string
+		features, modes        []string
 	)
 	cmd := &cobra.Command{
 		Use:   "show <model-id>",
@@ -51,7 +53,14 @@ perReplicaGPUCount is the gpuCount a job must ask for.`,
   inferplane recipe show moonshotai/Kimi-K2-Instruct --node-type metal3.gpu-h200
 
   # The FP8 checkpoint with reasoning off, as JSON
-  inferplane recipe show Qwen/Qwen3-32B --variant fp8 --feature reasoning=off -o json`,
+  inferplane recipe show Qwen/Qwen3-32B --variant fp8 --feature reasoning=off -o json
+
+  # DeepSeek-V3.2 with data + expert parallelism over two H200 nodes, every node serving
+  inferplane recipe show deepseek-ai/DeepSeek-V3.2 --strategy multi_node_dep --node-type h200
+
+  # A pick-one feature's mode, and KV-cache offload to CPU memory
+  inferplane recipe show deepseek-ai/DeepSeek-V4-Pro --variant fp8 --mode spec_decoding=mtp --node-type b200
+  inferplane recipe show Qwen/Qwen3-32B --kv-offload simple`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "yaml" && output != "json" {
@@ -61,7 +70,11 @@ perReplicaGPUCount is the gpuCount a job must ask for.`,
 			if err != nil {
 				return err
 			}
-			book, err := loadBook(recipesDir)
+			picked, err := parseModes(modes)
+			if err != nil {
+				return err
+			}
+			book, err := loadBookFor(recipesDir, args[0])
 			if err != nil {
 				return err
 			}
@@ -71,7 +84,8 @@ perReplicaGPUCount is the gpuCount a job must ask for.`,
 				return err
 			}
 			m, err := book.Derive(recipe.Request{
-				ModelID: args[0], Variant: variant, Strategy: strategy, Features: toggles, Hardware: hw, Nodes: nodes,
+				ModelID: args[0], Variant: variant, Strategy: strategy, Features: toggles, FeatureModes: picked,
+				KVOffload: kvOffload, Hardware: hw, Nodes: nodes,
 			})
 			if err != nil {
 				var re *recipe.Error
@@ -100,6 +114,8 @@ perReplicaGPUCount is the gpuCount a job must ask for.`,
 	f.StringVar(&nodeType, "node-type", "h100", "NodeType name from the tenants folder, or a taxonomy hardware profile")
 	f.Int32Var(&nodes, "nodes", 0, "nodes per replica (default: as few as the model fits on)")
 	f.StringArrayVar(&features, "feature", nil, "turn a recipe feature on or off: name=on|off (repeatable)")
+	f.StringArrayVar(&modes, "mode", nil, "pick a pick-one feature's mode: feature=mode, e.g. spec_decoding=mtp (repeatable; turns the feature on)")
+	f.StringVar(&kvOffload, "kv-offload", "", "a KV-cache offload option of the taxonomy (simple, offloading_cpu, offloading_fs)")
 	f.StringVar(&recipesDir, "recipes", "recipes", "folder of vLLM recipes")
 	f.StringVar(&tenantsDir, "tenants", "tenants", "folder whose nodetypes/ defines the node types")
 	f.StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
@@ -109,8 +125,12 @@ perReplicaGPUCount is the gpuCount a job must ask for.`,
 func newRecipeListCmd() *cobra.Command {
 	var recipesDir string
 	cmd := &cobra.Command{
-		Use:     "list",
-		Short:   "List the recipe models, their variants and strategies",
+		Use:   "list",
+		Short: "List the recipe models, their variants and strategies",
+		Long: `list prints every recipe of the tree with its variants, the strategies inferplane renders for
+it (recipe show accepts them; memory and per-hardware gates are checked there, for a node
+type) and, under NOT RENDERED, the strategies it refuses on any hardware: pd_cluster, and
+every strategy of a vllm-omni recipe.`,
 		Example: "  inferplane recipe list --recipes ./recipes",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -119,10 +139,15 @@ func newRecipeListCmd() *cobra.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "MODEL\tVARIANTS\tSTRATEGIES")
+			fmt.Fprintln(w, "MODEL\tVARIANTS\tSTRATEGIES\tNOT RENDERED")
 			for _, id := range book.Models() {
 				r, _, _ := book.Model(id)
-				fmt.Fprintf(w, "%s\t%s\t%s\n", id, strings.Join(r.Variants.Keys, ","), strings.Join(r.CompatibleStrategies, ","))
+				rendered, refused := book.RecipeStrategies(id)
+				notRendered := orDash(refused)
+				if slices.Contains(r.Meta.Tasks, "omni") {
+					notRendered = "all (vllm-omni)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", id, strings.Join(r.Variants.Keys, ","), orDash(rendered), notRendered)
 			}
 			return w.Flush()
 		},
@@ -131,15 +156,32 @@ func newRecipeListCmd() *cobra.Command {
 	return cmd
 }
 
-func loadBook(dir string) (*recipe.Book, error) {
+func loadBook(dir string) (*recipe.Book, error) { return loadBookFor(dir, "") }
+
+// loadBookFor loads the recipes tree, or only what deriving modelID needs (recipe.LoadFor).
+func loadBookFor(dir, modelID string) (*recipe.Book, error) {
 	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
 		return nil, fmt.Errorf("%s: not a folder; expected the vLLM recipes tree (models/, strategies/, taxonomy.yaml); pass --recipes", dir)
 	}
-	book, err := recipe.Load(os.DirFS(dir))
+	// A one-shot command: parsing the whole corpus allocates about 14 MB, and collecting it
+	// while it is being built only costs time (a fifth of `recipe list`, docs/recipes.md).
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	load := recipe.Load
+	if modelID != "" {
+		load = func(fsys fs.FS) (*recipe.Book, error) { return recipe.LoadFor(fsys, modelID) }
+	}
+	book, err := load(os.DirFS(dir))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	return book, nil
+}
+
+func orDash(s []string) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ",")
 }
 
 // resolveHardware reads --node-type: a NodeType of the tenants folder, else a taxonomy profile.
@@ -182,6 +224,21 @@ func orNone(s []string) string {
 		return "none defined"
 	}
 	return strings.Join(slices.Sorted(slices.Values(s)), ", ")
+}
+
+func parseModes(specs []string) (map[string]string, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, s := range specs {
+		name, mode, ok := strings.Cut(s, "=")
+		if !ok || name == "" || mode == "" {
+			return nil, fmt.Errorf("--mode %q: expected feature=mode, e.g. spec_decoding=mtp", s)
+		}
+		out[name] = mode
+	}
+	return out, nil
 }
 
 func parseFeatures(specs []string) (map[string]bool, error) {

@@ -27,8 +27,10 @@ type Book struct {
 	byLower map[string]string
 	// aliases maps a lowercased served checkpoint (a variant's model_id) to its recipe.
 	aliases map[string]alias
-	// slugs are the recipe part of master names.
+	// slugs are the recipe part of master names; fileIDs are the ids of every recipe file of
+	// the tree, parsed or not (LoadFor parses one).
 	slugs    map[string]string
+	fileIDs  []string
 	warnings []string
 	// masters memoises Derive by request: a run asks for the same few masters thousands of
 	// times (one per job). Values are never handed out, only deep copies.
@@ -44,7 +46,24 @@ type alias struct {
 // Load parses a recipes tree rooted at fsys. Errors name the file and the field; every problem
 // of the tree is reported at once (a problem.Errors).
 func Load(fsys fs.FS) (*Book, error) {
-	return load(fsys)
+	return load(fsys, "")
+}
+
+// LoadFor parses what deriving modelID needs: the taxonomy, the strategies and, when modelID
+// is a recipe id (case-insensitive), that recipe's file alone; other ids (a variant's
+// checkpoint) need the whole tree. The Book holds only what was parsed: `recipe show` uses it
+// to answer in a few milliseconds where parsing 173 recipes takes tens.
+func LoadFor(fsys fs.FS, modelID string) (*Book, error) {
+	files, err := fs.Glob(fsys, ModelsDir+"/*/*.y*ml")
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if isYAML(f) && strings.EqualFold(recipeID(f), strings.TrimSpace(modelID)) {
+			return load(fsys, recipeID(f))
+		}
+	}
+	return load(fsys, "")
 }
 
 // Hardware is what the derivation needs to know of the node type a job runs on.

@@ -1,13 +1,15 @@
 package recipe_test
 
 import (
+	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/inferplane/inferplane/generator/recipe"
 )
 
-// BenchmarkLoad reads the bundled tree (taxonomy, two strategies, five recipes).
+// BenchmarkLoad reads the bundled tree (upstream's whole corpus) from memory.
 func BenchmarkLoad(b *testing.B) {
 	fsys := bundledFS(b)
 	for b.Loop() {
@@ -17,7 +19,7 @@ func BenchmarkLoad(b *testing.B) {
 	}
 }
 
-// BenchmarkLoadDir is the same from disk, as the CLI reads it.
+// BenchmarkLoadDir is the same from disk, as `recipe list` and `generate` read it.
 func BenchmarkLoadDir(b *testing.B) {
 	fsys := os.DirFS(bundledDir)
 	for b.Loop() {
@@ -27,7 +29,36 @@ func BenchmarkLoadDir(b *testing.B) {
 	}
 }
 
-// BenchmarkDerive derives the issue's three masters (name included).
+// BenchmarkShow is what `recipe show` does: parse what one model needs, derive its master.
+func BenchmarkShow(b *testing.B) {
+	fsys := os.DirFS(bundledDir)
+	for b.Loop() {
+		book, err := recipe.LoadFor(fsys, "moonshotai/Kimi-K2-Instruct")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := book.Derive(recipe.Request{ModelID: "moonshotai/Kimi-K2-Instruct", Hardware: hw("h200")}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkShowWholeTree is the baseline: the same master from the whole tree parsed, as a
+// library user calling Load would get it.
+func BenchmarkShowWholeTree(b *testing.B) {
+	fsys := os.DirFS(bundledDir)
+	for b.Loop() {
+		book, err := recipe.Load(fsys)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := book.Derive(recipe.Request{ModelID: "moonshotai/Kimi-K2-Instruct", Hardware: hw("h200")}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDerive derives three masters (name included) from a loaded book, past the memo.
 func BenchmarkDerive(b *testing.B) {
 	book := bundled(b)
 	reqs := []recipe.Request{
@@ -42,4 +73,36 @@ func BenchmarkDerive(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkDeriveEveryOffer derives every combination upstream offers (10,719) from a fresh
+// book each time, without the memo's help.
+func BenchmarkDeriveEveryOffer(b *testing.B) {
+	fsys := bundledFS(b)
+	for b.Loop() {
+		b.StopTimer()
+		book, err := recipe.Load(fsys)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for _, id := range book.Models() {
+			for _, o := range book.Offers(id) {
+				_, _ = book.Derive(recipe.Request{ModelID: id, Variant: o.Variant, Strategy: o.Strategy, Hardware: hw(o.Hardware)})
+			}
+		}
+	}
+}
+
+// TestBenchRecipesReport (make bench-recipes) times `recipe show`'s work against its baseline,
+// the whole tree parsed, in one run, and prints the ratio; it asserts nothing about time.
+func TestBenchRecipesReport(t *testing.T) {
+	if os.Getenv("INFERPLANE_BENCH") != "1" {
+		t.Skip("SKIPPED: set INFERPLANE_BENCH=1 (make bench-recipes) to time recipe loading")
+	}
+	show := testing.Benchmark(BenchmarkShow)
+	whole := testing.Benchmark(BenchmarkShowWholeTree)
+	fmt.Printf("recipe show's work (LoadFor + Derive): %v/op, %d B/op\n", time.Duration(show.NsPerOp()), show.AllocedBytesPerOp())
+	fmt.Printf("baseline, the whole tree parsed (Load + Derive): %v/op, %d B/op\n", time.Duration(whole.NsPerOp()), whole.AllocedBytesPerOp())
+	fmt.Printf("ratio baseline / LoadFor: %.1fx\n", float64(whole.NsPerOp())/float64(show.NsPerOp()))
 }

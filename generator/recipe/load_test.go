@@ -308,3 +308,51 @@ func TestLoadUpstreamTree(t *testing.T) {
 	}
 	t.Logf("%d recipes, %d masters derived, %d refused with a reason, %d warnings", len(b.Models()), derived, refused, len(b.Warnings()))
 }
+
+// LoadFor parses one recipe and gives the same master, name included, as the whole tree.
+func TestLoadForMatchesLoad(t *testing.T) {
+	whole := bundled(t)
+	for _, id := range whole.Models() {
+		for _, asked := range []string{id, strings.ToUpper(id)} {
+			one, err := recipe.LoadFor(os.DirFS(bundledDir), asked)
+			require.NoError(t, err)
+			require.Equal(t, []string{id}, one.Models(), "only the recipe asked for is parsed")
+			req := recipe.Request{ModelID: asked, Hardware: hw("h200")}
+			want, wantErr := whole.Derive(req)
+			got, gotErr := one.Derive(req)
+			assert.Equal(t, wantErr, gotErr, id)
+			assert.Equal(t, want, got, id)
+		}
+	}
+	// A variant's checkpoint id is not a file name: the whole tree is read to resolve it.
+	b, err := recipe.LoadFor(os.DirFS(bundledDir), "Qwen/Qwen3-32B-FP8")
+	require.NoError(t, err)
+	assert.Len(t, b.Models(), 173)
+	m, err := b.Derive(recipe.Request{ModelID: "Qwen/Qwen3-32B-FP8", Hardware: hw("h100")})
+	require.NoError(t, err)
+	assert.Equal(t, "qwen3-32b-fp8-h100", m.Name)
+}
+
+// The guide prose is not parsed, and lines after it keep their numbers in messages.
+func TestLoadSkipsTheGuide(t *testing.T) {
+	fsys := bundledFS(t)
+	set("models/acme/Guided.yaml", `model:
+  model_id: acme/Guided
+guide: |
+  ## Prose
+
+  - with: [unbalanced, yaml
+    key: that would not parse
+variants:
+  default: {precision: bf16, vram_minimum_gb: lots}
+`)(fsys)
+	_, err := recipe.Load(fsys)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, `models/acme/Guided.yaml: variants.default.vram_minimum_gb: expected a number, got string "lots" (line 9)`)
+
+	set("models/acme/Guided.yaml", "model:\n  model_id: acme/Guided\nguide: |\n  text\n\n  more\nvariants:\n  default: {precision: bf16}\ncompatible_strategies: [single_node_tp]\n")(fsys)
+	b, err := recipe.Load(fsys)
+	require.NoError(t, err)
+	_, err = b.Derive(recipe.Request{ModelID: "acme/Guided", Hardware: hw("h100")})
+	require.NoError(t, err)
+}

@@ -48,3 +48,23 @@ func (b *Book) Offers(modelID string) []Offer {
 	}
 	return out
 }
+
+// RecipeStrategies splits a recipe's strategies (compatible_strategies and those
+// strategy_hardware grants) into those inferplane renders and those it refuses on any
+// hardware: a strategy it does not render (pd_cluster), one the tree has no file for, and
+// every strategy of a vllm-omni recipe. Per-hardware gates and memory are Derive's to check.
+func (b *Book) RecipeStrategies(modelID string) (rendered, refused []string) {
+	r, _, ok := b.lookup(modelID)
+	if !ok {
+		return nil, nil
+	}
+	omni := slices.Contains(r.Meta.Tasks, "omni")
+	for _, s := range effectiveStrategies(r) {
+		if st, ok := b.strategies[s]; ok && !omni && supported(st) == "" {
+			rendered = append(rendered, s)
+		} else {
+			refused = append(refused, s)
+		}
+	}
+	return rendered, refused
+}
