@@ -70,6 +70,27 @@ func TestReplicaLayout(t *testing.T) {
 		{"parakeet beyond one node", bigParakeet, pt.L4(), policy.Layout{}, "a Parakeet replica runs on one node"},
 		{"node type without GPUs", pt.Master("m", 8), zeroGPU, policy.Layout{}, "spec.gpu.count 0"},
 		{"master without GPUs", pt.Master("m", 0), pt.H100(), policy.Layout{}, "perReplicaGPUCount 0"},
+		{"data parallel over two nodes: every node serves its ranks", pt.DataParallelMaster("m", 2, 8), pt.H100(),
+			policy.Layout{Nodes: 2, GPUsPerNode: 8, DataParallelLocal: 8}, ""},
+		{"TP within the node, DP across nodes", func() *v1alpha1.ModelMaster {
+			m := pt.Master("m", 16)
+			m.Spec.Args = []string{"--tensor-parallel-size", "8", "--data-parallel-size", "2", "--data-parallel-size-local", "1"}
+			m.Spec.TensorParallelSize, m.Spec.DataParallelSize = 8, 2
+			return m
+		}(), pt.H100(), policy.Layout{Nodes: 2, GPUsPerNode: 8, DataParallelLocal: 1}, ""},
+		{"data parallel on one node needs no launcher", pt.DataParallelMaster("m", 1, 8), pt.H100(), policy.Layout{Nodes: 1, GPUsPerNode: 8}, ""},
+		{"data-parallel ranks that do not fill the nodes", func() *v1alpha1.ModelMaster {
+			m := pt.DataParallelMaster("m", 2, 8)
+			m.Spec.Args[len(m.Spec.Args)-1] = "4"
+			return m
+		}(), pt.H100(), policy.Layout{}, "ModelMaster m spans 2 nodes of NodeType aws.h100 with data parallelism: each node runs " +
+			"--data-parallel-size-local data-parallel ranks of tensor 1 x pipeline 1 GPUs, which must fill its 8 GPUs: " +
+			"--data-parallel-size-local 8 and --data-parallel-size 16 (the master has --data-parallel-size-local 4 and --data-parallel-size 16)"},
+		{"data parallel across nodes without a local size", func() *v1alpha1.ModelMaster {
+			m := pt.DataParallelMaster("m", 2, 8)
+			m.Spec.Args = m.Spec.Args[:len(m.Spec.Args)-2]
+			return m
+		}(), pt.H100(), policy.Layout{}, "(the master has no --data-parallel-size-local and --data-parallel-size 16)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,6 +133,15 @@ func TestCheckMaster(t *testing.T) {
 		{"data parallel counts", func(m *v1alpha1.ModelMaster) {
 			m.Spec.TensorParallelSize, m.Spec.Args = 0, []string{"--data-parallel-size", "8"}
 		}, ""},
+		{"data parallel field and args agree", func(m *v1alpha1.ModelMaster) {
+			m.Spec.TensorParallelSize, m.Spec.DataParallelSize, m.Spec.Args = 0, 8, []string{"--data-parallel-size", "8"}
+		}, ""},
+		{"data parallel field alone", func(m *v1alpha1.ModelMaster) {
+			m.Spec.TensorParallelSize, m.Spec.DataParallelSize, m.Spec.Args = 1, 8, nil
+		}, ""},
+		{"data parallel field disagrees with the args", func(m *v1alpha1.ModelMaster) {
+			m.Spec.TensorParallelSize, m.Spec.DataParallelSize, m.Spec.Args = 0, 4, []string{"--data-parallel-size", "8"}
+		}, "spec.dataParallelSize is 4: spec.args sets --data-parallel-size 8: the two must agree"},
 		{"bad flag value", func(m *v1alpha1.ModelMaster) { m.Spec.Args = []string{"--tensor-parallel-size", "eight"} },
 			`spec.args is "--tensor-parallel-size eight": the size must be a positive whole number`},
 		{"flag without value", func(m *v1alpha1.ModelMaster) { m.Spec.Args = []string{"-tp"} }, `"-tp (no value)"`},
@@ -234,7 +264,7 @@ func TestReviewJob(t *testing.T) {
 
 func TestReviewVirtualMachine(t *testing.T) {
 	h100, l40s := pt.H100(), pt.L40S()
-	qwen4, deepseek16 := pt.Master("qwen-4", 4), pt.Master("deepseek-16", 16)
+	qwen4, deepseek16, dep16 := pt.Master("qwen-4", 4), pt.Master("deepseek-16", 16), pt.DataParallelMaster("dep-16", 2, 8)
 	single := func() *kubevirtv1.VirtualMachine { return pt.VM("chat", 0, 0, qwen4, h100) }
 	worker := func() *kubevirtv1.VirtualMachine { return pt.VM("big", 1, 1, deepseek16, h100) }
 	type tc struct {
@@ -285,6 +315,23 @@ func TestReviewVirtualMachine(t *testing.T) {
 		}, ok, `node-rank] is "1": must be below 1`),
 		mut("name does not follow the labels", single, func(vm *kubevirtv1.VirtualMachine) { vm.Name = "chat-extra" },
 			`metadata.name is "chat-extra": must be "chat-r0-n0", <job>-r<replica>-n<node-rank> from its labels`),
+		mut("data-parallel worker: it serves", func() *kubevirtv1.VirtualMachine { return pt.VM("dep", 0, 1, dep16, h100) }, ok, ""),
+		mut("data-parallel worker without the serving label", func() *kubevirtv1.VirtualMachine { return pt.VM("dep", 0, 1, dep16, h100) },
+			func(vm *kubevirtv1.VirtualMachine) {
+				delete(vm.Labels, v1alpha1.LabelServing)
+				delete(vm.Spec.Template.ObjectMeta.Labels, v1alpha1.LabelServing)
+			}, `spec.template.metadata.labels[inferplane.io/serving] is missing: must be "true" on node-rank 1: every node of a replica of ModelMaster dep-16 runs its own 8 data-parallel ranks and answers requests for them`),
+		mut("head without the serving label", single, func(vm *kubevirtv1.VirtualMachine) {
+			delete(vm.Labels, v1alpha1.LabelServing)
+			delete(vm.Spec.Template.ObjectMeta.Labels, v1alpha1.LabelServing)
+		}, `spec.template.metadata.labels[inferplane.io/serving] is missing: must be "true" on node-rank 0: the head of a replica answers requests`),
+		mut("a --headless worker labelled serving", worker, setLabel(v1alpha1.LabelServing, v1alpha1.ServingValue),
+			`spec.template.metadata.labels[inferplane.io/serving] is "true": must be absent on node-rank 1: a worker of a replica of ModelMaster deepseek-16 runs --headless and answers no requests`),
+		mut("serving label with another value", single, setLabel(v1alpha1.LabelServing, "yes"),
+			`spec.template.metadata.labels[inferplane.io/serving] is "yes": must be "true" on node-rank 0`),
+		mut("template drops the VM's serving label", single, func(vm *kubevirtv1.VirtualMachine) {
+			delete(vm.Spec.Template.ObjectMeta.Labels, v1alpha1.LabelServing)
+		}, `spec.template.metadata.labels[inferplane.io/serving] is missing: must repeat the VirtualMachine's label inferplane.io/serving="true"`),
 		mut("worker labelled head", worker, setLabel(v1alpha1.LabelRole, v1alpha1.RoleHead),
 			`spec.template.metadata.labels[inferplane.io/role] is "head": must be "worker" for node-rank 1 (rank 0 is the head)`),
 		mut("replica label not a number", single, setLabel(v1alpha1.LabelReplica, "01"),

@@ -169,6 +169,47 @@ func TestBuildWildcardAllowsProvider(t *testing.T) {
 	assert.Equal(t, []string{"metal3.gpu-h100", "metal3.gpu-h200"}, nts)
 }
 
+// A data-parallel job over two nodes, with a feature's mode and a KV offload option: the plan
+// carries the layout's data-parallel ranks per node, and the master the asked-for extras.
+func TestBuildDataParallelJob(t *testing.T) {
+	tree := gentest.Copy(t, "../../tenants")
+	tree["globex/jobs/deepseek.yaml"] = gentest.File(`apiVersion: inferplane.io/v1alpha1
+kind: ManagedInferenceJob
+metadata:
+  name: deepseek
+spec:
+  model: deepseek-ai/DeepSeek-V3.2
+  strategy: multi_node_dep
+  kvOffload: simple
+  replicas: 1
+  gpuCount: 16
+  nodeType: metal3.gpu-h200
+`)
+	tree["globex/jobs/qwen38.yaml"] = gentest.File(`apiVersion: inferplane.io/v1alpha1
+kind: ManagedInferenceJob
+metadata:
+  name: qwen38
+spec:
+  model: Qwen/Qwen3.8-27B
+  featureModes: {spec_decoding: mtp}
+  replicas: 1
+  gpuCount: 1
+  nodeType: metal3.gpu-h200
+`)
+	gentest.Edit(t, tree, "globex/tenant.yaml", "gpuQuota: 32", "gpuQuota: 64")
+	p, err := build(t, tree, book(t))
+	require.NoError(t, err)
+	j := findJob(t, p, "globex", "deepseek")
+	assert.Equal(t, [3]int32{2, 8, 8}, [3]int32{j.NodesPerReplica, j.GPUsPerNode, j.DataParallelLocal})
+	assert.Equal(t, int32(16), j.Master.Spec.DataParallelSize)
+	assert.Equal(t, "simple", j.Master.Spec.Source.KVOffload)
+	assert.Contains(t, strings.Join(j.Args, " "), `--kv-transfer-config {"kv_connector":"SimpleCPUOffloadConnector"`)
+
+	g := findJob(t, p, "globex", "qwen38")
+	assert.Equal(t, map[string]string{"spec_decoding": "mtp"}, g.Master.Spec.Source.FeatureModes)
+	assert.Contains(t, g.Master.Spec.Source.Features, "spec_decoding", "naming a mode turns its feature on")
+}
+
 type want = gentest.Want
 
 func TestBuildBadInput(t *testing.T) {
@@ -397,6 +438,34 @@ func TestBuildBadInput(t *testing.T) {
 				{"tenants/acme/tenant.yaml", "spec.gpuQuota", "request 8 GPUs", "at least 8"},
 				{"tenants/" + kimi, "spec.gpuCount", "is 15", "16, the perReplicaGPUCount"},
 			},
+		},
+		{
+			name: "a mode the feature does not have",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, kimi, "  replicas: 1", "  featureModes: {tool_calling: fast}\n  replicas: 1")
+			},
+			want: []want{{"tenants/" + kimi, "spec.featureModes", "feature tool_calling of recipe moonshotai/Kimi-K2-Instruct has no modes", "modes of the recipe's pick-one features"}},
+		},
+		{
+			name: "a KV offload option the strategy does not allow",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, kimi, "  replicas: 1", "  kvOffload: lmcache\n  replicas: 1")
+			},
+			want: []want{{"tenants/" + kimi, "spec.kvOffload", "KV offload lmcache runs only under strategy single_node_tp, single_node_tep, single_node_dep, not multi_node_tp", "a KV offload option of the recipes' taxonomy"}},
+		},
+		{
+			name: "the data-parallel launcher's flags are the renderer's",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, kimi, "  replicas: 1", "  extraArgs: [--data-parallel-start-rank, \"8\"]\n  replicas: 1")
+			},
+			want: []want{{"tenants/" + kimi, "spec.extraArgs[0]", "sets --data-parallel-start-rank", "the renderer sets the multi-node launcher flags per node"}},
+		},
+		{
+			name: "feature modes and KV offload on a hand-written master",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, mistral, "  modelCacheSize: 100Gi", "  modelCacheSize: 100Gi\n  kvOffload: simple")
+			},
+			want: []want{{mistralF, "spec.kvOffload", "is set, but the job runs hand-written master mistral-small-24b", "nothing: it applies only to masters derived from a recipe"}},
 		},
 	}
 	for _, tc := range cases {

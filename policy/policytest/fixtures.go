@@ -66,6 +66,16 @@ func Master(name string, gpus int32) *v1alpha1.ModelMaster {
 	}
 }
 
+// DataParallelMaster returns a master of data x expert parallelism over nodes of perNode GPUs:
+// one data-parallel rank per GPU, perNode on each node (vLLM's data-parallel launcher).
+func DataParallelMaster(name string, nodes, perNode int32) *v1alpha1.ModelMaster {
+	m := Master(name, nodes*perNode)
+	m.Spec.Args = []string{"--enable-expert-parallel", "--data-parallel-hybrid-lb",
+		"--data-parallel-size", strconv.Itoa(int(nodes * perNode)), "--data-parallel-size-local", strconv.Itoa(int(perNode))}
+	m.Spec.TensorParallelSize, m.Spec.DataParallelSize = 1, nodes*perNode
+	return m
+}
+
 // Parakeet returns the one-GPU Parakeet master.
 func Parakeet() *v1alpha1.ModelMaster {
 	return &v1alpha1.ModelMaster{
@@ -78,7 +88,8 @@ func Parakeet() *v1alpha1.ModelMaster {
 }
 
 // Store holds Acme, the "all" (nil list) and "none" (empty list) tenants, the three node types
-// and masters qwen-4 (4 GPUs), qwen-8, deepseek-16 (two H100 nodes), deepseek-32, parakeet.
+// and masters qwen-4 (4 GPUs), qwen-8, deepseek-16 (two H100 nodes), deepseek-32, dep-16 (data
+// parallel over two H100 nodes), parakeet.
 func Store() *policy.Store {
 	s, err := policy.NewStore(Objects()...)
 	if err != nil {
@@ -92,7 +103,8 @@ func Objects() []client.Object {
 	return []client.Object{
 		Acme(), Tenant("all", nil), Tenant("none", []string{}),
 		H100(), L40S(), L4(),
-		Master("qwen-4", 4), Master("qwen-8", 8), Master("deepseek-16", 16), Master("deepseek-32", 32), Parakeet(),
+		Master("qwen-4", 4), Master("qwen-8", 8), Master("deepseek-16", 16), Master("deepseek-32", 32),
+		DataParallelMaster("dep-16", 2, 8), Parakeet(),
 	}
 }
 
