@@ -19,6 +19,17 @@ type Layout struct {
 	DataParallelLocal int32
 }
 
+// Sizes are the parallel sizes a vLLM command line selects; 0 means not set.
+type Sizes struct{ TP, PP, DP, DPLocal int64 }
+
+// ArgSizes reads the last value of each parallel-size flag in args (long and short forms,
+// "--flag N" and "--flag=N"); a value that is not a positive whole number counts as unset
+// (CheckMaster reports it).
+func ArgSizes(args []string) Sizes {
+	p, _ := parseParallelism(args)
+	return Sizes{TP: p.tp, PP: p.pp, DP: p.dp, DPLocal: p.dpLocal}
+}
+
 // Serving reports whether node rank of a replica answers HTTP: the head always; every node
 // under the data-parallel launcher.
 func (l Layout) Serving(rank int32) bool { return rank == 0 || l.DataParallelLocal > 0 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"runtime/debug"
@@ -94,18 +95,7 @@ perReplicaGPUCount is the gpuCount a job must ask for.`,
 				}
 				return err
 			}
-			var out []byte
-			if output == "json" {
-				out, err = json.MarshalIndent(m, "", "  ")
-				out = append(out, '\n')
-			} else {
-				out, err = yaml.Marshal(m)
-			}
-			if err != nil {
-				return err
-			}
-			_, err = cmd.OutOrStdout().Write(out)
-			return err
+			return printObject(cmd.OutOrStdout(), m, output)
 		},
 	}
 	f := cmd.Flags()
@@ -120,6 +110,23 @@ perReplicaGPUCount is the gpuCount a job must ask for.`,
 	f.StringVar(&tenantsDir, "tenants", "tenants", "folder whose nodetypes/ defines the node types")
 	f.StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
 	return cmd
+}
+
+// printObject writes obj as YAML or indented JSON.
+func printObject(w io.Writer, obj any, output string) error {
+	var out []byte
+	var err error
+	if output == "json" {
+		out, err = json.MarshalIndent(obj, "", "  ")
+		out = append(out, '\n')
+	} else {
+		out, err = yaml.Marshal(obj)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
 }
 
 func newRecipeListCmd() *cobra.Command {

@@ -2,9 +2,9 @@ package recipe
 
 import (
 	"strconv"
-	"strings"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/policy"
 )
 
 // vLLM's parallel-size flags.
@@ -289,8 +289,8 @@ func (d *derivation) buildImage() string {
 // every node, TP x PP across the --nnodes launcher, or data-parallel-size-local ranks of
 // TP x PP GPUs on each node under the data-parallel launcher.
 func (d *derivation) sizes() error {
-	par := parseSizes(d.args)
-	d.tp, d.pp, d.dp = max(par.tp, 1), max(par.pp, 1), max(par.dp, 1)
+	par := policy.ArgSizes(d.args)
+	d.tp, d.pp, d.dp = max(par.TP, 1), max(par.PP, 1), max(par.DP, 1)
 	total, g, n := d.tp*d.pp*d.dp, d.gpusPerNode, d.nodes
 	uses := func() string {
 		return "tensor " + itoa(d.tp) + " x pipeline " + itoa(d.pp) + " x data " + itoa(d.dp) + " = " + itoa(total) + " GPUs"
@@ -302,7 +302,7 @@ func (d *derivation) sizes() error {
 	case n == 1:
 		d.perReplica = total
 	case d.dp > 1:
-		local := par.dpLocal
+		local := par.DPLocal
 		if local < 1 || local*d.tp*d.pp != g || d.dp != local*n {
 			return newError(ErrArgsMismatch, "strategy", "the serving args of recipe %s with strategy %s on %d %s nodes use %s with %s %d on each node, not the %d GPUs of each of the %d nodes",
 				d.recipe.ID, d.strategy.Name, n, d.profileID, uses(), flagDPLocal, local, g, n)
@@ -315,39 +315,4 @@ func (d *derivation) sizes() error {
 		d.perReplica = total
 	}
 	return nil
-}
-
-// parsed are the parallel sizes args select; 0 means not set.
-type parsed struct{ tp, pp, dp, dpLocal int64 }
-
-// sizeFlags are vLLM's parallel-size flags, long and short forms.
-var sizeFlags = map[string]func(*parsed) *int64{
-	flagTP: func(p *parsed) *int64 { return &p.tp }, "-tp": func(p *parsed) *int64 { return &p.tp },
-	flagPP: func(p *parsed) *int64 { return &p.pp }, "-pp": func(p *parsed) *int64 { return &p.pp },
-	flagDP: func(p *parsed) *int64 { return &p.dp }, "-dp": func(p *parsed) *int64 { return &p.dp },
-	flagDPLocal: func(p *parsed) *int64 { return &p.dpLocal }, "-dpl": func(p *parsed) *int64 { return &p.dpLocal },
-}
-
-// parseSizes reads the last value of each size flag, in the "--flag N" and "--flag=N" forms;
-// a value that is not a positive number counts as unset (recipes do not write them).
-func parseSizes(args []string) parsed {
-	var p parsed
-	for i := 0; i < len(args); i++ {
-		name, value, inline := strings.Cut(args[i], "=")
-		field, ok := sizeFlags[name]
-		if !ok {
-			continue
-		}
-		if !inline {
-			if i+1 >= len(args) {
-				break
-			}
-			i++
-			value = args[i]
-		}
-		if n, err := strconv.ParseInt(value, 10, 32); err == nil && n > 0 {
-			*field(&p) = n
-		}
-	}
-	return p
 }

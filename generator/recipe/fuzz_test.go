@@ -2,6 +2,7 @@ package recipe_test
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -12,7 +13,9 @@ import (
 // and when it accepts the file, deriving each of its variants on each profile never panics.
 func FuzzLoad(f *testing.F) {
 	seeds := []string{goodModel, "", "model: [", "variants: *a", "a: &a [*a, *a]", "model:\n  model_id: acme/Fuzz\nvariants: {default: {tp: {h100: 99999999999}}}\n"}
-	for _, p := range []string{"Qwen/Qwen3-32B", "openai/gpt-oss-120b", "moonshotai/Kimi-K2-Instruct"} {
+	seeds = append(seeds, "guide: |\n  x\nmodel: {model_id: acme/Fuzz}\nvariants: {default: {}}\n", "guide: >\n", "guide: |",
+		"model: {model_id: acme/Fuzz}\nvariants: {default: {vram_minimum_gb: 2000}}\nstrategy_min_gpus: {multi_node_dep: 64, h100: {tp: 32}}\ncompatible_strategies: [multi_node_dep, multi_node_tp_dp]\n")
+	for _, p := range []string{"Qwen/Qwen3-32B", "openai/gpt-oss-120b", "moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K3", "deepseek-ai/DeepSeek-V4-Pro", "MiniMaxAI/MiniMax-M2"} {
 		data, err := os.ReadFile(bundledDir + "/models/" + p + ".yaml")
 		if err != nil {
 			f.Fatal(err)
@@ -25,8 +28,6 @@ func FuzzLoad(f *testing.F) {
 	// A small taxonomy keeps each run cheap; the strategies are the bundled ones.
 	full := bundledFS(f)
 	base := fstest.MapFS{
-		"strategies/single_node_tp.yaml": full["strategies/single_node_tp.yaml"],
-		"strategies/multi_node_tp.yaml":  full["strategies/multi_node_tp.yaml"],
 		"taxonomy.yaml": {Data: []byte(`hardware_profiles:
   h100: {brand: NVIDIA, generation: hopper, gpu_count: 8, vram_gb: 640}
   h200: {brand: NVIDIA, generation: hopper, gpu_count: 8, vram_gb: 1128}
@@ -34,8 +35,16 @@ func FuzzLoad(f *testing.F) {
   mi300x: {brand: AMD, generation: amd, gpu_count: 8, vram_gb: 1536}
   trillium: {brand: Google, generation: tpu, gpu_count: 8, vram_gb: 256, restricted: true}
   dgx_spark_gb10: {brand: NVIDIA, generation: blackwell, gpu_count: 1, vram_gb: 128, scalable: false}
-strategies: [single_node_tp, single_node_tep, multi_node_tp, multi_node_tp_pp, pd_cluster]
+strategies: [single_node_tp, single_node_tep, single_node_dep, multi_node_tp, multi_node_tep, multi_node_dep, multi_node_tp_pp, multi_node_tp_dp, pd_cluster]
+kv_offload:
+  simple: {args: [--kv-transfer-config, "{}"]}
+  gated: {args: [--kv-transfer-config, "{}"], requires_opt_in: true, brands: [NVIDIA], strategies: [single_node_tp]}
 `)},
+	}
+	for name, file := range full {
+		if strings.HasPrefix(name, "strategies/") || strings.HasPrefix(name, "kv_store/") {
+			base[name] = file
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fsys := fstest.MapFS{}
@@ -55,10 +64,21 @@ strategies: [single_node_tp, single_node_tep, multi_node_tp, multi_node_tp_pp, p
 		for _, name := range r.Features.Keys {
 			features[name] = true
 		}
+		modes := map[string]string{}
+		for _, name := range r.Features.Keys {
+			if m := r.Features.Values[name].Modes; m.Len() > 0 {
+				modes[name] = m.Keys[m.Len()-1]
+			}
+		}
 		for _, v := range r.Variants.Keys {
 			for _, p := range []string{"h100", "h200", "b200", "mi300x", "trillium", "dgx_spark_gb10"} {
-				_, _ = b.Derive(recipe.Request{ModelID: "acme/Fuzz", Variant: v, Hardware: recipe.Hardware{Profile: p}})
-				_, _ = b.Derive(recipe.Request{ModelID: "acme/Fuzz", Variant: v, Hardware: recipe.Hardware{Profile: p}, Features: features, Nodes: 2})
+				hw := recipe.Hardware{Profile: p}
+				_, _ = b.Derive(recipe.Request{ModelID: "acme/Fuzz", Variant: v, Hardware: hw})
+				_, _ = b.Derive(recipe.Request{ModelID: "acme/Fuzz", Variant: v, Hardware: hw, Features: features, Nodes: 2})
+				_, _ = b.Derive(recipe.Request{ModelID: "acme/Fuzz", Variant: v, Hardware: hw, FeatureModes: modes, KVOffload: "gated"})
+				for _, s := range b.Strategies() {
+					_, _ = b.Derive(recipe.Request{ModelID: "acme/Fuzz", Variant: v, Hardware: hw, Strategy: s, KVOffload: "simple"})
+				}
 			}
 		}
 	})

@@ -185,65 +185,60 @@ func readTaxonomy(fsys fs.FS, probs *problem.List) (*Taxonomy, bool) {
 }
 
 func (b *Book) readStrategies(fsys fs.FS, probs *problem.List) {
-	entries, err := fs.ReadDir(fsys, StrategiesDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		probs.Add(StrategiesDir+"/", "", "the upstream vllm-project/recipes layout: models/<org>/<repo>.yaml, strategies/*.yaml, taxonomy.yaml",
-			"missing: the recipes tree has no strategies")
-		return
-	}
-	if err != nil {
-		probs.Add(StrategiesDir+"/", "", "", "cannot read: %v", unwrapPathError(err))
-		return
-	}
-	for _, e := range entries {
-		if e.IsDir() || !isYAML(e.Name()) {
-			continue
-		}
-		file := path.Join(StrategiesDir, e.Name())
+	yamlFiles(fsys, StrategiesDir, true, probs, func(file, base string) {
 		var s Strategy
 		if !decodeFile(fsys, file, &s, probs) {
-			continue
+			return
 		}
 		s.File = file
-		base := strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".yaml"), ".yml")
 		if s.Name != base {
 			probs.Add(file, "name", fmt.Sprintf("%q, the file's name", base), "is %q", s.Name)
-			continue
+			return
 		}
 		if prev, dup := b.strategies[s.Name]; dup {
 			probs.Add(file, "name", "", "strategy %q is also defined in %s", s.Name, prev.File)
-			continue
+			return
 		}
 		b.strategies[s.Name] = &s
-	}
+	})
 }
 
 // readKVStores reads kv_store/*.yaml, the Mooncake deployments upstream offers as KV offload
 // options. The folder is optional: older trees do not have it.
 func (b *Book) readKVStores(fsys fs.FS, probs *problem.List) {
-	entries, err := fs.ReadDir(fsys, KVStoreDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	if err != nil {
-		probs.Add(KVStoreDir+"/", "", "", "cannot read: %v", unwrapPathError(err))
-		return
-	}
-	for _, e := range entries {
-		if e.IsDir() || !isYAML(e.Name()) {
-			continue
-		}
-		file := path.Join(KVStoreDir, e.Name())
+	yamlFiles(fsys, KVStoreDir, false, probs, func(file, _ string) {
 		var s KVStore
 		if !decodeFile(fsys, file, &s, probs) {
-			continue
+			return
 		}
 		s.File = file
 		if _, dup := b.kvStores[s.Name]; dup {
 			probs.Add(file, "name", "", "KV store %q is defined twice", s.Name)
-			continue
+			return
 		}
 		b.kvStores[s.Name] = &s
+	})
+}
+
+// yamlFiles calls fn with each YAML file of dir (its path and its name without the
+// extension); a missing dir is a problem when required.
+func yamlFiles(fsys fs.FS, dir string, required bool, probs *problem.List, fn func(file, base string)) {
+	entries, err := fs.ReadDir(fsys, dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && required:
+		probs.Add(dir+"/", "", "the upstream vllm-project/recipes layout: models/<org>/<repo>.yaml, strategies/*.yaml, taxonomy.yaml",
+			"missing: the recipes tree has no %s", dir)
+		return
+	case errors.Is(err, fs.ErrNotExist):
+		return
+	case err != nil:
+		probs.Add(dir+"/", "", "", "cannot read: %v", unwrapPathError(err))
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() && isYAML(e.Name()) {
+			fn(path.Join(dir, e.Name()), strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".yaml"), ".yml"))
+		}
 	}
 }
 

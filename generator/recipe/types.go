@@ -280,8 +280,9 @@ func (a *Args) decodeNode(d *decoder, n *yaml.Node, path string) error {
 // Env is an ordered name → value mapping; unquoted numbers and booleans are kept as written.
 type Env = Ordered[string]
 
-// HardwareInt is a number, or a map from exact profile id, generation, lowercase brand or
-// "default" to a number (upstream's variant `tp`).
+// HardwareInt is a number, or a map of numbers: by exact profile id, generation, lowercase
+// brand or "default" (upstream's variant `tp`), or by strategy (a profile's block of
+// strategy_min_gpus).
 type HardwareInt struct {
 	Value      int64
 	ByHardware map[string]int64
@@ -393,16 +394,10 @@ func ceilDiv(a, b float64) int64 {
 
 // MinGPUs is upstream's strategy_min_gpus: one floor for every strategy (a number), or a map
 // whose keys are strategy names (or their suffixes: tp, dep, ...) with a number each, and
-// exact profile ids with a number or such a map of their own.
+// exact profile ids with a number or a map by strategy of their own.
 type MinGPUs struct {
 	All   int64
-	ByKey map[string]MinGPUsBlock
-}
-
-// MinGPUsBlock is one value of the map: a number, or a map by strategy.
-type MinGPUsBlock struct {
-	All        int64
-	ByStrategy map[string]int64
+	ByKey map[string]HardwareInt
 }
 
 func (m *MinGPUs) decodeNode(d *decoder, n *yaml.Node, path string) error {
@@ -412,29 +407,6 @@ func (m *MinGPUs) decodeNode(d *decoder, n *yaml.Node, path string) error {
 	i, err := d.integer(n, path)
 	m.All = i
 	return err
-}
-
-func (b *MinGPUsBlock) decodeNode(d *decoder, n *yaml.Node, path string) error {
-	if n.Kind == yaml.MappingNode {
-		return d.decode(n, reflectValue(&b.ByStrategy), path)
-	}
-	i, err := d.integer(n, path)
-	b.All = i
-	return err
-}
-
-// floor is one block's floor for strategy key: the number, else the key itself, its
-// multi_node_ or its single_node_ form.
-func (b MinGPUsBlock) floor(key string) int64 {
-	if b.ByStrategy == nil {
-		return b.All
-	}
-	for _, k := range []string{key, "multi_node_" + key, "single_node_" + key} {
-		if v, ok := b.ByStrategy[k]; ok {
-			return v
-		}
-	}
-	return 0
 }
 
 // For is the GPU floor of strategy key on profile: the strategy's bar, raised by the
@@ -448,14 +420,27 @@ func (m *MinGPUs) For(key, profileID string) int64 {
 		return m.All
 	}
 	var floor int64
-	for _, k := range []string{key, "multi_node_" + key, "single_node_" + key} {
-		if v, ok := m.ByKey[k]; ok && v.ByStrategy == nil {
-			floor = v.All
+	for _, k := range strategyKeys(key) {
+		if v, ok := m.ByKey[k]; ok && v.ByHardware == nil {
+			floor = v.Value
 			break
 		}
 	}
 	if hw, ok := m.ByKey[profileID]; ok {
-		floor = max(floor, hw.floor(key))
+		if hw.ByHardware == nil {
+			return max(floor, hw.Value)
+		}
+		for _, k := range strategyKeys(key) {
+			if v, ok := hw.ByHardware[k]; ok {
+				return max(floor, v)
+			}
+		}
 	}
 	return floor
+}
+
+// strategyKeys are the keys a strategy's floor is looked up by: its name, or its multi-node or
+// single-node form.
+func strategyKeys(key string) []string {
+	return []string{key, "multi_node_" + key, "single_node_" + key}
 }
