@@ -206,8 +206,8 @@ func (b *Book) pickLayout(d *derivation, asked string, nodes int64) error {
 		case nodes > 1:
 			return newError(ErrIncompatibleStrategy, "strategy", "strategy %s runs on one node, but %d nodes per replica were asked for", s.Name, nodes)
 		case minNodes > 1:
-			return newError(ErrDoesNotFit, "strategy", "does not fit one node with strategy %s: %s; a multi-node strategy is needed (%s available)",
-				s.Name, d.fitMsg(), list(multiNode(b, b.usable(d))))
+			return newError(ErrDoesNotFit, "strategy", "does not fit one node with strategy %s: %s; a multi-node strategy over at least %d nodes is needed (%s available)",
+				s.Name, d.fitMsg(), minNodes, list(multiNode(b, b.usable(d))))
 		}
 		d.strategy, d.nodes = s, 1
 		return nil
@@ -297,8 +297,8 @@ func (b *Book) recommend(d *derivation, nodes int64) (*Strategy, error) {
 		}
 	}
 	if nodes > 1 {
-		return nil, newError(ErrDoesNotFit, "strategy", "does not fit: %s, and recipe %s has no multi-node strategy inferplane can use on %s (compatible: %s; usable: %s)",
-			d.fitMsg(), r.ID, d.profileID, list(compatible), list(usable))
+		return nil, newError(ErrDoesNotFit, "strategy", "does not fit: %s, so a replica needs at least %d nodes, and recipe %s has no multi-node strategy inferplane can use on %s (compatible: %s; usable: %s)",
+			d.fitMsg(), nodes, r.ID, d.profileID, list(compatible), list(usable))
 	}
 	return nil, newError(ErrStrategyUnavailable, "strategy", "recipe %s has no strategy inferplane can use on %s (compatible: %s; usable: %s)",
 		r.ID, d.profileID, list(compatible), list(usable))
