@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"path"
@@ -56,7 +57,12 @@ func load(fsys fs.FS, only string) (*Book, error) {
 }
 
 func readFile(fsys fs.FS, name string) ([]byte, error) {
-	st, err := fs.Stat(fsys, name)
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +72,14 @@ func readFile(fsys fs.FS, name string) ([]byte, error) {
 	if st.Size() > maxFileSize {
 		return nil, fmt.Errorf("file is %d bytes, more than the %d a recipe file may hold", st.Size(), maxFileSize)
 	}
-	return fs.ReadFile(fsys, name)
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("file is more than the %d bytes a recipe file may hold", maxFileSize)
+	}
+	return data, nil
 }
 
 // decodeFile parses one YAML file into out, recording any problem against file.
