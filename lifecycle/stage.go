@@ -283,7 +283,7 @@ func rotationVerdict(head string, ready verdict, o Observed) verdict {
 	}
 	readyInCluster := 0
 	for _, vmi := range o.VMIs {
-		if vmi.Labels[v1alpha1.LabelRole] == v1alpha1.RoleHead && vmi.Status.Phase == kubevirtv1.Running && vmiReady(&vmi) {
+		if vmi.Labels[v1alpha1.LabelServing] == v1alpha1.ServingValue && vmi.Status.Phase == kubevirtv1.Running && vmiReady(&vmi) {
 			readyInCluster++
 		}
 	}

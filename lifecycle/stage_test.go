@@ -39,12 +39,12 @@ func vm(name string, ps kubevirtv1.VirtualMachinePrintableStatus) kubevirtv1.Vir
 }
 
 func vmi(name string, head bool, phase kubevirtv1.VirtualMachineInstancePhase, conds ...kubevirtv1.VirtualMachineInstanceCondition) kubevirtv1.VirtualMachineInstance {
-	role := v1alpha1.RoleWorker
+	labels := map[string]string{v1alpha1.LabelRole: v1alpha1.RoleWorker}
 	if head {
-		role = v1alpha1.RoleHead
+		labels = map[string]string{v1alpha1.LabelRole: v1alpha1.RoleHead, v1alpha1.LabelServing: v1alpha1.ServingValue}
 	}
 	v := kubevirtv1.VirtualMachineInstance{
-		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: mt(t0), Labels: map[string]string{v1alpha1.LabelRole: role}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: mt(t0), Labels: labels},
 		Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: phase, Conditions: conds,
 			PhaseTransitionTimestamps: []kubevirtv1.VirtualMachineInstancePhaseTransitionTimestamp{
 				{Phase: kubevirtv1.Pending, PhaseTransitionTimestamp: mt(t0)},

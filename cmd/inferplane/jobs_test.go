@@ -168,7 +168,7 @@ func TestJobsCreateBadInput(t *testing.T) {
 		{[]string{"acme", "qwen3-32b", "--model", "Qwen/Qwen3-32B"}, 1,
 			[]string{"job acme/qwen3-32b exists (" + filepath.Join(tr.tenants, "acme", "jobs", "qwen3-32b.yaml") + "); pass --replace to overwrite it"}},
 		{[]string{"acme", "chat", "--model", "Qwen/Qwen3-23B"}, 1,
-			[]string{filepath.Join(tr.tenants, "acme", "jobs", "chat.yaml") + `: spec.model: unknown model "Qwen/Qwen3-23B"; did you mean Qwen/Qwen3-32B?`}},
+			[]string{filepath.Join(tr.tenants, "acme", "jobs", "chat.yaml") + `: spec.model: unknown model "Qwen/Qwen3-23B"; did you mean Qwen/Qwen3-32B, Qwen/Qwen3-4B, Qwen/Qwen3-8B?`}},
 		{[]string{"acme", "chat", "--model", "Qwen/Qwen3-32B", "--gpus", "2"}, 1,
 			[]string{"spec.gpuCount: is 2; expected 1, the perReplicaGPUCount of master qwen3-32b-h100"}},
 		{[]string{"acme", "chat", "--model", "Qwen/Qwen3-32B", "--node-type", "metal3.gpu-h200"}, 1,

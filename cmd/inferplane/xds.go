@@ -62,8 +62,9 @@ func newXDSServeCmd() *cobra.Command {
 
 Replica sources:
   --source kube   watches KubeVirt VirtualMachineInstances labelled app.kubernetes.io/managed-by=
-                  inferplane, inferplane.io/role=head (kubeconfig: --kubeconfig, $KUBECONFIG,
-                  in-cluster, ~/.kube/config). A replica is a candidate when its VMI is Running
+                  inferplane, inferplane.io/serving=true (kubeconfig: --kubeconfig, $KUBECONFIG,
+                  in-cluster, ~/.kube/config): every node that answers requests, each an
+                  endpoint of its job. A replica is a candidate when its VMI is Running
                   with an IP; it takes traffic when its Ready condition is true and its probes
                   pass. If the API server is lost, the last known replicas stay.
   --source file   reads a YAML list of endpoints (see docs/xds.md) and reloads it on change; a
