@@ -248,7 +248,9 @@ func replicaVerdict(j Job, r int32, idx observedIndex, o Observed) verdict {
 	var worst *verdict
 	for n := range nodes {
 		name := policy.VMName(j.Name, r, n)
-		v := nodeVerdict(name, n == 0, idx)
+		// The head serves; so does every node of a data-parallel replica (its VM says so).
+		serving := n == 0 || (idx.vms[name] != nil && idx.vms[name].Labels[v1alpha1.LabelServing] == v1alpha1.ServingValue)
+		v := nodeVerdict(name, serving, idx)
 		if nodes > 1 {
 			v.reason = "node " + name + ": " + v.reason
 		}
@@ -294,9 +296,9 @@ func rotationVerdict(head string, ready verdict, o Observed) verdict {
 	return waiting
 }
 
-// nodeVerdict is one VM's stage. A node that is ready (the head's /health passes; a worker
-// runs) is reported as serving: the replica then asks the gateway.
-func nodeVerdict(name string, head bool, idx observedIndex) verdict {
+// nodeVerdict is one VM's stage. A node that is ready (a serving node's /health passes; a
+// --headless worker runs) is reported as serving: the replica then asks the gateway.
+func nodeVerdict(name string, serving bool, idx observedIndex) verdict {
 	vm, vmi := idx.vms[name], idx.vmis[name]
 	pvcName := name + "-model-cache"
 	if vm == nil {
@@ -328,7 +330,7 @@ func nodeVerdict(name string, head bool, idx observedIndex) verdict {
 			reason: "scheduled on " + cmp.Or(vmi.Status.NodeName, "a node") + "; the guest is starting"}
 	case kubevirtv1.Running:
 		since := phaseSince(vmi, kubevirtv1.Running, vmi.CreationTimestamp.Time)
-		if !head {
+		if !serving {
 			return verdict{stage: StageServing, since: since, reason: "running on " + vmi.Status.NodeName}
 		}
 		if c := vmiCondition(vmi, kubevirtv1.VirtualMachineInstanceReady); c != nil && c.Status == corev1.ConditionTrue {

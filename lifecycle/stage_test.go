@@ -170,7 +170,7 @@ func TestComputeStages(t *testing.T) {
 }
 
 // A job is as ready as its least ready replica; a multi-node replica as its least ready node,
-// and its workers need only run (the head alone serves /health).
+// and its --headless workers need only run (the head alone serves /health).
 func TestComputeLeastReady(t *testing.T) {
 	job := Job{Tenant: "acme", Name: "chat", Replicas: 2, NodesPerReplica: 2}
 	obs := Observed{App: synced(), Gateway: &Rotation{Known: true, Ready: 1, Total: 2, InRotation: map[string]bool{"chat-r0-n0": true}}}
@@ -203,6 +203,27 @@ func TestComputeLeastReady(t *testing.T) {
 	assert.Equal(t, StageLoadingModel, st.Stage)
 	assert.Contains(t, st.Reason, "the gateway has 1 of 2 replicas in rotation")
 	obs.Gateway.Ready = 2
+	assert.Equal(t, StageServing, Compute(job, obs).Stage)
+}
+
+// Every node of a data-parallel replica serves (label inferplane.io/serving): each must pass
+// /health, not only run.
+func TestComputeDataParallelNodesServe(t *testing.T) {
+	job := Job{Tenant: "acme", Name: "dep", Replicas: 1, NodesPerReplica: 2}
+	obs := Observed{App: synced(), Gateway: &Rotation{Known: true, Ready: 1, Total: 2, InRotation: map[string]bool{"dep-r0-n0": true}}}
+	for _, name := range []string{"dep-r0-n0", "dep-r0-n1"} {
+		v := vm(name, kubevirtv1.VirtualMachineStatusRunning)
+		v.Labels = map[string]string{v1alpha1.LabelServing: v1alpha1.ServingValue}
+		obs.VMs = append(obs.VMs, v)
+		obs.PVCs = append(obs.PVCs, pvc(name+"-model-cache", corev1.ClaimBound))
+	}
+	worker := vmi("dep-r0-n1", true, kubevirtv1.Running)
+	obs.VMIs = []kubevirtv1.VirtualMachineInstance{vmi("dep-r0-n0", true, kubevirtv1.Running, ready), worker}
+	st := Compute(job, obs)
+	assert.Equal(t, StageLoadingModel, st.Stage)
+	assert.Contains(t, st.Reason, "node dep-r0-n1: running on gpu-node-7; the model server's /health does not pass yet")
+
+	obs.VMIs[1] = vmi("dep-r0-n1", true, kubevirtv1.Running, ready)
 	assert.Equal(t, StageServing, Compute(job, obs).Stage)
 }
 
