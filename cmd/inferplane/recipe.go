@@ -137,24 +137,28 @@ func newRecipeListCmd() *cobra.Command {
 		Long: `list prints every recipe of the tree with its variants, the strategies inferplane renders for
 it (recipe show accepts them; memory and per-hardware gates are checked there, for a node
 type) and, under NOT RENDERED, the strategies it refuses on any hardware: pd_cluster, and
-every strategy of a vllm-omni recipe.`,
+every strategy of a vllm-omni recipe. It reads only those parts of each recipe: generate and
+validate check the whole tree.`,
 		Example: "  inferplane recipe list --recipes ./recipes",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			book, err := loadBook(recipesDir)
-			if err != nil {
+			if err := checkRecipesDir(recipesDir); err != nil {
 				return err
+			}
+			// A one-shot command (see loadBookFor).
+			defer debug.SetGCPercent(debug.SetGCPercent(-1))
+			listings, err := recipe.List(os.DirFS(recipesDir))
+			if err != nil {
+				return fmt.Errorf("%s: %w", recipesDir, err)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "MODEL\tVARIANTS\tSTRATEGIES\tNOT RENDERED")
-			for _, id := range book.Models() {
-				r, _, _ := book.Model(id)
-				rendered, refused := book.RecipeStrategies(id)
-				notRendered := orDash(refused)
-				if slices.Contains(r.Meta.Tasks, "omni") {
+			for _, l := range listings {
+				notRendered := orDash(l.Refused)
+				if l.Omni {
 					notRendered = "all (vllm-omni)"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", id, strings.Join(r.Variants.Keys, ","), orDash(rendered), notRendered)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", l.ID, strings.Join(l.Variants, ","), orDash(l.Rendered), notRendered)
 			}
 			return w.Flush()
 		},
@@ -167,8 +171,8 @@ func loadBook(dir string) (*recipe.Book, error) { return loadBookFor(dir, "") }
 
 // loadBookFor loads the recipes tree, or only what deriving modelID needs (recipe.LoadFor).
 func loadBookFor(dir, modelID string) (*recipe.Book, error) {
-	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-		return nil, fmt.Errorf("%s: not a folder; expected the vLLM recipes tree (models/, strategies/, taxonomy.yaml); pass --recipes", dir)
+	if err := checkRecipesDir(dir); err != nil {
+		return nil, err
 	}
 	// A one-shot command: parsing the whole corpus allocates about 14 MB, and collecting it
 	// while it is being built only costs time (a fifth of `recipe list`, docs/recipes.md).
@@ -182,6 +186,13 @@ func loadBookFor(dir, modelID string) (*recipe.Book, error) {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	return book, nil
+}
+
+func checkRecipesDir(dir string) error {
+	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+		return fmt.Errorf("%s: not a folder; expected the vLLM recipes tree (models/, strategies/, taxonomy.yaml); pass --recipes", dir)
+	}
+	return nil
 }
 
 func orDash(s []string) string {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"maps"
 	"path"
+	"reflect"
 	"runtime"
 	"slices"
 	"sort"
@@ -89,10 +90,12 @@ func decodeFile(fsys fs.FS, file string, out any, probs *problem.List) bool {
 		probs.Add(file, "", "", "cannot read: %v", unwrapPathError(err))
 		return false
 	}
-	if _, ok := out.(*Recipe); ok {
-		data = blankGuide(data)
+	root, err := parseDocument(skipUnread(data, out))
+	if err != nil {
+		// A skipped block may have held something the rest refers to (an anchor): parse
+		// the file as written, so that what is reported is about the file.
+		root, err = parseDocument(data)
 	}
-	root, err := parseDocument(data)
 	if err != nil {
 		probs.Add(file, "", "", "%v", err)
 		return false
@@ -117,46 +120,65 @@ func decodeFile(fsys fs.FS, file string, out any, probs *problem.List) bool {
 	return true
 }
 
-// blankGuide empties a recipe's top-level `guide:` block scalar (markdown prose, about 60% of
-// the upstream corpus's bytes, which the derivation never reads) before the YAML parser sees
-// it, keeping every newline so that line numbers in messages stay right. Its lines run to the
-// next line that starts in the first column. A guide written any other way is left alone.
-func blankGuide(data []byte) []byte {
-	at := -1
+// skipUnread blanks, in a recipe file, the top-level blocks whose keys out's type does not
+// declare: the decoder would read past them, and the parser need not see them at all (the
+// `guide:` prose alone is 60% of the upstream corpus). Each block is replaced by its newlines,
+// so line numbers in messages stay right. Other files are returned as they are.
+func skipUnread(data []byte, out any) []byte {
+	t := reflect.TypeOf(out)
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct || (t.Elem() != reflect.TypeFor[Recipe]() && t.Elem() != reflect.TypeFor[listedRecipe]()) {
+		return data
+	}
+	keep := structInfoOf(t.Elem()).fields
+	var out2 []byte
+	blanking, copied := false, 0
 	for off := 0; off < len(data); {
-		if bytes.HasPrefix(data[off:], []byte("guide:")) {
-			at = off
-			break
-		}
-		nl := bytes.IndexByte(data[off:], '\n')
-		if nl < 0 {
-			break
-		}
-		off += nl + 1
-	}
-	if at < 0 {
-		return data
-	}
-	line, _, found := bytes.Cut(data[at:], []byte("\n"))
-	indicator := bytes.TrimSpace(line[len("guide:"):])
-	if !found || len(indicator) == 0 || (indicator[0] != '|' && indicator[0] != '>') {
-		return data
-	}
-	body := at + len(line) + 1
-	end := body
-	for end < len(data) && (data[end] == ' ' || data[end] == '\t' || data[end] == '\r' || data[end] == '\n') {
-		nl := bytes.IndexByte(data[end:], '\n')
-		if nl < 0 {
+		end := bytes.IndexByte(data[off:], '\n') + off + 1
+		if end == off {
 			end = len(data)
-			break
 		}
-		end += nl + 1
+		if key, ok := topLevelKey(data[off:end]); ok {
+			_, read := keep[key]
+			switch {
+			case !read && !blanking:
+				out2 = append(out2, data[copied:off]...)
+				blanking = true
+			case read && blanking:
+				copied = off
+				blanking = false
+			}
+		}
+		if blanking && end > off && data[end-1] == '\n' {
+			out2 = append(out2, '\n')
+		}
+		off = end
 	}
-	lines := bytes.Count(data[body:end], []byte("\n"))
-	out := make([]byte, 0, len(data)-(end-body)+lines)
-	out = append(out, data[:body]...)
-	out = append(out, bytes.Repeat([]byte("\n"), lines)...)
-	return append(out, data[end:]...)
+	if out2 == nil {
+		return data
+	}
+	if !blanking {
+		out2 = append(out2, data[copied:]...)
+	}
+	return out2
+}
+
+// topLevelKey reads a line that starts a top-level mapping entry (`key:` in the first column)
+// and returns the key. Document markers, comments and indented lines are not keys.
+func topLevelKey(line []byte) (string, bool) {
+	if len(line) == 0 || line[0] == ' ' || line[0] == '\t' || line[0] == '#' || line[0] == '-' || line[0] == '.' || line[0] == '\n' || line[0] == '\r' {
+		return "", false
+	}
+	i := bytes.IndexByte(line, ':')
+	if i <= 0 {
+		return "", false
+	}
+	key := line[:i]
+	for _, c := range key {
+		if !(c == '_' || c == '-' || c == '.' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return "", false
+		}
+	}
+	return string(key), true
 }
 
 func unwrapPathError(err error) error {

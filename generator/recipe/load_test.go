@@ -2,6 +2,7 @@ package recipe_test
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -355,4 +356,50 @@ variants:
 	require.NoError(t, err)
 	_, err = b.Derive(recipe.Request{ModelID: "acme/Guided", Hardware: hw("h100")})
 	require.NoError(t, err)
+}
+
+// List reads only a recipe's variants and strategies, and says what Load would.
+func TestListMatchesLoad(t *testing.T) {
+	b := bundled(t)
+	listings, err := recipe.List(os.DirFS(bundledDir))
+	require.NoError(t, err)
+	require.Len(t, listings, len(b.Models()))
+	for i, id := range b.Models() {
+		r, _, _ := b.Model(id)
+		rendered, refused := b.RecipeStrategies(id)
+		assert.Equal(t, recipe.Listing{ID: id, Variants: r.Variants.Keys, Omni: slices.Contains(r.Meta.Tasks, "omni"),
+			Rendered: rendered, Refused: refused}, listings[i])
+	}
+}
+
+// Blocks the decoder does not read are not parsed; an anchor one of them defines still
+// resolves (the file is then parsed as written), and line numbers stay right.
+func TestLoadSkipsUnreadBlocks(t *testing.T) {
+	fsys := bundledFS(t)
+	set("models/acme/Anchored.yaml", `dependencies:
+  - &args [--max-model-len, "4096"]
+model:
+  model_id: acme/Anchored
+  base_args: *args
+variants:
+  default: {precision: bf16}
+compatible_strategies: [single_node_tp]
+`)(fsys)
+	set("models/acme/Late.yaml", `omni:
+  tasks: [t2i, {unbalanced
+model:
+  model_id: acme/Late
+variants:
+  default: {precision: bf16, vram_minimum_gb: lots}
+`)(fsys)
+	_, err := recipe.Load(fsys)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, `models/acme/Late.yaml: variants.default.vram_minimum_gb: expected a number, got string "lots" (line 6)`,
+		"the unread omni block is not parsed, and the line is the file's")
+	delete(fsys, "models/acme/Late.yaml")
+	b, err := recipe.Load(fsys)
+	require.NoError(t, err)
+	m, err := b.Derive(recipe.Request{ModelID: "acme/Anchored", Hardware: hw("h100")})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"--max-model-len", "4096", "--tensor-parallel-size", "8"}, m.Spec.Args)
 }

@@ -58,6 +58,10 @@ func (b *Book) RecipeStrategies(modelID string) (rendered, refused []string) {
 	if !ok {
 		return nil, nil
 	}
+	return b.strategiesOf(r)
+}
+
+func (b *Book) strategiesOf(r *Recipe) (rendered, refused []string) {
 	omni := slices.Contains(r.Meta.Tasks, "omni")
 	for _, s := range effectiveStrategies(r) {
 		if st, ok := b.strategies[s]; ok && !omni && supported(st) == "" {
