@@ -44,12 +44,12 @@ bench-generator:
 	$(GO) test ./generator/bench/ -run '^$$' -bench . -benchtime 2s -benchmem
 
 # Recipes (docs/recipes.md): `recipe show` and `recipe list` on the bundled corpus (173 recipes)
-# as whole processes beside the floor of any inferplane process (`recipe --help`), then
-# recipe show's work (parse one recipe, derive) against the whole tree parsed, with the ratio.
+# as whole processes beside the floor of any inferplane process (`recipe --help`), then their
+# work (one recipe parsed and derived; what a listing reads) against the whole tree parsed.
 bench-recipes:
 	INFERPLANE_BENCH=1 $(GO) test ./cmd/inferplane/ -run '^TestRecipeCommandTimings$$' -count=1 -v
 	INFERPLANE_BENCH=1 $(GO) test ./generator/recipe/ -run '^TestBenchRecipesReport$$' -count=1 -v
-	$(GO) test ./generator/recipe/ -run '^$$' -bench 'Show|LoadDir|Derive' -benchmem -count 1
+	$(GO) test ./generator/recipe/ -run '^$$' -bench 'Show|List|LoadDir|Derive' -benchmem -count 1
 
 # Admission webhook (docs/webhook.md): the handler (decode, decide, encode) as Go benchmarks with
 # p50/p99, then the load run through the real API server: dry-run creates of a guarded VM, 50

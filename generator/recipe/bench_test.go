@@ -29,6 +29,16 @@ func BenchmarkLoadDir(b *testing.B) {
 	}
 }
 
+// BenchmarkList is what `recipe list` does: every recipe's variants and strategies.
+func BenchmarkList(b *testing.B) {
+	fsys := os.DirFS(bundledDir)
+	for b.Loop() {
+		if _, err := recipe.List(fsys); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkShow is what `recipe show` does: parse what one model needs, derive its master.
 func BenchmarkShow(b *testing.B) {
 	fsys := os.DirFS(bundledDir)
@@ -94,15 +104,24 @@ func BenchmarkDeriveEveryOffer(b *testing.B) {
 	}
 }
 
-// TestBenchRecipesReport (make bench-recipes) times `recipe show`'s work against its baseline,
-// the whole tree parsed, in one run, and prints the ratio; it asserts nothing about time.
+// TestBenchRecipesReport (make bench-recipes) times the work of `recipe show` and `recipe
+// list` against their baseline, the whole tree parsed, in one run, and prints the ratios; it
+// asserts nothing about time.
 func TestBenchRecipesReport(t *testing.T) {
 	if os.Getenv("INFERPLANE_BENCH") != "1" {
 		t.Skip("SKIPPED: set INFERPLANE_BENCH=1 (make bench-recipes) to time recipe loading")
 	}
 	show := testing.Benchmark(BenchmarkShow)
 	whole := testing.Benchmark(BenchmarkShowWholeTree)
-	fmt.Printf("recipe show's work (LoadFor + Derive): %v/op, %d B/op\n", time.Duration(show.NsPerOp()), show.AllocedBytesPerOp())
-	fmt.Printf("baseline, the whole tree parsed (Load + Derive): %v/op, %d B/op\n", time.Duration(whole.NsPerOp()), whole.AllocedBytesPerOp())
-	fmt.Printf("ratio baseline / LoadFor: %.1fx\n", float64(whole.NsPerOp())/float64(show.NsPerOp()))
+	list := testing.Benchmark(BenchmarkList)
+	load := testing.Benchmark(BenchmarkLoadDir)
+	line := func(what string, r testing.BenchmarkResult) {
+		fmt.Printf("%-52s %10v/op %10d B/op\n", what, time.Duration(r.NsPerOp()), r.AllocedBytesPerOp())
+	}
+	line("recipe show's work (LoadFor + Derive)", show)
+	line("  baseline: the whole tree parsed (Load + Derive)", whole)
+	fmt.Printf("  ratio baseline / show: %.1fx\n", float64(whole.NsPerOp())/float64(show.NsPerOp()))
+	line("recipe list's work (List)", list)
+	line("  baseline: the whole tree parsed (Load)", load)
+	fmt.Printf("  ratio baseline / list: %.1fx\n", float64(load.NsPerOp())/float64(list.NsPerOp()))
 }
