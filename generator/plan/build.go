@@ -431,7 +431,7 @@ func (b *builder) someRecipes() string {
 	}
 	ids := b.book.Models()
 	if len(ids) > 5 {
-		return strings.Join(ids[:5], ", ") + fmt.Sprintf(", ... %d in all", len(ids))
+		return fmt.Sprintf("one of the %d recipes `inferplane recipe list` shows", len(ids))
 	}
 	return listOrNone(ids)
 }

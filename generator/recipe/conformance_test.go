@@ -52,7 +52,7 @@ func TestConformanceWholeCorpus(t *testing.T) {
 			if err != nil {
 				var re *recipe.Error
 				require.True(t, errors.As(err, &re), "%s: %v is not a *recipe.Error", where, err)
-				require.NotEmpty(t, re.Field, where)
+				require.NotEmpty(t, re.Field(), where)
 				refused[refusalReason(o, re)]++
 				continue
 			}
@@ -85,14 +85,14 @@ func refusalReason(o recipe.Offer, re *recipe.Error) string {
 	switch {
 	case errors.Is(re, recipe.ErrUnsupportedStrategy) && o.Strategy == recipe.StrategyPDCluster:
 		return "pd_cluster is not rendered"
-	case errors.Is(re, recipe.ErrDoesNotFit) && strings.Contains(re.Msg, "scalable: false"):
+	case errors.Is(re, recipe.ErrDoesNotFit) && strings.Contains(re.Error(), "scalable: false"):
 		return "does not fit hardware that cannot be clustered"
-	case errors.Is(re, recipe.ErrDoesNotFit) && strings.HasPrefix(re.Msg, "does not fit one node with strategy"):
+	case errors.Is(re, recipe.ErrDoesNotFit) && strings.HasPrefix(re.Error(), "does not fit one node with strategy"):
 		return "does not fit one node (a single-node strategy; upstream treats memory as a hint)"
 	case errors.Is(re, recipe.ErrArgsMismatch):
 		return "the args use other GPUs than the layout has (an override's parallel size)"
 	}
-	return "other: " + re.Kind.Error() + ": " + re.Msg
+	return "other: " + re.Kind.Error() + ": " + re.Error()
 }
 
 // checkConformingMaster asserts what every derived master owes the renderer and the webhook.

@@ -59,9 +59,10 @@ var omitValue = field.OmitValueType{}
 // recipe cannot serve.
 func fieldErrorType(kind error) field.ErrorType {
 	switch kind {
-	case ErrUnknownModel, ErrUnknownVariant, ErrUnknownStrategy, ErrUnknownHardware, ErrUnknownFeature:
+	case ErrUnknownModel, ErrUnknownVariant, ErrUnknownStrategy, ErrUnknownHardware, ErrUnknownFeature, ErrUnknownKVOffload:
 		return field.ErrorTypeNotFound
-	case ErrUnsupportedStrategy, ErrUnsupportedHardware, ErrUnsupportedRecipe, ErrStrategyUnavailable:
+	case ErrUnsupportedStrategy, ErrUnsupportedHardware, ErrUnsupportedRecipe, ErrStrategyUnavailable,
+		ErrUnsupportedFeature, ErrUnsupportedKVOffload:
 		return field.ErrorTypeNotSupported
 	}
 	return field.ErrorTypeInvalid
