@@ -259,9 +259,9 @@ func (a *Aggregator) Health(tenant string) HealthReport {
 	// The replica source is called without our lock: it has locks of its own.
 	replicas := map[EndpointKey]*ReplicaCount{}
 	if rs := a.opt.Replicas; rs != nil {
-		for _, r := range rs.Replicas() {
-			replicas[EndpointKey{r.Tenant, r.Job}] = &r
-		}
+		rs.EachReplicaCount(func(tenant, job string, ready, total int) {
+			replicas[EndpointKey{tenant, job}] = &ReplicaCount{Tenant: tenant, Job: job, Ready: ready, Total: total}
+		})
 	}
 	a.mu.Lock()
 	keys := make(map[EndpointKey]struct{}, len(a.endpoints)+len(replicas))

@@ -39,7 +39,8 @@ func (t Thresholds) withDefaults() Thresholds {
 	return t
 }
 
-// ReplicaCount is what the replica probes know of one endpoint.
+// ReplicaCount is what the xDS server knows of one endpoint's replicas: how many take traffic
+// (Ready: running, Ready and passing their probes) out of how many exist.
 type ReplicaCount struct {
 	Tenant string `json:"-"`
 	Job    string `json:"-"`
@@ -47,16 +48,22 @@ type ReplicaCount struct {
 	Total  int    `json:"total"`
 }
 
-// ReplicaSource reports every endpoint the xDS server knows with its ready replicas (the
-// lead wires the xDS health tracker in). Nil means traffic alone decides.
+// ReplicaSource reports every endpoint the xDS server knows with its replica counts
+// (*xds.Controller is one). It is asked on every health request and metrics scrape, so it
+// reports by callback rather than build a list. Nil means traffic alone decides.
 type ReplicaSource interface {
-	Replicas() []ReplicaCount
+	EachReplicaCount(f func(tenant, job string, ready, total int))
 }
 
-// ReplicaFunc adapts a function to ReplicaSource.
+// ReplicaFunc adapts a function that lists counts to ReplicaSource.
 type ReplicaFunc func() []ReplicaCount
 
-func (f ReplicaFunc) Replicas() []ReplicaCount { return f() }
+// EachReplicaCount implements ReplicaSource.
+func (f ReplicaFunc) EachReplicaCount(each func(tenant, job string, ready, total int)) {
+	for _, r := range f() {
+		each(r.Tenant, r.Job, r.Ready, r.Total)
+	}
+}
 
 // Classify rates one endpoint from its window figures and replica counts. The worst finding
 // wins; reasons list every finding, for people.

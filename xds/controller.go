@@ -115,46 +115,75 @@ func NewController(cfg ControllerConfig, pub Publisher, prober Prober) (*Control
 // HealthChanged takes a probe decision (health.Checker's OnChange).
 func (c *Controller) HealthChanged(ev health.Event) { c.events <- ev }
 
-// Run processes source updates and health events until ctx ends.
+// Run processes source updates and health events until ctx ends. It is the only writer of the
+// controller's state: each step decides under the mutex what to publish, and publishes after
+// releasing it, so readers (the admin page, every metrics scrape) never wait for an encoding.
 func (c *Controller) Run(ctx context.Context, updates <-chan discovery.Update) {
 	var initialWait <-chan time.Time
 	retry := time.NewTicker(c.cfg.RetryInterval)
 	defer retry.Stop()
 	for {
+		var p publication
 		select {
 		case <-ctx.Done():
 			return
 		case u := <-updates:
-			if c.applyUpdate(ctx, u) && initialWait == nil {
+			var wait bool
+			p, wait = c.applyUpdate(u)
+			if wait && initialWait == nil {
 				initialWait = time.After(c.cfg.InitialProbeWait)
 			}
 		case ev := <-c.events:
-			c.applyHealth(ctx, ev)
+			p = c.applyHealth(ev)
 		case <-initialWait:
-			c.mu.Lock()
-			if !c.initialized {
-				c.log.Warn("publishing before every replica answered its first probe", "waitingFor", len(c.pending))
-				c.publishAll(ctx, c.jobs())
-			}
-			c.mu.Unlock()
+			p = c.whenInitialWaitEnds()
 		case <-retry.C:
-			c.mu.Lock()
-			if c.initialized && c.lastErr != nil {
-				c.publishAll(ctx, c.jobs())
-			}
-			c.mu.Unlock()
+			p = c.retry()
 		}
+		c.publish(ctx, p)
 	}
 }
 
-// applyUpdate takes a source's full state. It returns true when the first publish now waits
-// for first probes.
-func (c *Controller) applyUpdate(ctx context.Context, u discovery.Update) (startWait bool) {
+// publication is what one step of Run decided to publish: the whole configuration (full), or
+// the changed load assignments of some jobs, or nothing.
+type publication struct {
+	full bool
+	// jobs are every job's endpoint (full), or those of the jobs whose replicas changed.
+	jobs map[string]*resources.Endpoint
+	// healthAt is when the health event that caused it arrived (zero for other causes).
+	healthAt time.Time
+}
+
+// applyUpdate takes a source's full state. wait says the first publish now waits for first
+// probes.
+func (c *Controller) applyUpdate(u discovery.Update) (p publication, wait bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.setProblems(u.Problems)
+	targets := c.setReplicas(u.Replicas)
+	c.prober.SetTargets(targets)
 
-	problems := map[string]bool{}
-	for _, p := range u.Problems {
+	if !c.initialized {
+		c.pending = map[string]bool{}
+		for _, t := range targets {
+			if _, ok := c.probes[t.Key]; !ok {
+				c.pending[t.Key] = true
+			}
+		}
+		if len(c.pending) == 0 {
+			return c.fullPublication(), false
+		}
+		c.log.Info("waiting for the first probe of every replica before the first publish",
+			"replicas", len(c.pending), "atMost", c.cfg.InitialProbeWait)
+		return publication{}, true
+	}
+	return c.reconcile(), false
+}
+
+// setProblems keeps the source's problems, logging each new one once; mu is held.
+func (c *Controller) setProblems(list []discovery.Problem) {
+	problems := make(map[string]bool, len(list))
+	for _, p := range list {
 		problems[p.String()] = true
 		if !c.problems[p.String()] {
 			c.log.Warn("discovery problem", "object", p.Object, "reason", p.Reason)
@@ -162,15 +191,22 @@ func (c *Controller) applyUpdate(ctx context.Context, u discovery.Update) (start
 	}
 	c.problems = problems
 	c.metrics.problems.Set(float64(len(problems)))
+}
 
-	c.replicas = make(map[string]discovery.Replica, len(u.Replicas))
+// setReplicas replaces the known replicas and returns the ones to probe; probe results of
+// replicas that left or moved to another address are forgotten. mu is held.
+func (c *Controller) setReplicas(list []discovery.Replica) []health.Target {
+	c.replicas = make(map[string]discovery.Replica, len(list))
 	c.byJob = map[string][]discovery.Replica{}
 	var targets []health.Target
-	for _, r := range u.Replicas {
+	want := map[string]string{}
+	for _, r := range list {
 		c.replicas[r.Key()] = r
 		c.byJob[r.JobKey()] = append(c.byJob[r.JobKey()], r)
 		if r.Candidate() {
-			targets = append(targets, health.Target{Key: r.Key(), URL: r.HealthURL(c.cfg.HealthPath)})
+			t := health.Target{Key: r.Key(), URL: r.HealthURL(c.cfg.HealthPath)}
+			targets = append(targets, t)
+			want[t.Key] = t.URL
 		}
 	}
 	for _, reps := range c.byJob {
@@ -182,55 +218,55 @@ func (c *Controller) applyUpdate(ctx context.Context, u discovery.Update) (start
 			return cmp.Or(cmp.Compare(ai, bi), cmp.Compare(a.Name, b.Name))
 		})
 	}
-	// Forget probe results of replicas that left or moved to another address.
-	want := map[string]string{}
-	for _, t := range targets {
-		want[t.Key] = t.URL
-	}
 	for key, p := range c.probes {
 		if want[key] != p.url {
 			delete(c.probes, key)
 		}
 	}
-	c.prober.SetTargets(targets)
-
-	if !c.initialized {
-		c.pending = map[string]bool{}
-		for _, t := range targets {
-			if _, ok := c.probes[t.Key]; !ok {
-				c.pending[t.Key] = true
-			}
-		}
-		if len(c.pending) == 0 {
-			c.publishAll(ctx, c.jobs())
-			return false
-		}
-		c.log.Info("waiting for the first probe of every replica before the first publish",
-			"replicas", len(c.pending), "atMost", c.cfg.InitialProbeWait)
-		return true
-	}
-	c.reconcile(ctx)
-	return false
+	return targets
 }
 
-func (c *Controller) applyHealth(ctx context.Context, ev health.Event) {
+func (c *Controller) applyHealth(ev health.Event) publication {
 	start := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.replicas[ev.Key]
 	if !ok || !r.Candidate() || r.HealthURL(c.cfg.HealthPath) != ev.URL {
-		return // a result for a replica that has since left or moved
+		return publication{} // a result for a replica that has since left or moved
 	}
 	c.probes[ev.Key] = probeState{url: ev.URL, healthy: ev.Healthy, reason: ev.Reason}
 	if !c.initialized {
 		delete(c.pending, ev.Key)
 		if len(c.pending) == 0 {
-			c.publishAll(ctx, c.jobs())
+			return c.fullPublication()
 		}
-		return
+		return publication{}
 	}
-	c.reconcileJobs(ctx, r.JobKey())
-	c.metrics.healthToPublish.Observe(time.Since(start).Seconds())
+	p := c.reconcileJobs(r.JobKey())
+	p.healthAt = start
+	return p
+}
+
+// whenInitialWaitEnds publishes what is known when some replicas never answered their first
+// probe in time.
+func (c *Controller) whenInitialWaitEnds() publication {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.initialized {
+		return publication{}
+	}
+	c.log.Warn("publishing before every replica answered its first probe", "waitingFor", len(c.pending))
+	return c.fullPublication()
+}
+
+// retry publishes the whole configuration again after a failure.
+func (c *Controller) retry() publication {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.initialized || c.lastErr == nil {
+		return publication{}
+	}
+	return c.fullPublication()
 }
 
 // serving says whether a replica takes traffic now.
@@ -272,68 +308,85 @@ func (c *Controller) jobs() map[string]*resources.Endpoint {
 	return out
 }
 
+// fullPublication is the whole configuration as it stands; mu is held.
+func (c *Controller) fullPublication() publication {
+	c.initialized = true
+	c.pending = nil
+	return publication{full: true, jobs: c.jobs()}
+}
+
 // reconcile publishes whatever differs from what was published; mu is held.
-func (c *Controller) reconcile(ctx context.Context) {
+func (c *Controller) reconcile() publication {
 	jobs := c.jobs()
 	if len(jobs) != len(c.published) {
-		c.publishAll(ctx, jobs)
-		return
+		return publication{full: true, jobs: jobs}
 	}
 	for key, ep := range jobs {
 		if p, ok := c.published[key]; !ok || p.info != ep.EndpointInfo {
-			c.publishAll(ctx, jobs)
-			return
+			return publication{full: true, jobs: jobs}
 		}
 	}
-	c.publishEndpoints(jobs, slices.Collect(maps.Keys(jobs)))
+	return c.changedEndpoints(jobs)
 }
 
 // reconcileJobs republishes the endpoints of the given jobs if they changed; mu is held.
-func (c *Controller) reconcileJobs(ctx context.Context, keys ...string) {
+func (c *Controller) reconcileJobs(keys ...string) publication {
 	jobs := make(map[string]*resources.Endpoint, len(keys))
 	for _, k := range keys {
 		ep, ok := c.endpoint(k)
-		if _, pub := c.published[k]; !ok || !pub || c.published[k].info != ep.EndpointInfo {
-			c.reconcile(ctx) // the configuration itself must change
-			return
+		if p, pub := c.published[k]; !ok || !pub || p.info != ep.EndpointInfo {
+			return c.reconcile() // the configuration itself must change
 		}
 		jobs[k] = ep
 	}
-	c.publishEndpoints(jobs, keys)
+	return c.changedEndpoints(jobs)
 }
 
-func (c *Controller) publishEndpoints(jobs map[string]*resources.Endpoint, keys []string) {
-	var clas []*endpointv3.ClusterLoadAssignment
-	for _, k := range keys {
-		ep, ok := jobs[k]
-		if !ok {
-			continue
-		}
+// changedEndpoints keeps the jobs whose serving replicas differ from what was published and
+// notes them as published (a failed publish is retried in full); mu is held.
+func (c *Controller) changedEndpoints(jobs map[string]*resources.Endpoint) publication {
+	changed := map[string]*resources.Endpoint{}
+	for k, ep := range jobs {
 		p := c.published[k]
 		replicas := sortedReplicas(ep.Replicas)
 		if slices.Equal(p.replicas, replicas) {
 			continue
 		}
-		clas = append(clas, resources.LoadAssignment(*ep))
 		p.replicas = replicas
 		c.published[k] = p
+		changed[k] = ep
 		c.log.Info("endpoints changed", "endpoint", k, "serving", len(ep.Replicas))
 	}
-	if len(clas) == 0 {
-		return
-	}
-	if err := c.pub.UpdateLoadAssignments(clas...); err != nil {
-		c.fail(fmt.Errorf("publish endpoints: %w", err))
-		return
-	}
-	c.updateGauges()
+	return publication{jobs: changed}
 }
 
-// publishAll builds and publishes the whole configuration; mu is held. On error the last good
+// publish hands p to the publisher, without the mutex: building and encoding a configuration
+// of thousands of jobs takes milliseconds that readers need not wait for.
+func (c *Controller) publish(ctx context.Context, p publication) {
+	switch {
+	case p.full:
+		c.publishAll(ctx, p.jobs)
+	case len(p.jobs) > 0:
+		clas := make([]*endpointv3.ClusterLoadAssignment, 0, len(p.jobs))
+		for _, k := range slices.Sorted(maps.Keys(p.jobs)) {
+			clas = append(clas, resources.LoadAssignment(*p.jobs[k]))
+		}
+		if err := c.pub.UpdateLoadAssignments(clas...); err != nil {
+			c.fail(fmt.Errorf("publish endpoints: %w", err))
+			return
+		}
+		c.mu.Lock()
+		c.updateGauges()
+		c.mu.Unlock()
+		if !p.healthAt.IsZero() {
+			c.metrics.healthToPublish.Observe(time.Since(p.healthAt).Seconds())
+		}
+	}
+}
+
+// publishAll builds and publishes the whole configuration. On error the last good
 // configuration stays in force and the Run loop retries.
 func (c *Controller) publishAll(ctx context.Context, jobs map[string]*resources.Endpoint) {
-	c.initialized = true
-	c.pending = nil
 	eps := make([]resources.Endpoint, 0, len(jobs))
 	for _, ep := range jobs {
 		eps = append(eps, *ep)
@@ -347,6 +400,8 @@ func (c *Controller) publishAll(ctx context.Context, jobs map[string]*resources.
 		c.fail(fmt.Errorf("publish configuration: %w", err))
 		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.published = make(map[string]publishedJob, len(jobs))
 	for k, ep := range jobs {
 		c.published[k] = publishedJob{info: ep.EndpointInfo, replicas: sortedReplicas(ep.Replicas)}
@@ -356,11 +411,14 @@ func (c *Controller) publishAll(ctx context.Context, jobs map[string]*resources.
 }
 
 func (c *Controller) fail(err error) {
+	c.mu.Lock()
 	c.lastErr = err
+	c.mu.Unlock()
 	c.metrics.publishErrors.Inc()
 	c.log.Error("keeping the last published configuration", "error", err)
 }
 
+// updateGauges sets the gauges from what was published; mu is held.
 func (c *Controller) updateGauges() {
 	serving := 0
 	for _, p := range c.published {
@@ -458,34 +516,22 @@ func (c *Controller) Status() []EndpointStatus {
 	return out
 }
 
-// ReplicaCount is one job endpoint's replicas: how many are known, and how many serve.
-type ReplicaCount struct {
-	Tenant, Job    string
-	Serving, Total int
-}
-
-// ReplicaCounts is Status reduced to counts, for callers that ask often (each metrics scrape
-// and health request of the usage view): no per-replica detail is built.
-func (c *Controller) ReplicaCounts() []ReplicaCount {
+// EachReplicaCount calls f once per job endpoint with how many of its replicas serve and how
+// many are known (usage.ReplicaSource): Status reduced to counts, for callers that ask often
+// (each metrics scrape and health request of the usage view). f runs under the controller's
+// mutex: it must not call back into the controller.
+func (c *Controller) EachReplicaCount(f func(tenant, job string, serving, total int)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	byJob := map[string]*ReplicaCount{}
-	for _, r := range c.replicas {
-		rc := byJob[r.JobKey()]
-		if rc == nil {
-			rc = &ReplicaCount{Tenant: r.Tenant, Job: r.Job}
-			byJob[r.JobKey()] = rc
+	for _, reps := range c.byJob {
+		serving := 0
+		for _, r := range reps {
+			if c.serving(r) {
+				serving++
+			}
 		}
-		rc.Total++
-		if c.serving(r) {
-			rc.Serving++
-		}
+		f(reps[0].Tenant, reps[0].Job, serving, len(reps))
 	}
-	out := make([]ReplicaCount, 0, len(byJob))
-	for _, rc := range byJob {
-		out = append(out, *rc)
-	}
-	return out
 }
 
 type controllerMetrics struct {

@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -201,8 +202,11 @@ func TestControllerDecidesWhoServes(t *testing.T) {
 	assert.Equal(t, ReplicaStatus{Name: "acme/chat-r1-n0", Address: "10.0.0.2:8000", Running: true, Ready: true,
 		Probe: "down", Result: "test"}, st[0].Replicas[1])
 	assert.Equal(t, "unknown", st[0].Replicas[3].Probe)
-	assert.Equal(t, []ReplicaCount{{Tenant: "acme", Job: "chat", Serving: 2, Total: 4}}, h.c.ReplicaCounts(),
-		"the counts agree with the status")
+	var counts []string
+	h.c.EachReplicaCount(func(tenant, job string, serving, total int) {
+		counts = append(counts, fmt.Sprintf("%s/%s %d/%d", tenant, job, serving, total))
+	})
+	assert.Equal(t, []string{"acme/chat 2/4"}, counts, "the counts agree with the status")
 }
 
 func TestControllerPublishesWithoutReplicas(t *testing.T) {

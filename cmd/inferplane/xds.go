@@ -2,19 +2,22 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 
+	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/gateway"
 	"github.com/inferplane/inferplane/xds"
 	"github.com/inferplane/inferplane/xds/bootstrap"
-	"github.com/inferplane/inferplane/xds/discovery"
 	"github.com/inferplane/inferplane/xds/health"
 	"github.com/inferplane/inferplane/xds/resources"
 )
@@ -35,26 +38,25 @@ that are up. See docs/xds.md.`,
 	return cmd
 }
 
+// xdsServeFlags are `xds serve`'s flags, turned into a gateway.Config by config.
+type xdsServeFlags struct {
+	cfg          gateway.Config
+	logLevel     string
+	logFormat    string
+	listenerPort uint32
+	maxEjectPct  uint32
+	maxRequests  uint32
+	streamIdle   time.Duration
+	connect      time.Duration
+	kubeconfig   string
+	kubeCtx      string
+}
+
 func newXDSServeCmd() *cobra.Command {
-	var (
-		cfg = xds.Config{
-			Resources: resources.DefaultConfig(""),
-			Health:    health.DefaultConfig(),
-		}
-		source        string
-		file          string
-		fileInterval  time.Duration
-		namespaces    []string
-		foreignNS     bool
-		logLevel      string
-		logFormat     string
-		listenerPort  uint32
-		maxEjectPct   uint32
-		maxRequests   uint32
-		streamIdle    time.Duration
-		connectTimout time.Duration
-		apiKeys       apiKeyFlags
-	)
+	f := &xdsServeFlags{cfg: gateway.Config{XDS: xds.Config{
+		Resources: resources.DefaultConfig(""),
+		Health:    health.DefaultConfig(),
+	}}}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the xDS server",
@@ -62,24 +64,22 @@ func newXDSServeCmd() *cobra.Command {
 
 Replica sources:
   --source kube   watches KubeVirt VirtualMachineInstances labelled app.kubernetes.io/managed-by=
-                  inferplane, inferplane.io/serving=true (kubeconfig: --kubeconfig, $KUBECONFIG,
-                  in-cluster, ~/.kube/config): every node that answers requests, each an
-                  endpoint of its job. A replica is a candidate when its VMI is Running
-                  with an IP; it takes traffic when its Ready condition is true and its probes
-                  pass. If the API server is lost, the last known replicas stay.
+                  inferplane, inferplane.io/serving=true in one cluster (--kubeconfig, --context,
+                  $KUBECONFIG, in-cluster, ~/.kube/config): every node that answers requests,
+                  each an endpoint of its job. A replica is a candidate when its VMI is Running
+                  with an address; it takes traffic when its Ready condition is true and its
+                  probes pass. If the API server is lost, the last known replicas stay.
   --source file   reads a YAML list of endpoints (see docs/xds.md) and reloads it on change; a
-                  bad edit is logged and the last good content stays.
+                  bad edit is reported and the last good content stays.
 
-Health: every candidate's GET <probe-path> runs each --probe-interval. A replica seen for the
-first time is decided by its first probe; afterwards --unhealthy-threshold failures in a row
+Health: every candidate's GET <probe-path> starts every --probe-interval. A replica seen for
+the first time is decided by its first probe; afterwards --unhealthy-threshold failures in a row
 take it out and --healthy-threshold successes in a row bring it back.
 
 Admin endpoints (--admin-address): /healthz (alive), /readyz (a configuration is published),
 /metrics (Prometheus), /debug/endpoints (every endpoint and replica with its state, JSON).
 
-Memory: the process honours Go's GOMEMLIMIT. Its peak comes from a fleet of Envoys syncing at
-once; with 10,000 endpoints and 100 Envoys, GOMEMLIMIT=150MiB kept the peak RSS under 180 MiB
-at no measured cost in latency (docs/xds.md, Figures).`,
+Memory: the process honours Go's GOMEMLIMIT; docs/xds.md says how to size it.`,
 		Example: `  # Local run: replicas from a file, Envoy on this machine
   inferplane xds serve --source file --file endpoints.yaml --domain localhost
   inferplane xds bootstrap --xds-address 127.0.0.1:18000 --node-id envoy-0 > envoy.yaml
@@ -89,82 +89,116 @@ at no measured cost in latency (docs/xds.md, Figures).`,
   inferplane xds serve --domain inference.example.com --grpc-address :18000 --admin-address :9090`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := xdsLogger(cmd, logLevel, logFormat)
+			cfg, err := f.config(cmd)
 			if err != nil {
 				return usageErr(err)
 			}
-			cfg.Logger = log
-			cfg.Resources.ListenerPort = listenerPort
-			cfg.Resources.MaxEjectionPercent = maxEjectPct
-			cfg.Resources.MaxRequests = maxRequests
-			cfg.Resources.MaxPendingRequests = maxRequests
-			cfg.Resources.StreamIdleTimeout = streamIdle
-			cfg.Resources.ConnectTimeout = connectTimout
-			if err := cfg.Resources.Validate(); err != nil {
-				return usageErr(fmt.Errorf("--domain/--listener-*: %w", err))
-			}
-			if err := cfg.Health.Validate(); err != nil {
-				return usageErr(fmt.Errorf("--probe-*: %w", err))
-			}
-			switch source {
-			case "file":
-				if file == "" {
-					return usageErr(errors.New("--source file needs --file"))
-				}
-				cfg.Source = &discovery.File{Path: file, Interval: fileInterval, Logger: log}
-			case "kube":
-				if file != "" {
-					return usageErr(errors.New("--file is for --source file"))
-				}
-				rc, err := ctrlconfig.GetConfig()
-				if err != nil {
-					return fmt.Errorf("kubernetes client configuration: %w", err)
-				}
-				rc.UserAgent = "inferplane-xds"
-				cfg.Source = &discovery.Kube{Config: rc, Namespaces: namespaces, AllowForeignNamespace: foreignNS, Logger: log}
-			default:
-				return usageErr(fmt.Errorf("--source %q: expected kube or file", source))
-			}
-			finish, err := wireAPIKeys(cmd.Context(), &cfg, apiKeys, ctrlconfig.GetConfig, log)
-			if err != nil {
-				return err
-			}
-			err = xds.Serve(cmd.Context(), cfg)
-			return errors.Join(err, finish())
+			return gateway.Run(cmd.Context(), cfg)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&cfg.GRPCAddress, "grpc-address", ":18000", "address of the ADS gRPC server")
-	f.StringVar(&cfg.AdminAddress, "admin-address", ":9090", "address of /healthz, /readyz, /metrics and /debug/endpoints")
-	f.StringVar(&source, "source", "kube", "where replicas come from: kube (KubeVirt VMIs) or file")
-	f.StringVar(&file, "file", "", "YAML file of endpoints (--source file)")
-	f.DurationVar(&fileInterval, "file-interval", time.Second, "how often the file is checked for changes")
-	f.StringSliceVar(&namespaces, "namespace", nil, "watch only these namespaces (repeatable; default all)")
-	f.BoolVar(&foreignNS, "allow-foreign-namespace", false,
-		"accept VMIs whose namespace differs from their tenant label (off: such VMIs are skipped)")
-	f.StringVar(&cfg.Resources.Domain, "domain", "", "endpoint host names are <job>.<tenant>.<domain> (required)")
-	f.StringVar(&cfg.Resources.ListenerAddress, "listener-address", cfg.Resources.ListenerAddress, "address Envoy accepts client traffic on")
-	f.Uint32Var(&listenerPort, "listener-port", cfg.Resources.ListenerPort, "port Envoy accepts client traffic on (HTTP/1.1 and HTTP/2)")
-	f.DurationVar(&streamIdle, "stream-idle-timeout", cfg.Resources.StreamIdleTimeout,
-		"reset a request after this long without a byte either way (there is no overall request timeout, so SSE streams are not cut)")
-	f.DurationVar(&connectTimout, "connect-timeout", cfg.Resources.ConnectTimeout, "timeout of Envoy's connections to a replica")
-	f.Uint32Var(&maxRequests, "max-requests", cfg.Resources.MaxRequests, "circuit breaker: concurrent and pending requests per endpoint")
-	f.Uint32Var(&maxEjectPct, "max-ejection-percent", cfg.Resources.MaxEjectionPercent, "outlier detection: most replicas of an endpoint Envoy may eject (%)")
-	f.StringVar(&cfg.Health.Path, "probe-path", cfg.Health.Path, "health path probed on each replica")
-	f.DurationVar(&cfg.Health.Interval, "probe-interval", cfg.Health.Interval, "time between two probes of a replica")
-	f.DurationVar(&cfg.Health.Timeout, "probe-timeout", cfg.Health.Timeout, "timeout of one probe")
-	f.IntVar(&cfg.Health.UnhealthyThreshold, "unhealthy-threshold", cfg.Health.UnhealthyThreshold, "failed probes in a row that take a replica out")
-	f.IntVar(&cfg.Health.HealthyThreshold, "healthy-threshold", cfg.Health.HealthyThreshold, "passed probes in a row that bring a replica back")
-	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight RPCs get to finish on shutdown")
-	apiKeys.register(f)
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&logFormat, "log-format", "text", "text or json")
-	// controller-runtime's standard --kubeconfig flag.
-	if kf := flag.CommandLine.Lookup(ctrlconfig.KubeconfigFlagName); kf != nil {
-		f.AddGoFlag(kf)
-	}
+	f.register(cmd.Flags())
 	_ = cmd.MarkFlagRequired("domain")
 	return cmd
+}
+
+func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
+	x, r, h, s := &f.cfg.XDS, &f.cfg.XDS.Resources, &f.cfg.XDS.Health, &f.cfg.Source
+	fs.StringVar(&x.GRPCAddress, "grpc-address", ":18000", "address of the ADS gRPC server")
+	fs.StringVar(&x.AdminAddress, "admin-address", ":9090", "address of /healthz, /readyz, /metrics and /debug/endpoints")
+	fs.StringVar(&s.Kind, "source", gateway.SourceKube, "where replicas come from: "+strings.Join(gateway.Sources, ", "))
+	fs.StringVar(&s.File, "file", "", "YAML file of endpoints (--source file)")
+	fs.DurationVar(&s.FileInterval, "file-interval", time.Second, "how often the file is checked for changes")
+	fs.StringSliceVar(&s.Namespaces, "namespace", nil, "watch only these namespaces (--source kube; repeatable; default all)")
+	fs.BoolVar(&s.AllowForeignNamespace, "allow-foreign-namespace", false,
+		"accept VMIs whose namespace differs from their tenant label (--source kube; off: such VMIs are skipped)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.StringVar(&f.kubeCtx, "context", "", "kubeconfig context")
+	fs.StringVar(&r.Domain, "domain", "", "endpoint host names are <job>.<tenant>.<domain> (required)")
+	fs.StringVar(&r.ListenerAddress, "listener-address", r.ListenerAddress, "address Envoy accepts client traffic on")
+	fs.Uint32Var(&f.listenerPort, "listener-port", r.ListenerPort, "port Envoy accepts client traffic on (HTTP/1.1 and HTTP/2)")
+	fs.DurationVar(&f.streamIdle, "stream-idle-timeout", r.StreamIdleTimeout,
+		"reset a request after this long without a byte either way (there is no overall request timeout, so SSE streams are not cut)")
+	fs.DurationVar(&f.connect, "connect-timeout", r.ConnectTimeout, "timeout of Envoy's connections to a replica")
+	fs.Uint32Var(&f.maxRequests, "max-requests", r.MaxRequests, "circuit breaker: concurrent and pending requests per endpoint")
+	fs.Uint32Var(&f.maxEjectPct, "max-ejection-percent", r.MaxEjectionPercent, "outlier detection: most replicas of an endpoint Envoy may eject (%)")
+	fs.StringVar(&h.Path, "probe-path", h.Path, "health path probed on each replica")
+	fs.DurationVar(&h.Interval, "probe-interval", h.Interval, "time between the starts of two probes of a replica")
+	fs.DurationVar(&h.Timeout, "probe-timeout", h.Timeout, "timeout of one probe")
+	fs.IntVar(&h.UnhealthyThreshold, "unhealthy-threshold", h.UnhealthyThreshold, "failed probes in a row that take a replica out")
+	fs.IntVar(&h.HealthyThreshold, "healthy-threshold", h.HealthyThreshold, "passed probes in a row that bring a replica back")
+	fs.DurationVar(&x.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight RPCs get to finish on shutdown")
+	registerAPIKeyFlags(fs, &f.cfg.APIKeys)
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+}
+
+// registerAPIKeyFlags are the flags of the key store, the usage ledger and where Envoy reaches
+// the key check.
+func registerAPIKeyFlags(fs *pflag.FlagSet, k *gateway.APIKeys) {
+	fs.StringVar(&k.File, "keys-file", "", "API key store file (bbolt) that the keys commands write; default $"+envKeysFile+" or "+defaultKeysFile())
+	fs.StringVar(&k.Namespace, "keys-namespace", "", "read API keys from APIKey objects in this Kubernetes namespace instead of a file")
+	fs.StringVar(&k.SecretFile, "secret-file", "", "file holding the API key secret (default $"+keys.SecretEnv+")")
+	fs.StringVar(&k.ServicesAddress, "services-address", "",
+		"host:port at which Envoy reaches this server's gRPC port for key checks and access logs (default 127.0.0.1:<--grpc-address port>)")
+	fs.StringVar(&k.UsageFile, "usage-file", "",
+		"file that keeps per-key usage across restarts (saved every --usage-save-interval and on shutdown); default next to --keys-file; with --keys-namespace give one on a volume of its own per server replica; - keeps usage in memory only")
+	fs.DurationVar(&k.UsageSaveInterval, "usage-save-interval", 30*time.Second, "how often changed usage is saved to --usage-file")
+	fs.BoolVar(&k.Disabled, "insecure-no-api-keys", false,
+		"serve without API key checks or usage accounting, even for jobs that require a key (local tests only)")
+}
+
+// config checks the flags and turns them into the gateway's configuration; every error names
+// the flag.
+func (f *xdsServeFlags) config(cmd *cobra.Command) (gateway.Config, error) {
+	cfg := f.cfg
+	log, err := xdsLogger(cmd, f.logLevel, f.logFormat)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.XDS.Logger = log
+	r := &cfg.XDS.Resources
+	r.ListenerPort, r.MaxEjectionPercent = f.listenerPort, f.maxEjectPct
+	r.MaxRequests, r.MaxPendingRequests = f.maxRequests, f.maxRequests
+	r.StreamIdleTimeout, r.ConnectTimeout = f.streamIdle, f.connect
+	kubeconfig, kubeCtx := f.kubeconfig, f.kubeCtx
+	cfg.Kube = func() (*rest.Config, error) { return kubeRESTConfig(kubeconfig, kubeCtx) }
+	cfg.APIKeys.DefaultFile = defaultKeysFile()
+	if err := r.Validate(); err != nil {
+		return cfg, fmt.Errorf("--domain/--listener-*: %w", err)
+	}
+	if err := cfg.XDS.Health.Validate(); err != nil {
+		return cfg, fmt.Errorf("--probe-*: %w", err)
+	}
+	s := cfg.Source
+	switch {
+	case !slices.Contains(gateway.Sources, s.Kind):
+		return cfg, fmt.Errorf("--source %q: expected one of %s", s.Kind, strings.Join(gateway.Sources, ", "))
+	case s.Kind == gateway.SourceFile && s.File == "":
+		return cfg, errors.New("--source file needs --file")
+	case s.Kind != gateway.SourceFile && s.File != "":
+		return cfg, errors.New("--file is for --source file")
+	}
+	if err := apiKeyFlagsCheck(cfg.APIKeys, cfg.XDS.GRPCAddress); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// apiKeyFlagsCheck names the flag of each key-store setting that cannot work.
+func apiKeyFlagsCheck(k gateway.APIKeys, grpcAddress string) error {
+	if k.Disabled {
+		return nil
+	}
+	if k.UsageSaveInterval <= 0 {
+		return fmt.Errorf("--usage-save-interval %s: want a positive duration such as 30s", k.UsageSaveInterval)
+	}
+	if k.File != "" && k.Namespace != "" {
+		return errors.New("--keys-file and --keys-namespace choose different key stores: pass one")
+	}
+	if _, port, err := net.SplitHostPort(grpcAddress); k.ServicesAddress == "" && err == nil && port == "0" {
+		return errors.New("--services-address is needed when --grpc-address picks a free port (:0): Envoy must know where to reach the key check")
+	}
+	return nil
 }
 
 func newXDSBootstrapCmd() *cobra.Command {
@@ -180,7 +214,9 @@ func newXDSBootstrapCmd() *cobra.Command {
 		Long: `bootstrap prints an Envoy bootstrap (YAML, for envoy -c): the node's id and cluster, one
 static cluster for the xDS server (HTTP/2 with keepalives), ADS over gRPC for listeners,
 clusters, routes and endpoints, an admin interface on loopback and a cap on client connections.
-Every Envoy needs its own --node-id (the server keeps a snapshot per node).
+Every Envoy needs its own --node-id (the server counts connected nodes by it). Envoy's own
+--service-node flag overrides it, so one bootstrap in a ConfigMap serves every pod of a
+Deployment (envoy -c envoy.yaml --service-node "$POD_NAME").
 
 The default protocol is delta xDS: in state of the world, every endpoint ACK lists every
 cluster the Envoy has, so with thousands of endpoints each replica change costs every Envoy
@@ -209,7 +245,7 @@ a large request; see docs/xds.md for the measured difference.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.XDSAddress, "xds-address", "127.0.0.1:18000", "the xDS server's gRPC address (host:port; a name is resolved by DNS)")
-	f.StringVar(&opts.NodeID, "node-id", host, "this Envoy's node id, unique per Envoy (default: the host name)")
+	f.StringVar(&opts.NodeID, "node-id", host, "this Envoy's node id, unique per Envoy")
 	f.StringVar(&opts.NodeCluster, "node-cluster", "inferplane-gateway", "the Envoy fleet's name")
 	f.StringVar(&opts.AdminAddress, "admin-address", "127.0.0.1:9901", "Envoy's admin interface (IP:port; keep it on loopback)")
 	f.Int64Var(&opts.MaxConnections, "max-connections", 50000, "cap on client connections across all listeners")
@@ -234,4 +270,3 @@ func xdsLogger(cmd *cobra.Command, level, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: expected text or json", format)
 }
 
-// xdsUsageErr marks bad flags or input: exit status 2.

@@ -55,7 +55,7 @@ func TestXDSCommandErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"xds", "serve", "--source", "file", "--domain", "x.test"}, 2, "--source file needs --file"},
-		{[]string{"xds", "serve", "--source", "nfs", "--domain", "x.test"}, 2, `--source "nfs": expected kube or file`},
+		{[]string{"xds", "serve", "--source", "nfs", "--domain", "x.test"}, 2, `--source "nfs": expected one of kube, clusters, file`},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "Bad_Domain"}, 2, `domain "Bad_Domain"`},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--probe-timeout", "5s"}, 2, "probe timeout 5s: must not exceed the interval 2s"},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--log-level", "loud"}, 2, `--log-level "loud"`},
@@ -64,9 +64,9 @@ func TestXDSCommandErrors(t *testing.T) {
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--secret-file", eps + ".missing"}, 1,
 			"read the key secret"},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--secret-file", secret,
-			"--keys-file", eps, "--keys-namespace", "keys"}, 1, "--keys-file and --keys-namespace choose different key stores"},
+			"--keys-file", eps, "--keys-namespace", "keys"}, 2, "--keys-file and --keys-namespace choose different key stores"},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--secret-file", secret,
-			"--keys-file", filepath.Join(filepath.Dir(eps), "keys.db"), "--grpc-address", "127.0.0.1:0"}, 1, "--services-address is needed"},
+			"--keys-file", filepath.Join(filepath.Dir(eps), "keys.db"), "--grpc-address", "127.0.0.1:0"}, 2, "--services-address is needed"},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--secret-file", secret,
 			"--usage-save-interval", "0s"}, 2, "--usage-save-interval 0s: want a positive duration"},
 		{[]string{"xds", "bootstrap", "--api", "grpc"}, 2, `--api "grpc": expected sotw or delta`},
@@ -244,8 +244,26 @@ func TestXDSServeKeepsUsageAcrossRestarts(t *testing.T) {
 		"--grpc-address", freePort(t), "--admin-address", freePort(t), "--log-level", "warn",
 		"--keys-file", store, "--secret-file", secret)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "--usage-file")
+	assert.Contains(t, err.Error(), "usage file")
 	assert.Contains(t, err.Error(), ledgerPath)
 	b, _ := os.ReadFile(ledgerPath)
 	assert.Equal(t, "{not json", string(b))
+}
+
+// The help of `xds serve` and `xds bootstrap` reads as a user expects: no type name made from
+// backquoted words, the same --kubeconfig and --context as the other commands that talk to a
+// cluster, one default per flag.
+func TestXDSHelp(t *testing.T) {
+	serve, _, err := execCLI(context.Background(), "xds", "serve", "--help")
+	require.NoError(t, err)
+	assert.Regexp(t, `--keys-file string\s`, serve)
+	assert.Regexp(t, `--kubeconfig string\s`, serve)
+	assert.Regexp(t, `--context string\s`, serve)
+	boot, _, err := execCLI(context.Background(), "xds", "bootstrap", "--help")
+	require.NoError(t, err)
+	for _, line := range strings.Split(boot, "\n") {
+		if strings.Contains(line, "--node-id string") {
+			assert.Equal(t, 1, strings.Count(line, "default"), line)
+		}
+	}
 }

@@ -1,0 +1,132 @@
+// Package gateway assembles inferplane's gateway process: the xDS server (xds) with the
+// replica source the operator chose (one Kubernetes API, every tenant cluster of the Argo CD
+// registry, or a file), TLS certificates from Kubernetes Secrets, and API keys and usage
+// (auth/..., usage) plugged into its extension points. cmd/inferplane parses flags into a
+// Config and calls Run; the install manifests of the same process are in gateway/install.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/inferplane/inferplane/xds"
+	"github.com/inferplane/inferplane/xds/discovery"
+)
+
+// Source kinds.
+const (
+	// SourceKube watches the VMIs of one Kubernetes API (the gateway's own cluster).
+	SourceKube = "kube"
+	// SourceClusters watches the VMIs of every tenant cluster in the cluster registry.
+	SourceClusters = "clusters"
+	// SourceFile reads replicas from a YAML file.
+	SourceFile = "file"
+)
+
+// Sources lists the source kinds.
+var Sources = []string{SourceKube, SourceClusters, SourceFile}
+
+// Source chooses where replicas come from.
+type Source struct {
+	Kind string
+	// File and FileInterval: SourceFile.
+	File         string
+	FileInterval time.Duration
+	// Namespaces limits SourceKube's watch (empty: every namespace).
+	Namespaces []string
+	// AllowForeignNamespace accepts VMIs whose namespace is not their tenant (SourceKube).
+	AllowForeignNamespace bool
+}
+
+// Config is the whole gateway process.
+type Config struct {
+	// XDS is the xDS server's own configuration; Source, Filters and the extension points are
+	// filled in by Run.
+	XDS     xds.Config
+	Source  Source
+	APIKeys APIKeys
+	// Kube is the client configuration of the cluster the gateway runs in (VMIs for
+	// SourceKube, the key store in a namespace); it is called only when something needs it.
+	Kube func() (*rest.Config, error)
+}
+
+// Validate checks the settings that need nothing running; its errors are the caller's input.
+func (c Config) Validate() error {
+	if err := c.XDS.Resources.Validate(); err != nil {
+		return err
+	}
+	if err := c.XDS.Health.Validate(); err != nil {
+		return err
+	}
+	var errs []error
+	switch s := c.Source; s.Kind {
+	case SourceFile:
+		if s.File == "" {
+			errs = append(errs, errors.New("the file source needs a file"))
+		}
+	case SourceKube, SourceClusters:
+		if s.File != "" {
+			errs = append(errs, fmt.Errorf("a file is only read by the %s source", SourceFile))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("source %q: expected one of %v", s.Kind, Sources))
+	}
+	return errors.Join(append(errs, c.APIKeys.Validate())...)
+}
+
+// Run runs the gateway until ctx ends, then stops it gracefully and saves the usage ledger.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log := cfg.XDS.Logger
+	if log == nil {
+		log = slog.Default()
+		cfg.XDS.Logger = log
+	}
+	src, err := newSource(cfg, log)
+	if err != nil {
+		return err
+	}
+	cfg.XDS.Source = src
+	finish, err := wireAPIKeys(ctx, &cfg.XDS, cfg.APIKeys, cfg.Kube, log)
+	if err != nil {
+		return err
+	}
+	err = xds.Serve(ctx, cfg.XDS)
+	return errors.Join(err, finish())
+}
+
+// newSource builds the replica source of cfg.
+func newSource(cfg Config, log *slog.Logger) (discovery.Source, error) {
+	s := cfg.Source
+	switch s.Kind {
+	case SourceFile:
+		return &discovery.File{Path: s.File, Interval: s.FileInterval, Logger: log}, nil
+	case SourceKube:
+		rc, err := kubeConfig(cfg.Kube)
+		if err != nil {
+			return nil, err
+		}
+		return &discovery.Kube{Config: rc, Namespaces: s.Namespaces, AllowForeignNamespace: s.AllowForeignNamespace, Logger: log}, nil
+	}
+	return nil, fmt.Errorf("source %q: expected one of %v", s.Kind, Sources)
+}
+
+func kubeConfig(kube func() (*rest.Config, error)) (*rest.Config, error) {
+	if kube == nil {
+		return nil, errors.New("no Kubernetes client configuration")
+	}
+	rc, err := kube()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	rc = rest.CopyConfig(rc)
+	rc.UserAgent = "inferplane-gateway"
+	return rc, nil
+}
