@@ -61,7 +61,9 @@ func (k APIKeys) Validate() error {
 
 // lateReplicas is the usage view's replica source: the xDS server's controller, which exists
 // only once the server has started.
-type lateReplicas struct{ ctrl atomic.Pointer[xds.Controller] }
+type lateReplicas struct {
+	ctrl atomic.Pointer[xds.Controller]
+}
 
 func (l *lateReplicas) EachReplicaCount(f func(tenant, job string, ready, total int)) {
 	if c := l.ctrl.Load(); c != nil {

@@ -269,4 +269,3 @@ func xdsLogger(cmd *cobra.Command, level, format string) (*slog.Logger, error) {
 	}
 	return nil, fmt.Errorf("--log-format %q: expected text or json", format)
 }
-
