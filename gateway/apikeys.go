@@ -101,7 +101,7 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, k APIKeys, kube func() (*
 	if err != nil {
 		return finish, err
 	}
-	filters, err := envoyfilters.New(envoyfilters.Config{Address: services})
+	filters, err := envoyfilters.New(envoyfilters.Config{Address: services, MaxRequests: cfg.Resources.MaxRequests})
 	if err != nil {
 		return finish, fmt.Errorf("services address: %w", err)
 	}

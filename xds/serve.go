@@ -89,148 +89,186 @@ func NewRegistry() *prometheus.Registry {
 // Serve runs the xDS server process until ctx ends, then stops it gracefully. It returns an
 // error when a part cannot start (a listener, the source); nothing is left running then.
 func Serve(ctx context.Context, cfg Config) error {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
 	if cfg.Source == nil {
 		return errors.New("no replica source configured")
-	}
-	reg := cfg.Registry
-	if reg == nil {
-		reg = NewRegistry()
 	}
 	if err := cfg.Resources.Validate(); err != nil {
 		return err
 	}
-
-	grpcLis, err := net.Listen("tcp", cfg.GRPCAddress)
-	if err != nil {
-		return fmt.Errorf("grpc listen address: %w", err)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
-	adminLis, err := net.Listen("tcp", cfg.AdminAddress)
-	if err != nil {
-		grpcLis.Close()
-		return fmt.Errorf("admin listen address: %w", err)
+	if cfg.Registry == nil {
+		cfg.Registry = NewRegistry()
 	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	// The ADS streams get their own context: they end when the graceful stop begins, not
 	// when a part of the process fails.
 	streamCtx, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
-
-	srv := server.New(streamCtx, server.Options{Logger: log, Registerer: reg})
-	var ctrl *Controller
-	checker, err := health.New(cfg.Health, func(ev health.Event) { ctrl.HealthChanged(ev) }, log, reg)
+	p, err := newProcess(streamCtx, cfg)
 	if err != nil {
-		grpcLis.Close()
-		adminLis.Close()
 		return err
 	}
-	ctrl, err = NewController(ControllerConfig{
+	return p.run(ctx, endStreams)
+}
+
+// proc is a started xDS server process: its listeners and parts.
+type proc struct {
+	cfg               Config
+	log               *slog.Logger
+	grpcLis, adminLis net.Listener
+	srv               *server.Server
+	ctrl              *Controller
+	checker           *health.Checker
+	grpc              *grpc.Server
+	admin             *http.Server
+	draining          atomic.Bool
+}
+
+// newProcess binds the listeners and builds the parts; on error nothing is left open.
+func newProcess(streamCtx context.Context, cfg Config) (_ *proc, err error) {
+	p := &proc{cfg: cfg, log: cfg.Logger}
+	if p.grpcLis, err = net.Listen("tcp", cfg.GRPCAddress); err != nil {
+		return nil, fmt.Errorf("grpc listen address: %w", err)
+	}
+	if p.adminLis, err = net.Listen("tcp", cfg.AdminAddress); err != nil {
+		p.grpcLis.Close()
+		return nil, fmt.Errorf("admin listen address: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			p.grpcLis.Close()
+			p.adminLis.Close()
+		}
+	}()
+	reg := cfg.Registry
+	p.srv = server.New(streamCtx, server.Options{Logger: p.log, Registerer: reg})
+	p.checker, err = health.New(cfg.Health, func(ev health.Event) { p.ctrl.HealthChanged(ev) }, p.log, reg)
+	if err != nil {
+		return nil, err
+	}
+	p.ctrl, err = NewController(ControllerConfig{
 		Resources:        cfg.Resources,
 		Filters:          cfg.Filters,
 		HealthPath:       cfg.Health.Path,
 		InitialProbeWait: cfg.Health.Timeout + time.Second + min(cfg.Health.Interval, time.Second),
-		Logger:           log,
+		Logger:           p.log,
 		Registerer:       reg,
-	}, srv, checker)
+	}, p.srv, p.checker)
 	if err != nil {
-		grpcLis.Close()
-		adminLis.Close()
-		return err
+		return nil, err
 	}
-
-	g := grpc.NewServer(append(GRPCServerOptions(), cfg.GRPCOptions...)...)
-	srv.Register(g)
+	p.grpc = grpc.NewServer(append(GRPCServerOptions(), cfg.GRPCOptions...)...)
+	p.srv.Register(p.grpc)
 	for _, register := range cfg.GRPCServices {
-		register(g)
+		register(p.grpc)
 	}
+	p.admin = &http.Server{Handler: p.adminMux(), ReadHeaderTimeout: 10 * time.Second}
+	return p, nil
+}
 
-	var draining atomic.Bool
+// adminMux serves /healthz, /readyz, /metrics, /debug/endpoints and the extra handlers.
+func (p *proc) adminMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		switch {
-		case draining.Load():
+		case p.draining.Load():
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
-		case !ctrl.Ready():
+		case !p.ctrl.Ready():
 			http.Error(w, "no configuration published yet (waiting for the replica source)", http.StatusServiceUnavailable)
 		default:
 			fmt.Fprintln(w, "ok")
 		}
 	})
+	reg := p.cfg.Registry
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /debug/endpoints", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		problems, lastErr := ctrl.Problems()
-		_ = enc.Encode(map[string]any{
-			"version":   srv.Version(),
-			"nodes":     srv.Nodes(),
-			"endpoints": ctrl.Status(),
-			"problems":  problems,
-			"lastError": lastErr,
-		})
+		_ = enc.Encode(p.debugState())
 	})
-	for pattern, h := range cfg.HTTPHandlers {
+	for pattern, h := range p.cfg.HTTPHandlers {
 		mux.Handle(pattern, h)
 	}
-	admin := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return mux
+}
 
+// debugState is /debug/endpoints' document.
+func (p *proc) debugState() map[string]any {
+	problems, lastErr := p.ctrl.Problems()
+	state := map[string]any{
+		"version":   p.srv.Version(),
+		"nodes":     p.srv.Nodes(),
+		"endpoints": p.ctrl.Status(),
+		"problems":  problems,
+		"lastError": lastErr,
+	}
+	if d, ok := p.cfg.Source.(discovery.Describer); ok {
+		state["source"] = d.Describe()
+	}
+	return state
+}
+
+// run starts every part, waits until ctx ends or a part fails, then stops gracefully.
+func (p *proc) run(ctx context.Context, endStreams context.CancelFunc) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	updates := make(chan discovery.Update)
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	run := func(name string, f func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	errs := make(chan error, 5)
+	start := func(name string, f func() error) {
+		wg.Go(func() {
 			if err := f(); err != nil {
 				errs <- fmt.Errorf("%s: %w", name, err)
 				cancel()
 			}
-		}()
+		})
 	}
-	run("replica source", func() error { return cfg.Source.Run(ctx, updates) })
-	run("health checker", func() error { checker.Run(ctx); return nil })
-	run("controller", func() error { ctrl.Run(ctx, updates); return nil })
-	run("grpc server", func() error { return g.Serve(grpcLis) })
-	run("admin server", func() error {
-		if err := admin.Serve(adminLis); !errors.Is(err, http.ErrServerClosed) {
+	start("replica source", func() error { return p.cfg.Source.Run(ctx, updates) })
+	start("health checker", func() error { p.checker.Run(ctx); return nil })
+	start("controller", func() error { p.ctrl.Run(ctx, updates); return nil })
+	start("grpc server", func() error { return p.grpc.Serve(p.grpcLis) })
+	start("admin server", func() error {
+		if err := p.admin.Serve(p.adminLis); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 		return nil
 	})
-	log.Info("xds server started", "grpc", grpcLis.Addr().String(), "admin", adminLis.Addr().String())
-	if cfg.Started != nil {
-		cfg.Started(Running{GRPCAddr: grpcLis.Addr(), AdminAddr: adminLis.Addr(), Server: srv, Controller: ctrl, Checker: checker})
+	p.log.Info("xds server started", "grpc", p.grpcLis.Addr().String(), "admin", p.adminLis.Addr().String())
+	if p.cfg.Started != nil {
+		p.cfg.Started(Running{GRPCAddr: p.grpcLis.Addr(), AdminAddr: p.adminLis.Addr(), Server: p.srv, Controller: p.ctrl, Checker: p.checker})
 	}
 
 	<-ctx.Done()
-	draining.Store(true)
-	log.Info("xds server stopping")
-	timeout := cmp.Or(cfg.ShutdownTimeout, 10*time.Second)
-	stopped := make(chan struct{})
-	go func() { g.GracefulStop(); close(stopped) }()
-	endStreams()
-	select {
-	case <-stopped:
-	case <-time.After(timeout):
-		g.Stop()
-		<-stopped
-	}
-	shutdownCtx, done := context.WithTimeout(context.Background(), timeout)
-	defer done()
-	_ = admin.Shutdown(shutdownCtx)
+	p.stop(endStreams)
 	wg.Wait()
 	close(errs)
 	var all []error
 	for err := range errs {
 		all = append(all, err)
 	}
-	log.Info("xds server stopped")
+	p.log.Info("xds server stopped")
 	return errors.Join(all...)
+}
+
+// stop turns /readyz to 503, ends the ADS streams at once and gives other RPCs the shutdown
+// timeout to finish.
+func (p *proc) stop(endStreams context.CancelFunc) {
+	p.draining.Store(true)
+	p.log.Info("xds server stopping")
+	timeout := cmp.Or(p.cfg.ShutdownTimeout, 10*time.Second)
+	stopped := make(chan struct{})
+	go func() { p.grpc.GracefulStop(); close(stopped) }()
+	endStreams()
+	select {
+	case <-stopped:
+	case <-time.After(timeout):
+		p.grpc.Stop()
+		<-stopped
+	}
+	shutdownCtx, done := context.WithTimeout(context.Background(), timeout)
+	defer done()
+	_ = p.admin.Shutdown(shutdownCtx)
 }

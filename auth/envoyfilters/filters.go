@@ -30,6 +30,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/inferplane/inferplane/auth/extauthz"
 	"github.com/inferplane/inferplane/usage/envoylua"
@@ -60,6 +61,11 @@ type Config struct {
 	CheckTimeout time.Duration
 	// LogFlushInterval is how often Envoy flushes buffered access log entries (default 1 s).
 	LogFlushInterval time.Duration
+	// MaxRequests is the services cluster's circuit breaker on concurrent requests, pending
+	// requests and connections (default 4096, as the job clusters). Every request a job
+	// serves holds one key check open while it waits: Envoy's default of 1,024 would refuse
+	// checks (and so requests) well before the job clusters are full.
+	MaxRequests uint32
 }
 
 // Filters implements resources.Filters.
@@ -89,6 +95,9 @@ func New(cfg Config) (*Filters, error) {
 	}
 	if cfg.LogFlushInterval <= 0 {
 		cfg.LogFlushInterval = time.Second
+	}
+	if cfg.MaxRequests == 0 {
+		cfg.MaxRequests = 4096
 	}
 	return &Filters{cfg: cfg, host: host, port: uint32(port)}, nil
 }
@@ -198,6 +207,12 @@ func (f *Filters) Clusters() ([]*clusterv3.Cluster, error) {
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: discovery},
 		ConnectTimeout:       durationpb.New(time.Second),
 		LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
+		CircuitBreakers: &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
+			Priority:           corev3.RoutingPriority_DEFAULT,
+			MaxConnections:     wrapperspb.UInt32(f.cfg.MaxRequests),
+			MaxPendingRequests: wrapperspb.UInt32(f.cfg.MaxRequests),
+			MaxRequests:        wrapperspb.UInt32(f.cfg.MaxRequests),
+		}}},
 		TypedExtensionProtocolOptions: map[string]*anypb.Any{
 			"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2,
 		},

@@ -100,6 +100,13 @@ func TestResourcesValidate(t *testing.T) {
 			if cl[0].GetType() != wantType {
 				t.Errorf("cluster type %v, want %v", cl[0].GetType(), wantType)
 			}
+			// Each request holds a key check open: the services cluster allows as many
+			// concurrent requests as a job cluster, not Envoy's default 1,024.
+			th := cl[0].GetCircuitBreakers().GetThresholds()
+			if len(th) != 1 || th[0].GetMaxRequests().GetValue() != 4096 || th[0].GetMaxPendingRequests().GetValue() != 4096 ||
+				th[0].GetMaxConnections().GetValue() != 4096 {
+				t.Errorf("services cluster circuit breakers: %v", th)
+			}
 		})
 	}
 }

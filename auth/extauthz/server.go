@@ -6,7 +6,8 @@
 // (see auth/envoyfilters), so nothing here parses host names. A request is allowed with the
 // tenant and key id added as upstream headers and the key's header removed, so the key never
 // reaches the model replica; it is denied with 401 (missing, malformed or unknown key) or 403
-// (revoked, expired, another tenant's or another endpoint's key), in the OpenAI error shape.
+// (revoked, expired, another tenant's or another endpoint's key: the caller is told only that
+// the key is not allowed there), in the OpenAI error shape.
 package extauthz
 
 import (
@@ -103,7 +104,7 @@ func (s *Server) Check(_ context.Context, req *authv3.CheckRequest) (*authv3.Che
 	s.byCode[d.Code].Inc()
 	if d.Code != keys.Allowed {
 		s.Log.Info("API key denied", "tenant", tenant, "job", job, "code", int(d.Code),
-			"reason", d.Reason, "key_id", d.Key.ID)
+			"reason", d.Reason, "detail", d.Detail, "key_id", d.Key.ID)
 		return denied(d), nil
 	}
 	s.Log.Debug("API key allowed", "tenant", tenant, "job", job, "key_id", d.Key.ID)

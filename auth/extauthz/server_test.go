@@ -157,8 +157,8 @@ func TestCheckOverGRPC(t *testing.T) {
 		{"endpoint key", request("acme", "chat", bearer(chat)), 200, code.Code_OK, "", "", "acme"},
 		{"missing", request("acme", "chat", nil), 401, code.Code_UNAUTHENTICATED, "missing API key", "", ""},
 		{"garbage", request("acme", "chat", bearer("sk-not-ours")), 401, code.Code_UNAUTHENTICATED, "invalid API key", "", ""},
-		{"other tenant", request("globex", "chat", bearer(wide)), 403, code.Code_PERMISSION_DENIED, "another tenant", "", ""},
-		{"other endpoint", request("acme", "embed", map[string]string{"x-api-key": chat}), 403, code.Code_PERMISSION_DENIED, "another endpoint", "", ""},
+		{"other tenant", request("globex", "chat", bearer(wide)), 403, code.Code_PERMISSION_DENIED, "is not allowed on this endpoint", "", ""},
+		{"other endpoint", request("acme", "embed", map[string]string{"x-api-key": chat}), 403, code.Code_PERMISSION_DENIED, "is not allowed on this endpoint", "", ""},
 		{"revoked", request("acme", "chat", bearer(revoked)), 403, code.Code_PERMISSION_DENIED, "revoked", "", ""},
 		{"expired", request("acme", "chat", bearer(expired)), 403, code.Code_PERMISSION_DENIED, "expired", "", ""},
 		{"vhost without context extensions (fail closed)", request("", "chat", bearer(wide)), 403, code.Code_PERMISSION_DENIED, "not configured", "", ""},
@@ -198,6 +198,9 @@ func TestCheckOverGRPC(t *testing.T) {
 			var body errorBody
 			if err := json.Unmarshal([]byte(den.GetBody()), &body); err != nil || !strings.Contains(body.Error.Message, tc.wantInBody) {
 				t.Errorf("body %q (want OpenAI error JSON containing %q): %v", den.GetBody(), tc.wantInBody, err)
+			}
+			if strings.Contains(den.GetBody(), "tenant") || strings.Contains(den.GetBody(), "acme") {
+				t.Errorf("body %q tells the caller whose key it holds", den.GetBody())
 			}
 			if hdr := headerMap(den.GetHeaders()); hdr["content-type"] != "application/json" ||
 				(tc.wantHTTP == 401) != (hdr["www-authenticate"] != "") {

@@ -160,10 +160,12 @@ const (
 )
 
 // Decision is the outcome of checking a key against an endpoint. Reason never contains the
-// key; it is safe to log and to show the caller.
+// key; it is safe to log and to show the caller. Detail adds what only the operator may read
+// (the log): a caller is not told whose key it holds.
 type Decision struct {
 	Code   Code
 	Reason string
+	Detail string
 	// Key is the matched record as the index keeps it (zero when the key is missing or
 	// unknown).
 	Key Record
@@ -204,11 +206,12 @@ func (v *Verifier) Verify(key, tenant, job string, now time.Time) Decision {
 	case StatusExpired:
 		return Decision{Code: Forbidden, Reason: "API key " + r.ID + " expired at " + r.ExpiresAt.Format(time.RFC3339), Key: r}
 	}
+	notAllowed := "API key " + r.ID + " is not allowed on this endpoint"
 	if r.Tenant != tenant {
-		return Decision{Code: Forbidden, Reason: "API key " + r.ID + " belongs to another tenant", Key: r}
+		return Decision{Code: Forbidden, Reason: notAllowed, Detail: "the key is another tenant's", Key: r}
 	}
 	if r.Endpoint != "" && r.Endpoint != job {
-		return Decision{Code: Forbidden, Reason: "API key " + r.ID + " is for another endpoint", Key: r}
+		return Decision{Code: Forbidden, Reason: notAllowed, Detail: "the key is for another endpoint of its tenant", Key: r}
 	}
 	return Decision{Code: Allowed, Reason: "ok", Key: r}
 }

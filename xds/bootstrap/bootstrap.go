@@ -64,32 +64,9 @@ func Build(o Options) (*bootstrapv3.Bootstrap, error) {
 		return nil, fmt.Errorf("admin address %q: expected an IP address", o.AdminAddress)
 	}
 
-	proto2, err := anypb.New(&httpv3.HttpProtocolOptions{
-		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
-			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{
-				// Find a dead xDS server within a minute and reconnect, instead of waiting for TCP.
-				ConnectionKeepalive: &corev3.KeepaliveSettings{Interval: durationpb.New(30 * time.Second), Timeout: durationpb.New(5 * time.Second)},
-			}},
-		}},
-	})
+	xds, err := xdsCluster(xdsHost, xdsPort)
 	if err != nil {
 		return nil, err
-	}
-	discovery := clusterv3.Cluster_STRICT_DNS
-	if _, err := netip.ParseAddr(xdsHost); err == nil {
-		discovery = clusterv3.Cluster_STATIC
-	}
-	xds := &clusterv3.Cluster{
-		Name:                          XDSCluster,
-		ClusterDiscoveryType:          &clusterv3.Cluster_Type{Type: discovery},
-		ConnectTimeout:                durationpb.New(5 * time.Second),
-		TypedExtensionProtocolOptions: map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": proto2},
-		LoadAssignment: &endpointv3.ClusterLoadAssignment{
-			ClusterName: XDSCluster,
-			Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
-				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socket(xdsHost, xdsPort)}},
-			}}}},
-		},
 	}
 	apiType := corev3.ApiConfigSource_GRPC
 	if o.Delta {
@@ -128,6 +105,37 @@ func Build(o Options) (*bootstrapv3.Bootstrap, error) {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	return b, nil
+}
+
+// xdsCluster is the static cluster of the xDS server: HTTP/2 with keepalives.
+func xdsCluster(host string, port uint32) (*clusterv3.Cluster, error) {
+	proto2, err := anypb.New(&httpv3.HttpProtocolOptions{
+		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{
+				// Find a dead xDS server within a minute and reconnect, instead of waiting for TCP.
+				ConnectionKeepalive: &corev3.KeepaliveSettings{Interval: durationpb.New(30 * time.Second), Timeout: durationpb.New(5 * time.Second)},
+			}},
+		}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	discovery := clusterv3.Cluster_STRICT_DNS
+	if _, err := netip.ParseAddr(host); err == nil {
+		discovery = clusterv3.Cluster_STATIC
+	}
+	return &clusterv3.Cluster{
+		Name:                          XDSCluster,
+		ClusterDiscoveryType:          &clusterv3.Cluster_Type{Type: discovery},
+		ConnectTimeout:                durationpb.New(5 * time.Second),
+		TypedExtensionProtocolOptions: map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": proto2},
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{
+			ClusterName: XDSCluster,
+			Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socket(host, port)}},
+			}}}},
+		},
+	}, nil
 }
 
 // YAML renders the bootstrap as YAML for `envoy -c`.

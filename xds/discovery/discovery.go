@@ -21,6 +21,12 @@ type Source interface {
 	Run(ctx context.Context, updates chan<- Update) error
 }
 
+// Describer is a source that can say how it is doing beyond its problems (e.g. the state of
+// each tenant cluster it watches); Describe's result is shown as JSON on /debug/endpoints.
+type Describer interface {
+	Describe() any
+}
+
 // Update is everything a source knows at one moment.
 type Update struct {
 	// Replicas are the serving nodes of every replica of every job, ready or not: the head,

@@ -142,15 +142,15 @@ func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 	if err != nil {
 		return fmt.Errorf("file source: %w", err)
 	}
-	send := func(reps []Replica) bool {
+	send := func(u Update) bool {
 		select {
-		case updates <- Update{Replicas: reps}:
+		case updates <- u:
 			return true
 		case <-ctx.Done():
 			return false
 		}
 	}
-	if !send(reps) {
+	if !send(Update{Replicas: reps}) {
 		return nil
 	}
 	last, reported := data, ""
@@ -164,11 +164,17 @@ func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 		}
 		data, err := os.ReadFile(f.Path)
 		if err == nil && bytes.Equal(data, last) {
-			reported = ""
+			if reported != "" { // the bad edit was undone: the problem is gone
+				reported = ""
+				if !send(Update{Replicas: reps}) {
+					return nil
+				}
+			}
 			continue
 		}
+		var next []Replica
 		if err == nil {
-			reps, err = ParseFile(f.Path, data)
+			next, err = ParseFile(f.Path, data)
 		}
 		if err != nil {
 			if err.Error() != reported { // say it once, not every second
@@ -177,12 +183,18 @@ func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 				if f.OnReloadError != nil {
 					f.OnReloadError(err)
 				}
+				// The problem reaches /debug/endpoints and the problems metric with the
+				// endpoints that stay in force.
+				problem := Problem{Object: "file:" + f.Path, Reason: "keeping the last good endpoints: " + err.Error()}
+				if !send(Update{Replicas: reps, Problems: []Problem{problem}}) {
+					return nil
+				}
 			}
 			continue
 		}
-		log.Info("file source: reloaded", "path", f.Path, "replicas", len(reps))
-		last, reported = data, ""
-		if !send(reps) {
+		log.Info("file source: reloaded", "path", f.Path, "replicas", len(next))
+		reps, last, reported = next, data, ""
+		if !send(Update{Replicas: reps}) {
 			return nil
 		}
 	}

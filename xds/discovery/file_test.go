@@ -106,12 +106,18 @@ func TestFileSourceReloads(t *testing.T) {
 	}
 	assert.Len(t, recv().Replicas, 3)
 
-	// A bad edit is reported once and changes nothing.
+	// A bad edit is reported once, as a problem beside the endpoints that stay in force (it
+	// reaches /debug/endpoints and the problems metric), and changes nothing else.
 	require.NoError(t, os.WriteFile(path, []byte("endpoints:\n- tenant: acme\n  jobb: x\n"), 0o644))
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(reloadErrs) > 0 }, 5*time.Second, 5*time.Millisecond)
+	u := recv()
+	assert.Len(t, u.Replicas, 3, "the last good endpoints stay")
+	require.Len(t, u.Problems, 1)
+	assert.Equal(t, "file:"+path, u.Problems[0].Object)
+	assert.Contains(t, u.Problems[0].Reason, `keeping the last good endpoints: `)
+	assert.Contains(t, u.Problems[0].Reason, `unknown field "jobb"`)
 	select {
 	case u := <-updates:
-		t.Fatalf("a bad file must not produce an update, got %d replicas", len(u.Replicas))
+		t.Fatalf("the same bad file must be reported once, got another update with %d problems", len(u.Problems))
 	case <-time.After(100 * time.Millisecond):
 	}
 	mu.Lock()
@@ -123,9 +129,10 @@ func TestFileSourceReloads(t *testing.T) {
 	tmp := filepath.Join(dir, "eps.yaml.tmp")
 	require.NoError(t, os.WriteFile(tmp, []byte("endpoints:\n- {tenant: acme, job: chat, replicas: [{address: 127.0.0.9, port: 8001}]}\n"), 0o644))
 	require.NoError(t, os.Rename(tmp, path))
-	u := recv()
+	u = recv()
 	require.Len(t, u.Replicas, 1)
 	assert.Equal(t, "127.0.0.9", u.Replicas[0].Address)
+	assert.Empty(t, u.Problems, "a good file clears the problem")
 
 	cancel()
 	require.NoError(t, <-done)

@@ -30,7 +30,7 @@ import (
 type Config struct {
 	// Path is the model server's health path (vLLM and the Parakeet server: /health).
 	Path string
-	// Interval between two probes of one target.
+	// Interval between the starts of two probes of one target.
 	Interval time.Duration
 	// Timeout of one probe (connect, request and response headers).
 	Timeout time.Duration
@@ -40,8 +40,8 @@ type Config struct {
 	HealthyThreshold int
 }
 
-// DefaultConfig: a dead replica leaves within about 3 x 2 s; a recovered one is back after
-// 2 x 2 s of good answers.
+// DefaultConfig probes every 2 s with a 1 s timeout; 3 failures in a row take a replica out,
+// 2 successes bring it back (docs/xds.md, Health, says how long each takes).
 func DefaultConfig() Config {
 	return Config{Path: "/health", Interval: 2 * time.Second, Timeout: time.Second, UnhealthyThreshold: 3, HealthyThreshold: 2}
 }
@@ -216,14 +216,23 @@ func (c *Checker) start(p *prober) {
 				return
 			case <-timer.C:
 			}
+			started := time.Now()
 			ok, result := c.probe(ctx, p.URL)
 			if ctx.Err() != nil {
 				return
 			}
 			c.record(p, ok, result)
-			timer.Reset(c.cfg.Interval)
+			timer.Reset(untilNext(c.cfg.Interval, time.Since(started)))
 		}
 	}()
+}
+
+// untilNext is the wait before a target's next probe: probes start every interval, however
+// long each took (the timeout is at most the interval), so a hung replica is found after
+// UnhealthyThreshold-1 intervals and one timeout, not after UnhealthyThreshold x (interval +
+// timeout).
+func untilNext(interval, took time.Duration) time.Duration {
+	return max(interval-took, 0)
 }
 
 func (c *Checker) probe(ctx context.Context, target string) (bool, string) {

@@ -175,3 +175,22 @@ func TestConfigValidate(t *testing.T) {
 		assert.ErrorContains(t, err, tc.want)
 	}
 }
+
+// Probes start every interval whatever each took, so a replica whose /health hangs until the
+// timeout is out after (threshold-1) x interval + timeout from its first failed probe: 5 s with
+// the defaults, as docs/xds.md says, not 3 x (interval + timeout) = 9 s.
+func TestProbeSchedule(t *testing.T) {
+	cfg := DefaultConfig()
+	for _, tc := range []struct{ took, want time.Duration }{
+		{0, 2 * time.Second},
+		{10 * time.Millisecond, 1990 * time.Millisecond},
+		{cfg.Timeout, time.Second},
+		{3 * time.Second, 0}, // a probe that overran (a slow record) starts the next at once
+	} {
+		assert.Equal(t, tc.want, untilNext(cfg.Interval, tc.took), "took %s", tc.took)
+	}
+	// The first failed probe starts at 0; its successors at each interval; the last one ends
+	// at its timeout.
+	out := time.Duration(cfg.UnhealthyThreshold-1)*cfg.Interval + cfg.Timeout
+	assert.Equal(t, 5*time.Second, out)
+}

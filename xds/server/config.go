@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -25,18 +24,15 @@ import (
 //
 // Why not go-control-plane's snapshot cache: it builds every response from the resource
 // protos and encodes them again for each node, so 100 nodes connecting at once cost 100
-// encodings of the whole configuration (1.4 MB with 2,000 jobs), all alive together, on top
-// of gRPC's own buffers; measured, that was most of the initial sync's 400 MiB peak
-// (docs/xds.md, Figures). This cache answers exactly as the snapshot cache does in ADS mode:
+// encodings of the whole configuration, all alive together, on top of gRPC's own buffers:
+// most of the initial sync's memory peak (docs/xds.md, Figures). This cache answers exactly as the snapshot cache does in ADS mode:
 // the same versions (state of the world: the configuration's version; delta: a hash of each
 // resource's encoding, as go-control-plane computes it), the same resources, and the same
 // rules for when to answer. Large responses wait for their share of a budget of bytes in
 // flight (see budget).
 type configCache struct {
-	budget *budget
-
-	mu    sync.Mutex
-	cur   *config // nil until the first publish
+	parking
+	cur   *config // nil until the first publish; guarded by mu
 	sotw  map[*configWatch]struct{}
 	delta map[*configDeltaWatch]struct{}
 }
@@ -174,54 +170,16 @@ func (c *configCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription
 		return nil, err
 	}
 	w := &configWatch{req: req, sub: sub, out: out}
-	return parkWatch(c, c.sotw, w, &w.ticket, c.answerSotw), nil
+	return parkWatch(&c.parking, c.sotw, w, &w.ticket, c.answerSotw), nil
 }
 
 // answerSotw sends w its response if it has one and the budget allows; otherwise w stays
 // parked. mu is held.
 func (c *configCache) answerSotw(w *configWatch) {
-	answerParked(c, c.sotw, w, &w.ticket, c.answerSotw, func() (*response, bool) {
+	answerParked(&c.parking, c.sotw, w, &w.ticket, c.answerSotw, func() (*response, bool) {
 		r := c.sotwResponse(w)
 		return r, r != nil
 	}, func(r *response) { w.out <- r })
-}
-
-// parkWatch parks a new watch in set and answers it at once if it can be; the cancel it
-// returns takes the watch out and gives back any share of the budget it held.
-func parkWatch[W comparable](c *configCache, set map[W]struct{}, w W, t **ticket, answer func(W)) func() {
-	c.mu.Lock()
-	set[w] = struct{}{}
-	answer(w)
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		delete(set, w)
-		held := *t
-		c.mu.Unlock()
-		held.release()
-	}
-}
-
-// answerParked is one answer to a parked watch w of set: respond makes its response (false:
-// nothing to send, and any share it waited for goes back); a response the budget admits is
-// sent and w leaves the set; otherwise w stays parked and answer runs again once its share is
-// granted, from the state of that moment. mu is held.
-func answerParked[W comparable, R interface{ size() int64 }](c *configCache, set map[W]struct{}, w W, t **ticket,
-	answer func(W), respond func() (R, bool), send func(R)) {
-	r, ok := respond()
-	if !ok {
-		(*t).release()
-		*t = nil
-		return
-	}
-	if c.budget.admit(t, r.size(), &c.mu, func() {
-		if _, parked := set[w]; parked {
-			answer(w)
-		}
-	}) {
-		delete(set, w)
-		send(r)
-	}
 }
 
 // sotwResponse is what w must be sent now, or nil. mu is held.
@@ -289,12 +247,12 @@ func (c *configCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Su
 		return nil, err
 	}
 	w := &configDeltaWatch{req: req, sub: sub, out: out}
-	return parkWatch(c, c.delta, w, &w.ticket, c.answerDelta), nil
+	return parkWatch(&c.parking, c.delta, w, &w.ticket, c.answerDelta), nil
 }
 
 // answerDelta is answerSotw for delta streams; mu is held.
 func (c *configCache) answerDelta(w *configDeltaWatch) {
-	answerParked(c, c.delta, w, &w.ticket, c.answerDelta, func() (*deltaResp, bool) {
+	answerParked(&c.parking, c.delta, w, &w.ticket, c.answerDelta, func() (*deltaResp, bool) {
 		r := c.deltaResponse(w)
 		return r, r != nil
 	}, func(r *deltaResp) { w.out <- r })

@@ -24,11 +24,11 @@ import (
 // LinearCache, but with a cost per change that does not grow with the number of clusters a
 // node watches.
 //
-// Why not LinearCache: Envoy's state-of-the-world EDS request names every cluster (2,000 here),
-// and every ACK is a new request. LinearCache compares every named resource on each watch,
-// indexes the watch under every name and removes it from every name again, so one replica's
-// change costs some 10,000 map operations per node; measured with 2,000 clusters and 100
-// nodes, that was a p99 over one second (docs/xds.md). This cache:
+// Why not LinearCache: Envoy's state-of-the-world EDS request names every cluster, and every
+// ACK is a new request. LinearCache compares every named resource on each watch, indexes the
+// watch under every name and removes it from every name again, so one replica's change costs
+// several map operations per cluster per node (docs/xds.md, Figures, has what that costs).
+// This cache:
 //
 //   - keeps a log of changes with a sequence number, and puts the sequence and a fingerprint
 //     of the subscribed names in the state-of-the-world version it sends. An ACK that carries
@@ -45,16 +45,14 @@ import (
 type EndpointCache struct {
 	prefix string // distinguishes this process's versions from another's
 	seed   maphash.Seed
-	budget *budget // nil: large responses never wait
 
-	mu      sync.Mutex
+	parking // mu guards what follows
 	seq     uint64
 	res     map[string]*entry
 	log     []change                // ascending by seq
 	trimmed uint64                  // changes up to this sequence are no longer in the log
-	sotw    map[*sotwWatch]struct{} // parked until a change they subscribe to
+	sotw    map[*sotwWatch]struct{} // parked until answered (see parking)
 	delta   map[*deltaWatch]struct{}
-	waiting map[any]struct{}               // watches with a response that waits for its share of the budget
 	sets    map[string]map[string]struct{} // recent subscription sets by fingerprint
 	setFIFO []string
 	logMax  int // changes kept in the log (tests lower it)
@@ -108,14 +106,13 @@ var _ cachev3.Cache = (*EndpointCache)(nil)
 // NewEndpointCache returns an empty cache.
 func NewEndpointCache() *EndpointCache {
 	return &EndpointCache{
-		prefix:  strconv.FormatInt(time.Now().UnixNano(), 36),
-		seed:    maphash.MakeSeed(),
-		res:     map[string]*entry{},
-		sotw:    map[*sotwWatch]struct{}{},
-		delta:   map[*deltaWatch]struct{}{},
-		waiting: map[any]struct{}{},
-		sets:    map[string]map[string]struct{}{},
-		logMax:  1 << 16,
+		prefix: strconv.FormatInt(time.Now().UnixNano(), 36),
+		seed:   maphash.MakeSeed(),
+		res:    map[string]*entry{},
+		sotw:   map[*sotwWatch]struct{}{},
+		delta:  map[*deltaWatch]struct{}{},
+		sets:   map[string]map[string]struct{}{},
+		logMax: 1 << 16,
 	}
 }
 
@@ -173,51 +170,34 @@ func (c *EndpointCache) Get() map[string]*endpointv3.ClusterLoadAssignment {
 	return out
 }
 
-// notify answers the parked watches that subscribe to a changed name; mu is held.
+// notify answers again the parked watches that subscribe to a changed name; each works out
+// what it needs from its own version (what changed since), so a watch waiting for its share
+// of the budget is answered from the latest state when it gets it. mu is held.
 func (c *EndpointCache) notify(changed []string) {
 	for w := range c.sotw {
-		var send []string
-		subscribed := w.sub.SubscribedResources()
-		for _, name := range changed {
-			if _, ok := c.res[name]; !ok {
-				continue // state of the world EDS cannot say "removed"
-			}
-			if _, ok := subscribed[name]; ok || w.sub.IsWildcard() {
-				send = append(send, name)
-			}
-		}
-		if len(send) > 0 {
-			delete(c.sotw, w)
-			c.sendSotw(w, c.sotwResponse(w.req, w.fp, send))
+		if subscribesTo(w.sub, changed, func(name string) bool { _, ok := c.res[name]; return ok }) {
+			c.answerSotw(w) // state of the world EDS cannot say "removed": only present names count
 		}
 	}
 	for w := range c.delta {
-		subscribed := w.sub.SubscribedResources()
-		var send, removed []string
-		for _, name := range changed {
-			if _, ok := subscribed[name]; !ok && !w.sub.IsWildcard() {
-				continue
-			}
-			if _, ok := c.res[name]; ok {
-				send = append(send, name)
-			} else {
-				removed = append(removed, name)
-			}
-		}
-		if len(send)+len(removed) == 0 {
-			continue
-		}
-		var r *deltaResp
-		if w.sub.IsWildcard() {
-			r = c.deltaFull(w.req, w.sub.ReturnedResources(), append(send, removed...), w.fp, false)
-		} else {
-			r = c.deltaIncrement(w.req, w.fp, send, removed)
-		}
-		if r != nil {
-			delete(c.delta, w)
-			c.sendDelta(w, r)
+		if subscribesTo(w.sub, changed, func(string) bool { return true }) {
+			c.answerDelta(w)
 		}
 	}
+}
+
+// subscribesTo says whether sub covers one of the names that count.
+func subscribesTo(sub cachev3.Subscription, names []string, counts func(string) bool) bool {
+	subscribed := sub.SubscribedResources()
+	for _, name := range names {
+		if !counts(name) {
+			continue
+		}
+		if _, ok := subscribed[name]; ok || sub.IsWildcard() {
+			return true
+		}
+	}
+	return false
 }
 
 // fingerprint identifies a set of names, whatever their order.
@@ -357,60 +337,20 @@ func (c *EndpointCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscripti
 	if !sub.IsWildcard() {
 		w.fp = c.requestFingerprint(req.GetResourceNames(), sub.SubscribedResources())
 	}
-	c.mu.Lock()
-	c.answerSotw(w)
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		delete(c.sotw, w)
-		delete(c.waiting, w)
-		t := w.ticket
-		c.mu.Unlock()
-		t.release() // the node answered (or left): its response's share is free
-	}, nil
+	return parkWatch(&c.parking, c.sotw, w, &w.ticket, c.answerSotw), nil
 }
 
-// answerSotw sends w what it needs now, or parks it until a change it subscribes to. mu is
-// held.
+// answerSotw sends w what it needs now, or leaves it parked until a change it subscribes to.
+// A request that is not an ACK of ours is answered even when empty. mu is held.
 func (c *EndpointCache) answerSotw(w *sotwWatch) {
-	seq, knownFP, ours := c.parseVersion(w.req.GetVersionInfo())
-	send, _, _ := c.plan(w.sub.SubscribedResources(), w.sub.IsWildcard(), w.fp, seq, knownFP, ours)
-	// A request that is not an ACK of ours is answered even when empty.
-	if len(send) > 0 || !ours {
-		c.sendSotw(w, c.sotwResponse(w.req, w.fp, send))
-		return
-	}
-	parkUntilChange(c.sotw, w, &w.ticket)
-}
-
-// sendSotw sends r to w (sendOrWait); mu is held, w is not parked.
-func (c *EndpointCache) sendSotw(w *sotwWatch, r *response) {
-	sendOrWait(c, w, &w.ticket, r, func(r *response) { w.resp <- r }, c.answerSotw)
-}
-
-// sendOrWait sends r to w, or, when r is large and the budget is spent, keeps w waiting for its
-// share and answers it again then, from the state of that moment. mu is held; w is not parked.
-func sendOrWait[W comparable, R interface{ size() int64 }](c *EndpointCache, w W, t **ticket, r R, send func(R), answer func(W)) {
-	wake := func() {
-		if _, ok := c.waiting[w]; ok { // not closed, nor answered since
-			delete(c.waiting, w)
-			answer(w)
+	answerParked(&c.parking, c.sotw, w, &w.ticket, c.answerSotw, func() (*response, bool) {
+		seq, knownFP, ours := c.parseVersion(w.req.GetVersionInfo())
+		send, _, _ := c.plan(w.sub.SubscribedResources(), w.sub.IsWildcard(), w.fp, seq, knownFP, ours)
+		if len(send) == 0 && ours {
+			return nil, false
 		}
-	}
-	if c.budget.admit(t, r.size(), &c.mu, wake) {
-		send(r)
-		return
-	}
-	c.waiting[w] = struct{}{}
-}
-
-// parkUntilChange parks w in set until a change it subscribes to. A share of the budget it was
-// granted for a response it no longer needs (woken, it found nothing left to send) goes back
-// at once rather than when the hold runs out. mu is held.
-func parkUntilChange[W comparable](set map[W]struct{}, w W, t **ticket) {
-	(*t).release()
-	*t = nil
-	set[w] = struct{}{}
+		return c.sotwResponse(w.req, w.fp, send), true
+	}, func(r *response) { w.resp <- r })
 }
 
 // knownKey is the entry of a delta subscription's returned-resources map in which this cache
@@ -427,25 +367,22 @@ func (c *EndpointCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.
 	if !sub.IsWildcard() {
 		w.fp = c.fingerprint(sub.SubscribedResources())
 	}
-	c.mu.Lock()
-	c.answerDelta(w)
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		delete(c.delta, w)
-		delete(c.waiting, w)
-		t := w.ticket
-		c.mu.Unlock()
-		t.release()
-	}, nil
+	return parkWatch(&c.parking, c.delta, w, &w.ticket, c.answerDelta), nil
 }
 
-// answerDelta sends w what it needs now, or parks it. mu is held.
+// answerDelta sends w what it needs now, or leaves it parked. mu is held.
 func (c *EndpointCache) answerDelta(w *deltaWatch) {
+	answerParked(&c.parking, c.delta, w, &w.ticket, c.answerDelta, func() (*deltaResp, bool) {
+		r := c.deltaResponse(w)
+		return r, r != nil
+	}, func(r *deltaResp) { w.resp <- r })
+}
+
+// deltaResponse is what w must be sent now, or nil. mu is held.
+func (c *EndpointCache) deltaResponse(w *deltaWatch) *deltaResp {
 	subscribed := w.sub.SubscribedResources()
 	returned := w.sub.ReturnedResources()
 	seq, knownFP, known := c.parseVersion(c.prefix + ":" + returned[knownKey])
-	var r *deltaResp
 	if w.sub.IsWildcard() || !known {
 		// Per-resource comparison: the first request (with the versions Envoy already has,
 		// after a reconnect) and wildcard subscriptions.
@@ -466,26 +403,14 @@ func (c *EndpointCache) answerDelta(w *deltaWatch) {
 		}
 		// A first wildcard request is answered even when empty: Envoy waits for it.
 		first := w.sub.IsWildcard() && w.req.GetResponseNonce() == ""
-		r = c.deltaFull(w.req, returned, dedupe(names), w.fp, first)
-	} else {
-		send, removed, full := c.plan(subscribed, false, w.fp, seq, knownFP, true)
-		if full {
-			// What the client has is unknown after all: compare versions.
-			r = c.deltaFull(w.req, returned, send, w.fp, false)
-		} else {
-			r = c.deltaIncrement(w.req, w.fp, send, removed)
-		}
+		return c.deltaFull(w.req, returned, dedupe(names), w.fp, first)
 	}
-	if r != nil {
-		c.sendDelta(w, r)
-		return
+	send, removed, full := c.plan(subscribed, false, w.fp, seq, knownFP, true)
+	if full {
+		// What the client has is unknown after all: compare versions.
+		return c.deltaFull(w.req, returned, send, w.fp, false)
 	}
-	parkUntilChange(c.delta, w, &w.ticket)
-}
-
-// sendDelta sends r to w (sendOrWait); mu is held, w is not parked.
-func (c *EndpointCache) sendDelta(w *deltaWatch, r *deltaResp) {
-	sendOrWait(c, w, &w.ticket, r, func(r *deltaResp) { w.resp <- r }, c.answerDelta)
+	return c.deltaIncrement(w.req, w.fp, send, removed)
 }
 
 // Fetch is not supported: Envoy uses streams.
