@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,7 +62,9 @@ type Env struct {
 
 	testEnv *envtest.Environment
 	// work holds the servers' certificates and data (removed by Stop).
-	work string
+	work     string
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // Scheme returns a scheme with the built-in kinds, CRDs, KubeVirt and inferplane's own types.
@@ -188,16 +191,39 @@ func newEnv(cfg *rest.Config, te *envtest.Environment) (*Env, error) {
 	return &Env{Config: cfg, Client: c, Scheme: s, testEnv: te}, nil
 }
 
-// Stop stops the API server and etcd and removes their data.
+// Stop stops the API server and etcd and removes their data. Later calls do nothing (a test
+// may stop a server on purpose before its cleanup runs).
 func (e *Env) Stop() error {
 	if e == nil || e.testEnv == nil {
 		return nil
 	}
-	err := e.testEnv.Stop()
-	if e.work != "" {
-		_ = os.RemoveAll(e.work)
+	e.stopOnce.Do(func() {
+		e.stopErr = e.testEnv.Stop()
+		if e.work != "" {
+			_ = os.RemoveAll(e.work)
+		}
+	})
+	return e.stopErr
+}
+
+// Another starts one more API server and etcd, with the same CRDs, for tests that need several
+// clusters at once (a host cluster and tenant clusters); it is stopped when the test ends. It
+// fails the test when Main's server could not start either (Require skips first).
+func Another(t testing.TB) *Env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e, err := Start(ctx)
+	if err != nil {
+		t.Fatalf("kubeenv: another API server: %v", err)
 	}
-	return err
+	t.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			t.Logf("kubeenv: stop: %v", err)
+		}
+	})
+	stopBeforeTimeout(e)
+	return e
 }
 
 // Environment exposes envtest's environment, e.g. for its WebhookInstallOptions.

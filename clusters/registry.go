@@ -1,0 +1,223 @@
+package clusters
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Registry watches the registry's Secrets in the host cluster.
+type Registry struct {
+	// Config reaches the host cluster (where Argo CD and vCluster keep their Secrets).
+	Config  *rest.Config
+	Options Options
+	// Debounce gathers a burst of Secret events into one snapshot (default 100ms).
+	Debounce time.Duration
+	Logger   *slog.Logger
+	// OnWatchError, when set, is told about every failed list or watch; the last snapshot
+	// stays in force meanwhile.
+	OnWatchError func(error)
+}
+
+// Run sends a Snapshot on out once the Secrets are first read and after every change, until
+// ctx ends. It returns an error when it cannot start.
+func (r *Registry) Run(ctx context.Context, out chan<- Snapshot) error {
+	if err := r.Options.Validate(); err != nil {
+		return err
+	}
+	log := cmp.Or(r.Logger, slog.Default())
+	c, err := cache.New(r.Config, r.cacheOptions(log))
+	if err != nil {
+		return fmt.Errorf("cluster registry: %w", err)
+	}
+	inf, err := c.GetInformer(ctx, &corev1.Secret{})
+	if err != nil {
+		return fmt.Errorf("cluster registry: informer for Secrets: %w", err)
+	}
+	changed := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { poke() }, UpdateFunc: func(any, any) { poke() }, DeleteFunc: func(any) { poke() },
+	}); err != nil {
+		return fmt.Errorf("cluster registry: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var startErr error
+	wg.Go(func() { startErr = c.Start(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+	if !c.WaitForCacheSync(ctx) {
+		cancel()
+		wg.Wait()
+		if startErr != nil {
+			return fmt.Errorf("cluster registry: %w", startErr)
+		}
+		return ctx.Err()
+	}
+	poke()
+	return r.loop(ctx, c, changed, out, log)
+}
+
+// loop turns Secret events into snapshots until ctx ends.
+func (r *Registry) loop(ctx context.Context, c client.Reader, changed <-chan struct{}, out chan<- Snapshot, log *slog.Logger) error {
+	debounce := cmp.Or(r.Debounce, 100*time.Millisecond)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(debounce):
+		}
+		snap, err := List(ctx, c, r.Options)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			log.Error("cluster registry: listing cached Secrets", "error", err)
+			continue
+		}
+		select {
+		case out <- snap:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// cacheOptions watch only the registry's Secrets: Argo CD's cluster Secrets by label, and
+// in vCluster's namespaces the Secrets its selector picks (or, by name, all of them, with the
+// data of those not named vc-* dropped from the cache).
+func (r *Registry) cacheOptions(log *slog.Logger) cache.Options {
+	o := r.Options
+	scheme := k8sruntime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	namespaces := map[string]cache.Config{}
+	for _, ns := range o.VClusterNamespaces {
+		namespaces[ns] = cache.Config{LabelSelector: o.VClusterSelector}
+	}
+	if ns := o.argoNamespace(); ns != "-" {
+		if _, both := namespaces[ns]; both {
+			namespaces[ns] = cache.Config{} // both kinds: selected in Read
+		} else {
+			namespaces[ns] = cache.Config{LabelSelector: labels.SelectorFromSet(labels.Set{ArgoCDSecretTypeKey: ArgoCDSecretTypeValue})}
+		}
+	}
+	return cache.Options{
+		Scheme:            scheme,
+		DefaultNamespaces: namespaces,
+		DefaultTransform: func(obj any) (any, error) {
+			if s, ok := obj.(*corev1.Secret); ok {
+				s.ManagedFields = nil
+				if _, selected := o.selects(s); !selected {
+					s.Data, s.StringData = nil, nil
+				}
+			}
+			return obj, nil
+		},
+		DefaultWatchErrorHandler: func(ctx context.Context, rf *toolscache.Reflector, err error) {
+			log.Warn("cluster registry: watching Secrets failed; keeping the last known clusters", "error", err)
+			if r.OnWatchError != nil {
+				r.OnWatchError(err)
+			}
+			toolscache.DefaultWatchErrorHandler(ctx, rf, err)
+		},
+	}
+}
+
+// List reads the registry once (for commands, and from a cache).
+func List(ctx context.Context, c client.Reader, o Options) (Snapshot, error) {
+	if err := o.Validate(); err != nil {
+		return Snapshot{}, err
+	}
+	var all []corev1.Secret
+	namespaces := slices.Clone(o.VClusterNamespaces)
+	if ns := o.argoNamespace(); ns != "-" && !slices.Contains(namespaces, ns) {
+		namespaces = append(namespaces, ns)
+	}
+	for _, ns := range namespaces {
+		var list corev1.SecretList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return Snapshot{}, fmt.Errorf("list Secrets in %s: %w", ns, err)
+		}
+		all = append(all, list.Items...)
+	}
+	return Read(all, o), nil
+}
+
+// ForTenant is the client configuration of the tenant's cluster, read once. The error says
+// what is wrong when the registry has no usable entry for the tenant.
+func ForTenant(ctx context.Context, c client.Reader, o Options, tenant string) (*rest.Config, error) {
+	snap, err := List(ctx, c, o)
+	if err != nil {
+		return nil, err
+	}
+	if cl, ok := snap.Get(tenant); ok {
+		return rest.CopyConfig(cl.Config), nil
+	}
+	var why []error
+	for _, p := range snap.Problems {
+		why = append(why, errors.New(p.String()))
+	}
+	known := make([]string, 0, len(snap.Clusters))
+	for _, cl := range snap.Clusters {
+		known = append(known, cl.Tenant)
+	}
+	return nil, errors.Join(append([]error{fmt.Errorf("no tenant cluster for %q in the registry (known: %v)", tenant, known)}, why...)...)
+}
+
+// Change is one difference between two snapshots.
+type Change struct {
+	Type    ChangeType
+	Cluster Cluster // the new one (Added, Changed) or the old one (Removed)
+}
+
+// ChangeType says what happened to a tenant's cluster.
+type ChangeType string
+
+const (
+	Added   ChangeType = "added"
+	Changed ChangeType = "changed" // another Secret, server or credentials
+	Removed ChangeType = "removed"
+)
+
+// Changes lists what differs from prev to next, by tenant.
+func Changes(prev, next Snapshot) []Change {
+	var out []Change
+	for _, c := range next.Clusters {
+		old, ok := prev.Get(c.Tenant)
+		switch {
+		case !ok:
+			out = append(out, Change{Type: Added, Cluster: c})
+		case old.Fingerprint != c.Fingerprint || old.Secret != c.Secret:
+			out = append(out, Change{Type: Changed, Cluster: c})
+		}
+	}
+	for _, c := range prev.Clusters {
+		if _, ok := next.Get(c.Tenant); !ok {
+			out = append(out, Change{Type: Removed, Cluster: c})
+		}
+	}
+	return out
+}
