@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/inferplane/inferplane/clusters"
 	"github.com/inferplane/inferplane/xds"
 	"github.com/inferplane/inferplane/xds/discovery"
 )
@@ -41,6 +42,12 @@ type Source struct {
 	Namespaces []string
 	// AllowForeignNamespace accepts VMIs whose namespace is not their tenant (SourceKube).
 	AllowForeignNamespace bool
+	// Clusters selects the registry's Secrets (SourceClusters); ClusterSyncTimeout bounds how
+	// long the first configuration waits for every tenant cluster to be read, and
+	// ClusterCheckInterval is how often each cluster's API server is checked.
+	Clusters             clusters.Options
+	ClusterSyncTimeout   time.Duration
+	ClusterCheckInterval time.Duration
 }
 
 // Config is the whole gateway process.
@@ -73,6 +80,12 @@ func (c Config) Validate() error {
 		if s.File != "" {
 			errs = append(errs, fmt.Errorf("a file is only read by the %s source", SourceFile))
 		}
+		if s.Kind == SourceClusters && (len(s.Namespaces) > 0 || s.AllowForeignNamespace) {
+			errs = append(errs, errors.New("the clusters source watches each tenant's own namespace in its cluster only: namespaces and foreign namespaces are for the kube source"))
+		}
+		if s.Kind == SourceClusters {
+			errs = append(errs, s.Clusters.Validate())
+		}
 	default:
 		errs = append(errs, fmt.Errorf("source %q: expected one of %v", s.Kind, Sources))
 	}
@@ -88,6 +101,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if log == nil {
 		log = slog.Default()
 		cfg.XDS.Logger = log
+	}
+	if cfg.XDS.Registry == nil {
+		cfg.XDS.Registry = xds.NewRegistry()
 	}
 	src, err := newSource(cfg, log)
 	if err != nil {
@@ -114,6 +130,18 @@ func newSource(cfg Config, log *slog.Logger) (discovery.Source, error) {
 			return nil, err
 		}
 		return &discovery.Kube{Config: rc, Namespaces: s.Namespaces, AllowForeignNamespace: s.AllowForeignNamespace, Logger: log}, nil
+	case SourceClusters:
+		rc, err := kubeConfig(cfg.Kube)
+		if err != nil {
+			return nil, err
+		}
+		return &discovery.Clusters{
+			Registry:      &clusters.Registry{Config: rc, Options: s.Clusters, Logger: log},
+			SyncTimeout:   s.ClusterSyncTimeout,
+			CheckInterval: s.ClusterCheckInterval,
+			Logger:        log,
+			Registerer:    cfg.XDS.Registry,
+		}, nil
 	}
 	return nil, fmt.Errorf("source %q: expected one of %v", s.Kind, Sources)
 }

@@ -37,6 +37,17 @@ const (
 	// AnnotationPerReplicaGPUCount mirrors the master's perReplicaGPUCount on each VM.
 	AnnotationPerReplicaGPUCount = "inferplane.io/per-replica-gpu-count"
 
+	// AnnotationAddressMode says where the gateway reaches a serving node: "pod" (the pod
+	// network's IP; absent means pod), "network" (the IP of the interface named by
+	// AnnotationAddressNetwork) or "loadbalancer" (the ingress IP of the Service named by
+	// AnnotationAddressService, in the VM's namespace).
+	AnnotationAddressMode    = "inferplane.io/address-mode"
+	AnnotationAddressNetwork = "inferplane.io/address-network"
+	AnnotationAddressService = "inferplane.io/address-service"
+	AddressModePod           = "pod"
+	AddressModeNetwork       = "network"
+	AddressModeLoadBalancer  = "loadbalancer"
+
 	// DefaultNodeTypeLabel is the node label that names a node's NodeType when a NodeType
 	// sets no nodeSelector of its own.
 	DefaultNodeTypeLabel = "inferplane.io/node-type"

@@ -35,6 +35,47 @@ type NodeTypeSpec struct {
 	// container runtime that starts the model server image.
 	// +optional
 	GuestImage string `json:"guestImage,omitempty"`
+	// ServingAddress says where the gateway reaches the serving nodes of VMs of this type
+	// (default: the pod network). A tenant's own servingAddress overrides it.
+	// +optional
+	ServingAddress *ServingAddress `json:"servingAddress,omitempty"`
+}
+
+// AddressMode is how the gateway reaches a serving node.
+// +kubebuilder:validation:Enum=Pod;Network;LoadBalancer
+type AddressMode string
+
+const (
+	// AddressPod is the IP of the VM's pod-network interface: the gateway runs in the same
+	// cluster and pod network as the VMs.
+	AddressPod AddressMode = "Pod"
+	// AddressNetwork is the IP of the VM's interface on a Multus network (a data-centre
+	// fabric the gateway also reaches).
+	AddressNetwork AddressMode = "Network"
+	// AddressLoadBalancer is the ingress IP of a Service of type LoadBalancer per serving node.
+	AddressLoadBalancer AddressMode = "LoadBalancer"
+)
+
+// ServingAddress is where the gateway reaches a job's serving nodes.
+type ServingAddress struct {
+	// Mode is Pod (the default), Network or LoadBalancer.
+	// +optional
+	Mode AddressMode `json:"mode,omitempty"`
+	// Network is the Multus NetworkAttachmentDefinition (namespace/name or name) the VMs get
+	// an interface on, for mode Network. When it is also the node type's InfiniBand network,
+	// multi-node VMs use their fabric interface.
+	// +optional
+	Network string `json:"network,omitempty"`
+	// LoadBalancerClass, SourceRanges and ServiceAnnotations shape the Services of mode
+	// LoadBalancer (e.g. MetalLB's address-pool annotation). SourceRanges should be the
+	// gateway's addresses: anything that reaches a replica's Service bypasses Envoy's key
+	// check.
+	// +optional
+	LoadBalancerClass string `json:"loadBalancerClass,omitempty"`
+	// +optional
+	SourceRanges []string `json:"sourceRanges,omitempty"`
+	// +optional
+	ServiceAnnotations map[string]string `json:"serviceAnnotations,omitempty"`
 }
 
 // NodeGPU is the GPU side of a node type.

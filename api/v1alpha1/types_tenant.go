@@ -27,6 +27,10 @@ type TenantSpec struct {
 	// ArgoCD says how Argo CD reaches the tenant cluster.
 	// +optional
 	ArgoCD TenantArgoCD `json:"argoCD,omitempty"`
+	// ServingAddress, when set, replaces the node types' servingAddress for all the tenant's
+	// jobs (where the gateway reaches their serving nodes).
+	// +optional
+	ServingAddress *ServingAddress `json:"servingAddress,omitempty"`
 }
 
 // TenantGit is a tenant's GitOps repository.

@@ -12,9 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/clusters"
 	"github.com/inferplane/inferplane/gateway"
 	"github.com/inferplane/inferplane/xds"
 	"github.com/inferplane/inferplane/xds/bootstrap"
@@ -50,6 +52,7 @@ type xdsServeFlags struct {
 	connect      time.Duration
 	kubeconfig   string
 	kubeCtx      string
+	vcSelector   string
 }
 
 func newXDSServeCmd() *cobra.Command {
@@ -63,14 +66,23 @@ func newXDSServeCmd() *cobra.Command {
 		Long: `serve runs the ADS server until SIGINT or SIGTERM, then stops gracefully.
 
 Replica sources:
-  --source kube   watches KubeVirt VirtualMachineInstances labelled app.kubernetes.io/managed-by=
-                  inferplane, inferplane.io/serving=true in one cluster (--kubeconfig, --context,
-                  $KUBECONFIG, in-cluster, ~/.kube/config): every node that answers requests,
-                  each an endpoint of its job. A replica is a candidate when its VMI is Running
-                  with an address; it takes traffic when its Ready condition is true and its
-                  probes pass. If the API server is lost, the last known replicas stay.
-  --source file   reads a YAML list of endpoints (see docs/xds.md) and reloads it on change; a
-                  bad edit is reported and the last good content stays.
+  --source kube      watches KubeVirt VirtualMachineInstances labelled app.kubernetes.io/
+                     managed-by=inferplane, inferplane.io/serving=true (every node that answers
+                     requests, each an endpoint of its job) in one cluster (--kubeconfig,
+                     --context, $KUBECONFIG, in-cluster, ~/.kube/config).
+  --source clusters  watches the VMIs of every tenant cluster: each tenant's own namespace in
+                     the cluster its Argo CD cluster Secret (in --argocd-namespace) or its
+                     vCluster kubeconfig Secret (vc-<name> in a --vcluster-namespace) names.
+                     The Secrets are read from the cluster of --kubeconfig; a cluster is watched
+                     from the moment its Secret appears, again when its credentials change, and
+                     withdrawn when the Secret goes. One cluster failing keeps its last replicas
+                     and holds up no other.
+  --source file      reads a YAML list of endpoints (see docs/xds.md) and reloads it on change;
+                     a bad edit is reported and the last good content stays.
+
+A replica is a candidate when its VMI is Running with an address; it takes traffic when its
+Ready condition is true and its probes pass. If an API server is lost, its last known replicas
+stay.
 
 Health: every candidate's GET <probe-path> starts every --probe-interval. A replica seen for
 the first time is decided by its first probe; afterwards --unhealthy-threshold failures in a row
@@ -85,8 +97,11 @@ Memory: the process honours Go's GOMEMLIMIT; docs/xds.md says how to size it.`,
   inferplane xds bootstrap --xds-address 127.0.0.1:18000 --node-id envoy-0 > envoy.yaml
   envoy -c envoy.yaml
 
-  # In a cluster: watch the VMIs of every tenant
-  inferplane xds serve --domain inference.example.com --grpc-address :18000 --admin-address :9090`,
+  # In the host cluster: the VMIs of every tenant cluster Argo CD knows
+  inferplane xds serve --source clusters --domain inference.example.com --keys-namespace inferplane-system
+
+  # The install manifests of the whole gateway
+  inferplane gateway manifests --domain inference.example.com`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.config(cmd)
@@ -111,6 +126,16 @@ func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&s.Namespaces, "namespace", nil, "watch only these namespaces (--source kube; repeatable; default all)")
 	fs.BoolVar(&s.AllowForeignNamespace, "allow-foreign-namespace", false,
 		"accept VMIs whose namespace differs from their tenant label (--source kube; off: such VMIs are skipped)")
+	fs.StringVar(&s.Clusters.ArgoCDNamespace, "argocd-namespace", clusters.ArgoCDNamespace,
+		"namespace of Argo CD's cluster Secrets, the registry of tenant clusters (--source clusters; - reads none)")
+	fs.StringSliceVar(&s.Clusters.VClusterNamespaces, "vcluster-namespace", nil,
+		"host namespace where vCluster writes a virtual cluster's kubeconfig Secret vc-<name> (--source clusters; repeatable)")
+	fs.StringVar(&f.vcSelector, "vcluster-selector", "",
+		"label selector of the vCluster kubeconfig Secrets to read instead of every vc-* Secret (--source clusters)")
+	fs.DurationVar(&s.ClusterSyncTimeout, "cluster-sync-timeout", 10*time.Second,
+		"how long the first configuration waits for every tenant cluster to be read (--source clusters)")
+	fs.DurationVar(&s.ClusterCheckInterval, "cluster-check-interval", 10*time.Second,
+		"how often each tenant cluster's API server is checked (--source clusters)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVar(&f.kubeCtx, "context", "", "kubeconfig context")
 	fs.StringVar(&r.Domain, "domain", "", "endpoint host names are <job>.<tenant>.<domain> (required)")
@@ -177,6 +202,15 @@ func (f *xdsServeFlags) config(cmd *cobra.Command) (gateway.Config, error) {
 		return cfg, errors.New("--source file needs --file")
 	case s.Kind != gateway.SourceFile && s.File != "":
 		return cfg, errors.New("--file is for --source file")
+	case s.Kind == gateway.SourceClusters && (len(s.Namespaces) > 0 || s.AllowForeignNamespace):
+		return cfg, errors.New("--namespace and --allow-foreign-namespace are for --source kube: --source clusters watches each tenant's own namespace in its cluster")
+	}
+	if f.vcSelector != "" {
+		sel, err := labels.Parse(f.vcSelector)
+		if err != nil {
+			return cfg, fmt.Errorf("--vcluster-selector %q: %w", f.vcSelector, err)
+		}
+		cfg.Source.Clusters.VClusterSelector = sel
 	}
 	if err := apiKeyFlagsCheck(cfg.APIKeys, cfg.XDS.GRPCAddress); err != nil {
 		return cfg, err

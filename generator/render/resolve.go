@@ -61,6 +61,8 @@ type job struct {
 	requireAPIKey bool
 	// fabric is the Multus network of a multi-node replica; empty for single-node jobs.
 	fabric string
+	// address is where the gateway reaches the serving nodes.
+	address address
 }
 
 func (j *job) multiNode() bool { return j.nodes > 1 }
@@ -69,6 +71,10 @@ func (j *job) multiNode() bool { return j.nodes > 1 }
 func (j *job) serving(rank int32) bool {
 	return policy.Layout{Nodes: j.nodes, GPUsPerNode: j.gpusPerNode, DataParallelLocal: j.dpLocal}.Serving(rank)
 }
+
+// secondaryNIC says whether the guest has a NIC besides the pod network's (the fabric, the
+// serving network), which cloud-init's network data must bring up.
+func (j *job) secondaryNIC() bool { return j.multiNode() || j.address.iface == netServing }
 
 // resolve checks the plan and options and returns the resolved tenant, or every problem found.
 func resolve(tp *plan.TenantPlan, opts Options) (*tenant, error) {
@@ -330,6 +336,7 @@ func resolveResources(probs *problem.List, f string, t *tenant, jp *plan.JobPlan
 			j.fabric = nt.Spec.InfiniBand.Network
 		}
 	}
+	resolveAddress(probs, t, j, "tenants/"+t.name+"/tenant.yaml")
 }
 
 // checkServerArgs: the launcher script single-quotes every argument and cloud-init reads it as

@@ -66,6 +66,9 @@ func jobFiles(t *tenant, j *job) []file {
 				file{np + "-model-cache.yaml", modelCache(t, j, r, n, labels)},
 				file{np + "-vm.yaml", virtualMachine(t, j, r, n, labels)},
 			)
+			if j.serving(n) && j.address.mode() == v1alpha1.AddressLoadBalancer {
+				files = append(files, file{np + "-loadbalancer.yaml", loadBalancer(t, j, r, n, labels)})
+			}
 		}
 	}
 	k := types.Kustomization{TypeMeta: types.TypeMeta{APIVersion: types.KustomizationVersion, Kind: types.KustomizationKind}}
@@ -190,7 +193,7 @@ const (
 // inline userData at 2048 bytes; a Secret has no such limit, and keeps the VM spec small.
 func cloudInitSecret(t *tenant, j *job, r, n int32, labels map[string]string, head string) secret {
 	data := map[string]string{UserDataKey: userData(t, j, r, n, head)}
-	if j.multiNode() {
+	if j.secondaryNIC() {
 		data[NetworkDataKey] = networkData
 	}
 	return secret{
@@ -268,21 +271,20 @@ func virtualMachine(t *tenant, j *job, r, n int32, labels map[string]string) obj
 		spec.ReadinessProbe = readinessProbe()
 	}
 
+	annotations := map[string]string{
+		v1alpha1.AnnotationServingPort:        strconv.Itoa(v1alpha1.ServingPort),
+		v1alpha1.AnnotationRequireAPIKey:      strconv.FormatBool(j.requireAPIKey),
+		v1alpha1.AnnotationReplicaNodes:       strconv.Itoa(int(j.nodes)),
+		v1alpha1.AnnotationPerReplicaGPUCount: strconv.Itoa(int(j.nodes * j.gpusPerNode)),
+	}
+	addressAnnotations(j, name, n, annotations)
 	return object[vmSpec]{
 		APIVersion: kubevirtv1.SchemeGroupVersion.String(),
 		Kind:       "VirtualMachine",
 		Metadata:   meta{Name: name, Namespace: t.namespace, Labels: labels},
 		Spec: vmSpec{
 			RunStrategy: kubevirtv1.RunStrategyAlways,
-			Template: vmTemplate{
-				Metadata: meta{Labels: labels, Annotations: map[string]string{
-					v1alpha1.AnnotationServingPort:        strconv.Itoa(v1alpha1.ServingPort),
-					v1alpha1.AnnotationRequireAPIKey:      strconv.FormatBool(j.requireAPIKey),
-					v1alpha1.AnnotationReplicaNodes:       strconv.Itoa(int(j.nodes)),
-					v1alpha1.AnnotationPerReplicaGPUCount: strconv.Itoa(int(j.nodes * j.gpusPerNode)),
-				}},
-				Spec: spec,
-			},
+			Template:    vmTemplate{Metadata: meta{Labels: labels, Annotations: annotations}, Spec: spec},
 		},
 	}
 }
@@ -302,7 +304,7 @@ func vmStorage(t *tenant, j *job, name string) ([]kubevirtv1.Disk, []kubevirtv1.
 			ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: j.guestImage},
 		}},
 		{Name: volCloudInit, VolumeSource: kubevirtv1.VolumeSource{
-			CloudInitNoCloud: cloudInitSource(name, j.multiNode()),
+			CloudInitNoCloud: cloudInitSource(name, j.secondaryNIC()),
 		}},
 		{Name: volCache, VolumeSource: kubevirtv1.VolumeSource{
 			PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
@@ -336,6 +338,12 @@ func vmNetworks(j *job) ([]kubevirtv1.Interface, []kubevirtv1.Network) {
 		networks = append(networks, kubevirtv1.Network{Name: netFabric, NetworkSource: kubevirtv1.NetworkSource{
 			Multus: &kubevirtv1.MultusNetwork{NetworkName: j.fabric},
 		}})
+	}
+	if itf, nw := servingInterface(j); itf != nil {
+		// Address mode Network: the gateway reaches the model server on the serving network,
+		// after the fabric (NCCL's is the second NIC).
+		ifaces = append(ifaces, *itf)
+		networks = append(networks, *nw)
 	}
 	return ifaces, networks
 }

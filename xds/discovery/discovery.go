@@ -64,6 +64,9 @@ type Replica struct {
 	Running bool
 	Address string
 	Port    uint32
+	// Service names the node's Service of type LoadBalancer (in Namespace) whose ingress IP
+	// is Address, in address mode loadbalancer.
+	Service string
 	// Ready is the VMI's Ready condition (KubeVirt's own readiness probes, when the VM defines
 	// them). The file source sets it to true.
 	Ready bool

@@ -3,13 +3,12 @@ package discovery
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +20,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/xds/resources"
@@ -63,40 +63,10 @@ func Selector() labels.Selector {
 
 // Run implements Source.
 func (k *Kube) Run(ctx context.Context, updates chan<- Update) error {
-	log := k.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	debounce := cmp.Or(k.Debounce, 50*time.Millisecond)
-	scheme := k8sruntime.NewScheme()
-	if err := kubevirtv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	opts := cache.Options{
-		Scheme:               scheme,
-		DefaultLabelSelector: Selector(),
-		DefaultTransform:     trimVMI,
-		DefaultWatchErrorHandler: func(ctx context.Context, r *toolscache.Reflector, err error) {
-			log.Warn("watching VirtualMachineInstances failed; keeping the last known replicas", "error", err)
-			if k.OnWatchError != nil {
-				k.OnWatchError(err)
-			}
-			toolscache.DefaultWatchErrorHandler(ctx, r, err)
-		},
-	}
-	if len(k.Namespaces) > 0 {
-		opts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range k.Namespaces {
-			opts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	c, err := cache.New(k.Config, opts)
+	log := cmp.Or(k.Logger, slog.Default())
+	c, err := cache.New(k.Config, k.cacheOptions(log))
 	if err != nil {
 		return fmt.Errorf("kubernetes source: %w", err)
-	}
-	inf, err := c.GetInformer(ctx, &kubevirtv1.VirtualMachineInstance{})
-	if err != nil {
-		return fmt.Errorf("kubernetes source: informer for VirtualMachineInstances: %w", err)
 	}
 	changed := make(chan struct{}, 1)
 	poke := func() {
@@ -105,23 +75,15 @@ func (k *Kube) Run(ctx context.Context, updates chan<- Update) error {
 		default:
 		}
 	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke() },
-		UpdateFunc: func(any, any) { poke() },
-		DeleteFunc: func(any) { poke() },
-	}); err != nil {
-		return fmt.Errorf("kubernetes source: %w", err)
+	if err := watchKind(ctx, c, &kubevirtv1.VirtualMachineInstance{}, poke); err != nil {
+		return fmt.Errorf("kubernetes source: informer for VirtualMachineInstances: %w", err)
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	var startErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		startErr = c.Start(ctx)
-	}()
+	wg.Go(func() { startErr = c.Start(ctx) })
 	defer wg.Wait()
 
 	log.Info("waiting for the VirtualMachineInstance cache to sync", "selector", Selector().String())
@@ -134,31 +96,135 @@ func (k *Kube) Run(ctx context.Context, updates chan<- Update) error {
 		return ctx.Err()
 	}
 	poke()
+	k.loop(ctx, c, changed, poke, updates, log)
+	return nil
+}
+
+// loop sends an update for every settled burst of changes until ctx ends.
+func (k *Kube) loop(ctx context.Context, c cache.Cache, changed <-chan struct{}, poke func(), updates chan<- Update, log *slog.Logger) {
+	debounce := cmp.Or(k.Debounce, 50*time.Millisecond)
+	svc := &services{}
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-changed:
 		}
 		// Let a burst of events (a rollout, a resync) settle into one update.
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-time.After(debounce):
 		}
 		var list kubevirtv1.VirtualMachineInstanceList
 		if err := c.List(ctx, &list); err != nil {
-			if errors.Is(err, context.Canceled) {
-				return nil
+			if ctx.Err() != nil {
+				return
 			}
 			log.Error("listing cached VirtualMachineInstances", "error", err)
 			continue
 		}
 		u := k.convert(list.Items)
+		svc.resolve(ctx, c, &u, poke, log)
 		select {
 		case updates <- u:
 		case <-ctx.Done():
-			return nil
+			return
+		}
+	}
+}
+
+// watchKind starts c's informer for obj and pokes on every event of it.
+func watchKind(ctx context.Context, c cache.Cache, obj client.Object, poke func(), opts ...cache.InformerGetOption) error {
+	inf, err := c.GetInformer(ctx, obj, opts...)
+	if err != nil {
+		return err
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	})
+	return err
+}
+
+// cacheOptions keep in the cache only the VMIs of serving nodes (and, once a replica in mode
+// loadbalancer needs them, inferplane's Services), trimmed to what is read.
+func (k *Kube) cacheOptions(log *slog.Logger) cache.Options {
+	scheme := k8sruntime.NewScheme()
+	_ = kubevirtv1.AddToScheme(scheme)
+	_ = corev1.AddToScheme(scheme)
+	opts := cache.Options{
+		Scheme:               scheme,
+		DefaultLabelSelector: Selector(),
+		ByObject:             map[client.Object]cache.ByObject{&corev1.Service{}: {Label: serviceSelector()}},
+		DefaultTransform:     trim,
+		DefaultWatchErrorHandler: func(ctx context.Context, r *toolscache.Reflector, err error) {
+			log.Warn("watching the cluster failed; keeping the last known replicas", "error", err)
+			if k.OnWatchError != nil {
+				k.OnWatchError(err)
+			}
+			toolscache.DefaultWatchErrorHandler(ctx, r, err)
+		},
+	}
+	if len(k.Namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range k.Namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
+}
+
+// services resolves the addresses of replicas in mode loadbalancer. The Service informer
+// starts when the first such replica appears, so a cluster without any needs no permission
+// to read Services.
+type services struct {
+	started bool
+	synced  atomic.Bool
+}
+
+// resolve fills in u's loadbalancer addresses from the cached Services, or reports why not.
+func (s *services) resolve(ctx context.Context, c cache.Cache, u *Update, poke func(), log *slog.Logger) {
+	need := slices.ContainsFunc(u.Replicas, func(r Replica) bool { return r.Service != "" })
+	if need && !s.started {
+		s.started = true
+		go func() {
+			// Blocks until the Services are read (or ctx ends).
+			if err := watchKind(ctx, c, &corev1.Service{}, poke); err != nil {
+				if ctx.Err() == nil {
+					log.Error("kubernetes source: informer for Services", "error", err)
+				}
+				return
+			}
+			s.synced.Store(true)
+			poke()
+		}()
+	}
+	if !need {
+		return
+	}
+	byName := map[string]*corev1.Service{}
+	var list corev1.ServiceList
+	if s.synced.Load() {
+		if err := c.List(ctx, &list); err != nil {
+			log.Error("listing cached Services", "error", err)
+		}
+		for i := range list.Items {
+			byName[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
+		}
+	}
+	for i := range u.Replicas {
+		r := &u.Replicas[i]
+		if r.Service == "" {
+			continue
+		}
+		reason := "not served yet: reading Services (address mode loadbalancer)"
+		if s.synced.Load() {
+			reason = resolveService(r, byName[r.Namespace+"/"+r.Service])
+		}
+		if reason != "" {
+			u.Problems = append(u.Problems, Problem{Object: "VirtualMachineInstance/" + r.Key(), Reason: reason})
 		}
 	}
 }
@@ -238,12 +304,8 @@ func ReplicaFromVMI(vmi *kubevirtv1.VirtualMachineInstance, allowForeignNamespac
 			"annotation %s %q: expected \"true\" or \"false\"; requiring API keys", v1alpha1.AnnotationRequireAPIKey, v)})
 	}
 	r.Running = vmi.Status.Phase == kubevirtv1.Running
-	r.Address = servingIP(vmi)
-	if r.Address != "" {
-		if _, err := netip.ParseAddr(r.Address); err != nil {
-			problems = append(problems, Problem{Object: obj, Reason: fmt.Sprintf("status IP %q is not an IP address", r.Address)})
-			r.Address = ""
-		}
+	if reason := setAddress(r, vmi); reason != "" {
+		problems = append(problems, Problem{Object: obj, Reason: reason})
 	}
 	for _, c := range vmi.Status.Conditions {
 		if c.Type == kubevirtv1.VirtualMachineInstanceReady {
@@ -253,42 +315,20 @@ func ReplicaFromVMI(vmi *kubevirtv1.VirtualMachineInstance, allowForeignNamespac
 	return r, problems
 }
 
-// servingIP is the IP of the VMI's pod-network interface (the one Services and Envoy reach);
-// secondary networks (Multus, InfiniBand) carry the replica's own traffic. When no interface
-// is named after the pod network, the first interface with an address is used (KubeVirt lists
-// the pod network first).
-func servingIP(vmi *kubevirtv1.VirtualMachineInstance) string {
-	for _, n := range vmi.Spec.Networks {
-		if n.Pod == nil {
-			continue
+// trim keeps in the cache only what is read: a VMI's spec (disks, devices, cloud-init) and
+// managed fields are most of its size, and 10,000 of them add up.
+func trim(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *kubevirtv1.VirtualMachineInstance:
+		o.ManagedFields = nil
+		o.Spec = kubevirtv1.VirtualMachineInstanceSpec{Networks: o.Spec.Networks}
+		o.Status = kubevirtv1.VirtualMachineInstanceStatus{
+			Phase:      o.Status.Phase,
+			Conditions: o.Status.Conditions,
+			Interfaces: o.Status.Interfaces,
 		}
-		for _, itf := range vmi.Status.Interfaces {
-			if itf.Name == n.Name && itf.IP != "" {
-				return itf.IP
-			}
-		}
+	case *corev1.Service:
+		trimService(o)
 	}
-	for _, itf := range vmi.Status.Interfaces {
-		if itf.IP != "" {
-			return itf.IP
-		}
-	}
-	return ""
-}
-
-// trimVMI keeps in the cache only what ReplicaFromVMI reads: a VMI's spec (disks, devices,
-// cloud-init) and managed fields are most of its size, and 10,000 of them add up.
-func trimVMI(obj any) (any, error) {
-	vmi, ok := obj.(*kubevirtv1.VirtualMachineInstance)
-	if !ok {
-		return obj, nil
-	}
-	vmi.ManagedFields = nil
-	vmi.Spec = kubevirtv1.VirtualMachineInstanceSpec{Networks: vmi.Spec.Networks}
-	vmi.Status = kubevirtv1.VirtualMachineInstanceStatus{
-		Phase:      vmi.Status.Phase,
-		Conditions: vmi.Status.Conditions,
-		Interfaces: vmi.Status.Interfaces,
-	}
-	return vmi, nil
+	return obj, nil
 }

@@ -75,6 +75,51 @@ func TestReplicaFromVMI(t *testing.T) {
 				Namespace: "acme", Name: "big-r0-n0", Running: true, Address: "10.244.2.9", Port: 8000, Ready: true},
 		},
 		{
+			name: "address mode network: the IP of the named interface",
+			vmi: func() *kubevirtv1.VirtualMachineInstance {
+				v := head()
+				v.Annotations[v1alpha1.AnnotationAddressMode] = "network"
+				v.Annotations[v1alpha1.AnnotationAddressNetwork] = "serving"
+				return running(v, append(pod, kubevirtv1.VirtualMachineInstanceNetworkInterface{Name: "serving", IP: "172.16.4.2"}), true)
+			}(),
+			want: &Replica{Tenant: "acme", Job: "chat", Runtime: "vllm", RequireAPIKey: true, Index: "1",
+				Namespace: "acme", Name: "chat-r1-n0", Running: true, Address: "172.16.4.2", Port: 8000, Ready: true},
+		},
+		{
+			name: "address mode network, running without an IP there: reported, not served",
+			vmi: func() *kubevirtv1.VirtualMachineInstance {
+				v := head()
+				v.Annotations[v1alpha1.AnnotationAddressMode] = "network"
+				v.Annotations[v1alpha1.AnnotationAddressNetwork] = "serving"
+				return running(v, pod, true)
+			}(),
+			want: &Replica{Tenant: "acme", Job: "chat", Runtime: "vllm", RequireAPIKey: true, Index: "1",
+				Namespace: "acme", Name: "chat-r1-n0", Running: true, Port: 8000, Ready: true},
+			problems: []string{`not served yet: running, but its interface "serving" has no IP`},
+		},
+		{
+			name: "address mode loadbalancer: the Service is resolved by the source",
+			vmi: func() *kubevirtv1.VirtualMachineInstance {
+				v := head()
+				v.Annotations[v1alpha1.AnnotationAddressMode] = "loadbalancer"
+				v.Annotations[v1alpha1.AnnotationAddressService] = "chat-r1-n0"
+				return running(v, pod, true)
+			}(),
+			want: &Replica{Tenant: "acme", Job: "chat", Runtime: "vllm", RequireAPIKey: true, Index: "1",
+				Namespace: "acme", Name: "chat-r1-n0", Running: true, Port: 8000, Ready: true, Service: "chat-r1-n0"},
+		},
+		{
+			name: "unknown address mode: reported, not served",
+			vmi: func() *kubevirtv1.VirtualMachineInstance {
+				v := head()
+				v.Annotations[v1alpha1.AnnotationAddressMode] = "ingress"
+				return running(v, pod, true)
+			}(),
+			want: &Replica{Tenant: "acme", Job: "chat", Runtime: "vllm", RequireAPIKey: true, Index: "1",
+				Namespace: "acme", Name: "chat-r1-n0", Running: true, Port: 8000, Ready: true},
+			problems: []string{`not served: annotation inferplane.io/address-mode "ingress": expected pod, network or loadbalancer`},
+		},
+		{
 			name: "worker node is not a replica",
 			vmi:  vmitest.VMI(vmitest.Node{Tenant: "acme", Job: "big", Runtime: "vllm", Nodes: 2, Rank: 1, ServingPort: 8000}),
 		},
