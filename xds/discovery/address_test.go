@@ -144,7 +144,9 @@ func TestAddressModesWithGenerator(t *testing.T) {
 
 	// A Service that goes away takes the address with it, reported.
 	require.NoError(t, env.Client.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "lbco", Name: "qwen-r1-n0"}}))
-	u = next("Service deleted", func(u Update) bool { return strings.Contains(problemText(u), "Service lbco/qwen-r1-n0 (its address, mode loadbalancer) does not exist") })
+	u = next("Service deleted", func(u Update) bool {
+		return strings.Contains(problemText(u), "Service lbco/qwen-r1-n0 (its address, mode loadbalancer) does not exist")
+	})
 	assert.Empty(t, byKey(u)["lbco/qwen-r1-n0"].Address)
 	stop()
 	require.NoError(t, <-done)
