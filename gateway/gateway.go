@@ -12,10 +12,12 @@ import (
 	"log/slog"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 
 	"github.com/inferplane/inferplane/clusters"
 	"github.com/inferplane/inferplane/xds"
+	"github.com/inferplane/inferplane/xds/certs"
 	"github.com/inferplane/inferplane/xds/discovery"
 )
 
@@ -50,12 +52,20 @@ type Source struct {
 	ClusterCheckInterval time.Duration
 }
 
+// TLS chooses the certificates Envoy terminates TLS with: kubernetes.io/tls Secrets of these
+// namespaces of the gateway's cluster (none: no TLS), by label when Selector is set.
+type TLS struct {
+	Namespaces []string
+	Selector   labels.Selector
+}
+
 // Config is the whole gateway process.
 type Config struct {
 	// XDS is the xDS server's own configuration; Source, Filters and the extension points are
 	// filled in by Run.
 	XDS     xds.Config
 	Source  Source
+	TLS     TLS
 	APIKeys APIKeys
 	// Kube is the client configuration of the cluster the gateway runs in (VMIs for
 	// SourceKube, the key store in a namespace); it is called only when something needs it.
@@ -110,6 +120,13 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	cfg.XDS.Source = src
+	if len(cfg.TLS.Namespaces) > 0 {
+		rc, err := kubeConfig(cfg.Kube)
+		if err != nil {
+			return err
+		}
+		cfg.XDS.Certificates = &certs.Kube{Config: rc, Namespaces: cfg.TLS.Namespaces, Selector: cfg.TLS.Selector, Logger: log}
+	}
 	finish, err := wireAPIKeys(ctx, &cfg.XDS, cfg.APIKeys, cfg.Kube, log)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/inferplane/inferplane/xds/certs"
 	"github.com/inferplane/inferplane/xds/discovery"
 	"github.com/inferplane/inferplane/xds/health"
 	"github.com/inferplane/inferplane/xds/resources"
@@ -46,8 +47,11 @@ type ControllerConfig struct {
 	InitialProbeWait time.Duration
 	// RetryInterval is how soon a configuration that failed to build is tried again.
 	RetryInterval time.Duration
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer
+	// TLS says certificates are served (CertificatesChanged feeds them): endpoints no
+	// certificate covers are then reported.
+	TLS        bool
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
 }
 
 // Controller turns discovered replicas and their probe results into published resources. A
@@ -62,6 +66,7 @@ type Controller struct {
 	metrics *controllerMetrics
 
 	events chan health.Event
+	certs  chan certs.Update // the latest certificates, not yet taken by Run
 
 	mu          sync.Mutex
 	initialized bool
@@ -69,10 +74,12 @@ type Controller struct {
 	byJob       map[string][]discovery.Replica // by job key, lowest replica first
 	publishedOK bool                           // a configuration has been published
 	probes      map[string]probeState          // by replica key
-	problems    map[string]bool
+	problems    map[string]map[string]bool     // by origin (problemsSource, ...), then text
+	tls         tlsState
 	published   map[string]publishedJob // by job key
 	lastErr     error                   // why the last configuration failed to build or publish; nil once one succeeds
 	pending     map[string]bool         // replicas whose first probe the first publish waits for
+	sourceSeen  bool                    // the source's first update arrived
 }
 
 type probeState struct {
@@ -105,9 +112,10 @@ func NewController(cfg ControllerConfig, pub Publisher, prober Prober) (*Control
 		log:       log,
 		metrics:   newControllerMetrics(cfg.Registerer),
 		events:    make(chan health.Event, 1024),
+		certs:     make(chan certs.Update, 1),
 		replicas:  map[string]discovery.Replica{},
 		probes:    map[string]probeState{},
-		problems:  map[string]bool{},
+		problems:  map[string]map[string]bool{},
 		published: map[string]publishedJob{},
 	}, nil
 }
@@ -135,6 +143,8 @@ func (c *Controller) Run(ctx context.Context, updates <-chan discovery.Update) {
 			}
 		case ev := <-c.events:
 			p = c.applyHealth(ev)
+		case u := <-c.certs:
+			p = c.applyCertificates(u)
 		case <-initialWait:
 			p = c.whenInitialWaitEnds()
 		case <-retry.C:
@@ -150,6 +160,8 @@ type publication struct {
 	full bool
 	// jobs are every job's endpoint (full), or those of the jobs whose replicas changed.
 	jobs map[string]*resources.Endpoint
+	// certs are the certificates to serve (full).
+	certs []resources.Certificate
 	// healthAt is when the health event that caused it arrived (zero for other causes).
 	healthAt time.Time
 }
@@ -159,38 +171,50 @@ type publication struct {
 func (c *Controller) applyUpdate(u discovery.Update) (p publication, wait bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.setProblems(u.Problems)
+	c.setProblems(problemsSource, u.Problems)
 	targets := c.setReplicas(u.Replicas)
 	c.prober.SetTargets(targets)
 
 	if !c.initialized {
+		c.sourceSeen = true
 		c.pending = map[string]bool{}
 		for _, t := range targets {
 			if _, ok := c.probes[t.Key]; !ok {
 				c.pending[t.Key] = true
 			}
 		}
-		if len(c.pending) == 0 {
+		if c.readyToStart() {
 			return c.fullPublication(), false
 		}
-		c.log.Info("waiting for the first probe of every replica before the first publish",
+		c.log.Info("waiting for the first probe of every replica (and the certificates, with TLS) before the first publish",
 			"replicas", len(c.pending), "atMost", c.cfg.InitialProbeWait)
 		return publication{}, true
 	}
 	return c.reconcile(), false
 }
 
-// setProblems keeps the source's problems, logging each new one once; mu is held.
-func (c *Controller) setProblems(list []discovery.Problem) {
+// Origins of problems.
+const (
+	problemsSource = "discovery"
+	problemsCerts  = "certificates"
+	problemsTLS    = "tls"
+)
+
+// setProblems replaces the problems of one origin, logging each new one once; mu is held.
+func (c *Controller) setProblems(origin string, list []discovery.Problem) {
 	problems := make(map[string]bool, len(list))
 	for _, p := range list {
 		problems[p.String()] = true
-		if !c.problems[p.String()] {
-			c.log.Warn("discovery problem", "object", p.Object, "reason", p.Reason)
+		if !c.problems[origin][p.String()] {
+			c.log.Warn(origin+" problem", "object", p.Object, "reason", p.Reason)
 		}
 	}
-	c.problems = problems
-	c.metrics.problems.Set(float64(len(problems)))
+	c.problems[origin] = problems
+	n := 0
+	for _, ps := range c.problems {
+		n += len(ps)
+	}
+	c.metrics.problems.Set(float64(n))
 }
 
 // setReplicas replaces the known replicas and returns the ones to probe; probe results of
@@ -237,7 +261,7 @@ func (c *Controller) applyHealth(ev health.Event) publication {
 	c.probes[ev.Key] = probeState{url: ev.URL, healthy: ev.Healthy, reason: ev.Reason}
 	if !c.initialized {
 		delete(c.pending, ev.Key)
-		if len(c.pending) == 0 {
+		if c.readyToStart() {
 			return c.fullPublication()
 		}
 		return publication{}
@@ -245,6 +269,12 @@ func (c *Controller) applyHealth(ev health.Event) publication {
 	p := c.reconcileJobs(r.JobKey())
 	p.healthAt = start
 	return p
+}
+
+// readyToStart says the first publish has all it waits for: the source's first update, the
+// first probe of every replica it named and, with TLS, the certificates. mu is held.
+func (c *Controller) readyToStart() bool {
+	return c.sourceSeen && len(c.pending) == 0 && (!c.cfg.TLS || c.tls.received)
 }
 
 // whenInitialWaitEnds publishes what is known when some replicas never answered their first
@@ -312,18 +342,18 @@ func (c *Controller) jobs() map[string]*resources.Endpoint {
 func (c *Controller) fullPublication() publication {
 	c.initialized = true
 	c.pending = nil
-	return publication{full: true, jobs: c.jobs()}
+	return publication{full: true, jobs: c.jobs(), certs: c.tls.certs}
 }
 
 // reconcile publishes whatever differs from what was published; mu is held.
 func (c *Controller) reconcile() publication {
 	jobs := c.jobs()
 	if len(jobs) != len(c.published) {
-		return publication{full: true, jobs: jobs}
+		return publication{full: true, jobs: jobs, certs: c.tls.certs}
 	}
 	for key, ep := range jobs {
 		if p, ok := c.published[key]; !ok || p.info != ep.EndpointInfo {
-			return publication{full: true, jobs: jobs}
+			return publication{full: true, jobs: jobs, certs: c.tls.certs}
 		}
 	}
 	return c.changedEndpoints(jobs)
@@ -365,7 +395,7 @@ func (c *Controller) changedEndpoints(jobs map[string]*resources.Endpoint) publi
 func (c *Controller) publish(ctx context.Context, p publication) {
 	switch {
 	case p.full:
-		c.publishAll(ctx, p.jobs)
+		c.publishAll(ctx, p.jobs, p.certs)
 	case len(p.jobs) > 0:
 		clas := make([]*endpointv3.ClusterLoadAssignment, 0, len(p.jobs))
 		for _, k := range slices.Sorted(maps.Keys(p.jobs)) {
@@ -386,12 +416,12 @@ func (c *Controller) publish(ctx context.Context, p publication) {
 
 // publishAll builds and publishes the whole configuration. On error the last good
 // configuration stays in force and the Run loop retries.
-func (c *Controller) publishAll(ctx context.Context, jobs map[string]*resources.Endpoint) {
+func (c *Controller) publishAll(ctx context.Context, jobs map[string]*resources.Endpoint, certs []resources.Certificate) {
 	eps := make([]resources.Endpoint, 0, len(jobs))
 	for _, ep := range jobs {
 		eps = append(eps, *ep)
 	}
-	set, err := resources.Build(c.cfg.Resources, eps, c.cfg.Filters)
+	set, report, err := resources.BuildTLS(c.cfg.Resources, eps, certs, c.cfg.Filters)
 	if err != nil {
 		c.fail(fmt.Errorf("build configuration: %w", err))
 		return
@@ -407,6 +437,7 @@ func (c *Controller) publishAll(ctx context.Context, jobs map[string]*resources.
 		c.published[k] = publishedJob{info: ep.EndpointInfo, replicas: sortedReplicas(ep.Replicas)}
 	}
 	c.lastErr, c.publishedOK = nil, true
+	c.setTLSReport(report)
 	c.updateGauges()
 }
 
@@ -449,10 +480,11 @@ func (c *Controller) Ready() bool {
 func (c *Controller) Problems() (problems []string, lastErr string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	problems = slices.Sorted(maps.Keys(c.problems))
-	if problems == nil {
-		problems = []string{}
+	problems = []string{}
+	for _, ps := range c.problems {
+		problems = append(problems, slices.Collect(maps.Keys(ps))...)
 	}
+	slices.Sort(problems)
 	if c.lastErr != nil {
 		lastErr = c.lastErr.Error()
 	}
@@ -461,12 +493,15 @@ func (c *Controller) Problems() (problems []string, lastErr string) {
 
 // EndpointStatus is one endpoint as the status page shows it.
 type EndpointStatus struct {
-	Endpoint      string          `json:"endpoint"`
-	Host          string          `json:"host"`
-	Runtime       string          `json:"runtime"`
-	RequireAPIKey bool            `json:"requireAPIKey"`
-	Serving       int             `json:"serving"`
-	Replicas      []ReplicaStatus `json:"replicas"`
+	Endpoint      string `json:"endpoint"`
+	Host          string `json:"host"`
+	Runtime       string `json:"runtime"`
+	RequireAPIKey bool   `json:"requireAPIKey"`
+	Serving       int    `json:"serving"`
+	// TLS is the certificate that serves the endpoint's host, or why none does (when the
+	// server serves TLS).
+	TLS      *resources.TLSChoice `json:"tls,omitempty"`
+	Replicas []ReplicaStatus      `json:"replicas"`
 }
 
 // ReplicaStatus is one replica's state and why it does or does not take traffic.
@@ -509,6 +544,9 @@ func (c *Controller) Status() []EndpointStatus {
 		if p, ok := c.published[k]; ok {
 			es.Runtime, es.RequireAPIKey = p.info.Runtime, p.info.RequireAPIKey
 		}
+		if ch, ok := c.tls.report[k]; ok && c.cfg.TLS {
+			es.TLS = &ch
+		}
 		slices.SortFunc(es.Replicas, func(a, b ReplicaStatus) int { return cmp.Compare(a.Name, b.Name) })
 		out = append(out, *es)
 	}
@@ -538,6 +576,7 @@ type controllerMetrics struct {
 	jobs            prometheus.Gauge
 	replicas        *prometheus.GaugeVec
 	problems        prometheus.Gauge
+	tlsEndpoints    *prometheus.GaugeVec
 	publishErrors   prometheus.Counter
 	healthToPublish prometheus.Histogram
 }
@@ -551,8 +590,9 @@ func newControllerMetrics(reg prometheus.Registerer) *controllerMetrics {
 			Name: "inferplane_xds_replicas", Help: "Replicas discovered (known) and taking traffic (serving).",
 		}, []string{"state"}),
 		problems: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "inferplane_xds_discovery_problems", Help: "Objects the source skipped or read with a default (see the logs).",
+			Name: "inferplane_xds_discovery_problems", Help: "Problems of replica discovery, certificates and TLS: objects skipped or read with a default, endpoints off TLS (see /debug/endpoints).",
 		}),
+		tlsEndpoints: newTLSEndpointsGauge(),
 		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inferplane_xds_publish_errors_total", Help: "Configurations that could not be built or published (the last good one stays).",
 		}),
@@ -563,7 +603,7 @@ func newControllerMetrics(reg prometheus.Registerer) *controllerMetrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.jobs, m.replicas, m.problems, m.publishErrors, m.healthToPublish)
+		reg.MustRegister(m.jobs, m.replicas, m.problems, m.tlsEndpoints, m.publishErrors, m.healthToPublish)
 	}
 	return m
 }

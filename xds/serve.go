@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/inferplane/inferplane/xds/certs"
 	"github.com/inferplane/inferplane/xds/discovery"
 	"github.com/inferplane/inferplane/xds/health"
 	"github.com/inferplane/inferplane/xds/resources"
@@ -33,9 +34,12 @@ type Config struct {
 	GRPCAddress  string
 	AdminAddress string
 
-	Source    discovery.Source
-	Resources resources.Config
-	Health    health.Config
+	Source discovery.Source
+	// Certificates, when set, are the TLS certificates Envoy terminates TLS with (Resources'
+	// TLS listener); nil serves plain HTTP only.
+	Certificates certs.Source
+	Resources    resources.Config
+	Health       health.Config
 	// Filters adds the API-key and usage filters to the listener; nil adds none.
 	Filters resources.Filters
 
@@ -152,6 +156,7 @@ func newProcess(streamCtx context.Context, cfg Config) (_ *proc, err error) {
 		Filters:          cfg.Filters,
 		HealthPath:       cfg.Health.Path,
 		InitialProbeWait: cfg.Health.Timeout + time.Second + min(cfg.Health.Interval, time.Second),
+		TLS:              cfg.Certificates != nil,
 		Logger:           p.log,
 		Registerer:       reg,
 	}, p.srv, p.checker)
@@ -217,7 +222,7 @@ func (p *proc) run(ctx context.Context, endStreams context.CancelFunc) error {
 	defer cancel()
 	updates := make(chan discovery.Update)
 	var wg sync.WaitGroup
-	errs := make(chan error, 5)
+	errs := make(chan error, 7)
 	start := func(name string, f func() error) {
 		wg.Go(func() {
 			if err := f(); err != nil {
@@ -227,6 +232,20 @@ func (p *proc) run(ctx context.Context, endStreams context.CancelFunc) error {
 		})
 	}
 	start("replica source", func() error { return p.cfg.Source.Run(ctx, updates) })
+	if p.cfg.Certificates != nil {
+		certUpdates := make(chan certs.Update)
+		start("certificates", func() error { return p.cfg.Certificates.Run(ctx, certUpdates) })
+		start("certificate updates", func() error {
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case u := <-certUpdates:
+					p.ctrl.CertificatesChanged(u)
+				}
+			}
+		})
+	}
 	start("health checker", func() error { p.checker.Run(ctx); return nil })
 	start("controller", func() error { p.ctrl.Run(ctx, updates); return nil })
 	start("grpc server", func() error { return p.grpc.Serve(p.grpcLis) })

@@ -53,6 +53,8 @@ type xdsServeFlags struct {
 	kubeconfig   string
 	kubeCtx      string
 	vcSelector   string
+	tlsSelector  string
+	httpRedirect bool
 }
 
 func newXDSServeCmd() *cobra.Command {
@@ -141,6 +143,11 @@ func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&r.Domain, "domain", "", "endpoint host names are <job>.<tenant>.<domain> (required)")
 	fs.StringVar(&r.ListenerAddress, "listener-address", r.ListenerAddress, "address Envoy accepts client traffic on")
 	fs.Uint32Var(&f.listenerPort, "listener-port", r.ListenerPort, "port Envoy accepts client traffic on (HTTP/1.1 and HTTP/2)")
+	fs.StringSliceVar(&f.cfg.TLS.Namespaces, "tls-secret-namespace", nil,
+		"terminate TLS with the kubernetes.io/tls Secrets of this namespace (repeatable; none: plain HTTP only)")
+	fs.StringVar(&f.tlsSelector, "tls-secret-selector", "", "label selector of the TLS Secrets to read")
+	fs.Uint32Var(&r.TLSListenerPort, "tls-listener-port", r.TLSListenerPort, "port Envoy terminates TLS on, for the endpoints a certificate covers")
+	fs.BoolVar(&f.httpRedirect, "http-redirect", true, "answer plain HTTP to an endpoint served on TLS with a redirect to HTTPS (false: serve it on both)")
 	fs.DurationVar(&f.streamIdle, "stream-idle-timeout", r.StreamIdleTimeout,
 		"reset a request after this long without a byte either way (there is no overall request timeout, so SSE streams are not cut)")
 	fs.DurationVar(&f.connect, "connect-timeout", r.ConnectTimeout, "timeout of Envoy's connections to a replica")
@@ -185,6 +192,14 @@ func (f *xdsServeFlags) config(cmd *cobra.Command) (gateway.Config, error) {
 	r.ListenerPort, r.MaxEjectionPercent = f.listenerPort, f.maxEjectPct
 	r.MaxRequests, r.MaxPendingRequests = f.maxRequests, f.maxRequests
 	r.StreamIdleTimeout, r.ConnectTimeout = f.streamIdle, f.connect
+	r.KeepPlainHTTP = !f.httpRedirect
+	if f.tlsSelector != "" {
+		sel, err := labels.Parse(f.tlsSelector)
+		if err != nil {
+			return cfg, fmt.Errorf("--tls-secret-selector %q: %w", f.tlsSelector, err)
+		}
+		cfg.TLS.Selector = sel
+	}
 	kubeconfig, kubeCtx := f.kubeconfig, f.kubeCtx
 	cfg.Kube = func() (*rest.Config, error) { return kubeRESTConfig(kubeconfig, kubeCtx) }
 	cfg.APIKeys.DefaultFile = defaultKeysFile()

@@ -14,6 +14,7 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -33,6 +34,8 @@ type Set struct {
 	// LoadAssignments has one entry per job cluster, in cluster order, also for jobs with no
 	// ready replica (an empty assignment: Envoy answers 503 rather than keep a stale host).
 	LoadAssignments []*endpointv3.ClusterLoadAssignment
+	// Secrets are the TLS certificates the TLS listener serves, delivered over SDS.
+	Secrets []*tlsv3.Secret
 }
 
 // notFoundBody is the OpenAI-style error body of the 404 answers Envoy gives itself.
@@ -41,48 +44,65 @@ const (
 	notFoundHostBody = `{"error":{"message":"no inference endpoint has this host name","type":"invalid_request_error","code":"not_found"}}`
 )
 
-// Build renders the resources for the given endpoints. Endpoints are sorted by key, so the
-// output does not depend on the input order. filters may be nil.
+// Build renders the resources for the given endpoints, without TLS. Endpoints are sorted by
+// key, so the output does not depend on the input order. filters may be nil.
 func Build(cfg Config, endpoints []Endpoint, filters Filters) (*Set, error) {
+	set, _, err := BuildTLS(cfg, endpoints, nil, filters)
+	return set, err
+}
+
+// BuildTLS is Build with TLS at the edge: each endpoint whose host a certificate covers is
+// served on the TLS listener too (and, unless cfg.KeepPlainHTTP, redirected there from plain
+// HTTP); the report says which certificate serves each endpoint, or why none does.
+func BuildTLS(cfg Config, endpoints []Endpoint, certs []Certificate, filters Filters) (*Set, TLSReport, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg = cfg.withDefaults()
 	eps := slices.Clone(endpoints)
 	slices.SortFunc(eps, func(a, b Endpoint) int { return cmp.Compare(a.Key(), b.Key()) })
 	for i, ep := range eps {
 		if err := ep.Validate(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if i > 0 && eps[i-1].Key() == ep.Key() {
-			return nil, fmt.Errorf("endpoint %s: listed twice", ep.Key())
+			return nil, nil, fmt.Errorf("endpoint %s: listed twice", ep.Key())
 		}
 	}
+	report := chooseCertificates(cfg, eps, certs)
 
 	set := &Set{}
 	hcm, err := connectionManager(cfg, filters)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lis, err := listener(cfg, hcm)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	set.Listeners = []*listenerv3.Listener{lis}
+	tlsLis, secrets, err := tlsResources(cfg, eps, certs, report, hcm)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tlsLis != nil {
+		set.Listeners, set.Secrets = append(set.Listeners, tlsLis), secrets
+	}
 
 	rc := &routev3.RouteConfiguration{Name: RouteConfigName}
 	for _, ep := range eps {
 		vh, err := virtualHost(cfg, ep.EndpointInfo, filters)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		requireTLS(cfg, vh, report[ep.Key()])
 		rc.VirtualHosts = append(rc.VirtualHosts, vh)
 		set.Clusters = append(set.Clusters, cluster(cfg, ep.EndpointInfo))
 		set.LoadAssignments = append(set.LoadAssignments, LoadAssignment(ep))
 	}
 	catch, err := catchAll(filters)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rc.VirtualHosts = append(rc.VirtualHosts, catch)
 	set.Routes = []*routev3.RouteConfiguration{rc}
@@ -90,13 +110,13 @@ func Build(cfg Config, endpoints []Endpoint, filters Filters) (*Set, error) {
 	if filters != nil {
 		extra, err := filters.Clusters()
 		if err != nil {
-			return nil, fmt.Errorf("filter clusters: %w", err)
+			return nil, nil, fmt.Errorf("filter clusters: %w", err)
 		}
 		set.Clusters = append(set.Clusters, extra...)
 	}
 	// Validation (every resource, and the set's consistency) is the publisher's:
 	// server.SetConfig refuses a set that fails it, whoever built it.
-	return set, nil
+	return set, report, nil
 }
 
 // LoadAssignment is a job's endpoints: one per ready replica, marked HEALTHY, in a stable
@@ -358,8 +378,14 @@ func (s *Set) Validate() error {
 	for _, r := range s.LoadAssignments {
 		check("load assignment", r.GetClusterName(), r)
 	}
+	for _, r := range s.Secrets {
+		check("secret", r.GetName(), r)
+	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
+	}
+	if err := s.checkSecretRefs(); err != nil {
+		return err
 	}
 	snap, err := s.Snapshot("check")
 	if err != nil {
@@ -378,6 +404,7 @@ func (s *Set) Snapshot(version string) (*cachev3.Snapshot, error) {
 		resourcev3.RouteType:    asResources(s.Routes),
 		resourcev3.ClusterType:  asResources(s.Clusters),
 		resourcev3.EndpointType: asResources(s.LoadAssignments),
+		resourcev3.SecretType:   asResources(s.Secrets),
 	})
 }
 

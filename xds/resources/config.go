@@ -32,6 +32,11 @@ type Config struct {
 	// cleartext HTTP/2 on the same port).
 	ListenerAddress string
 	ListenerPort    uint32
+	// TLSListenerPort is where Envoy terminates TLS for the endpoints a certificate covers
+	// (the listener exists only while one does). KeepPlainHTTP serves those endpoints on the
+	// plain listener too; by default a plain request to one is redirected to HTTPS.
+	TLSListenerPort uint32
+	KeepPlainHTTP   bool
 
 	// ConnectTimeout bounds a TCP connect to a replica.
 	ConnectTimeout time.Duration
@@ -65,6 +70,7 @@ func DefaultConfig(domain string) Config {
 		Domain:                    domain,
 		ListenerAddress:           "0.0.0.0",
 		ListenerPort:              8080,
+		TLSListenerPort:           8443,
 		ConnectTimeout:            3 * time.Second,
 		StreamIdleTimeout:         10 * time.Minute,
 		RequestHeadersTimeout:     10 * time.Second,
@@ -97,6 +103,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	setU(&c.ListenerPort, d.ListenerPort)
+	setU(&c.TLSListenerPort, d.TLSListenerPort)
 	setD(&c.ConnectTimeout, d.ConnectTimeout)
 	setD(&c.StreamIdleTimeout, d.StreamIdleTimeout)
 	setD(&c.RequestHeadersTimeout, d.RequestHeadersTimeout)
@@ -123,6 +130,9 @@ func (c Config) Validate() error {
 	}
 	if c.ListenerPort > 65535 {
 		return fmt.Errorf("listener port %d: must be 1-65535", c.ListenerPort)
+	}
+	if c.TLSListenerPort > 65535 || c.TLSListenerPort == c.ListenerPort {
+		return fmt.Errorf("TLS listener port %d: must be 1-65535 and differ from the listener port", c.TLSListenerPort)
 	}
 	if c.MaxEjectionPercent > 100 {
 		return fmt.Errorf("max ejection percent %d: must be 0-100", c.MaxEjectionPercent)

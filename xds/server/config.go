@@ -31,6 +31,7 @@ import (
 // rules for when to answer. Large responses wait for their share of a budget of bytes in
 // flight (see budget).
 type configCache struct {
+	types []string // the types it serves, in the order a publish answers them
 	parking
 	cur   *config // nil until the first publish; guarded by mu
 	sotw  map[*configWatch]struct{}
@@ -69,13 +70,23 @@ type configDeltaWatch struct {
 
 var _ cachev3.Cache = (*configCache)(nil)
 
-// configTypes are the types the cache serves, in the order go-control-plane's snapshot cache
-// answers them on a publish (clusters before listeners before routes).
+// configTypes are the types the configuration cache serves, in the order go-control-plane's
+// snapshot cache answers them on a publish (clusters before listeners before routes).
 var configTypes = []string{resourcev3.ClusterType, resourcev3.ListenerType, resourcev3.RouteType}
 
-// newConfigCache returns an empty cache; watches wait for the first Publish.
-func newConfigCache() *configCache {
-	return &configCache{sotw: map[*configWatch]struct{}{}, delta: map[*configDeltaWatch]struct{}{}}
+// allTypes is the order in which resources are hashed into a version (as the configuration's
+// version has always been computed: listeners, routes, clusters), then secrets.
+var allTypes = []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.SecretType}
+
+// newConfigCache returns an empty cache of listeners, routes and clusters; watches wait for the
+// first publish.
+func newConfigCache() *configCache { return newCache(configTypes...) }
+
+// newSecretCache returns an empty cache of SDS secrets (TLS certificates).
+func newSecretCache() *configCache { return newCache(resourcev3.SecretType) }
+
+func newCache(types ...string) *configCache {
+	return &configCache{types: types, sotw: map[*configWatch]struct{}{}, delta: map[*configDeltaWatch]struct{}{}}
 }
 
 // encodeConfig encodes a resource set's listeners, routes and clusters. Its version hashes
@@ -83,6 +94,28 @@ func newConfigCache() *configCache {
 // process, so an Envoy that reconnects to another replica of the xDS server is not sent what
 // it already has.
 func encodeConfig(set *resources.Set) (*config, error) {
+	return encodeTypes(map[string][]types.Resource{
+		resourcev3.ListenerType: asResources(set.Listeners),
+		resourcev3.RouteType:    asResources(set.Routes),
+		resourcev3.ClusterType:  asResources(set.Clusters),
+	})
+}
+
+// encodeSecrets encodes a resource set's SDS secrets, versioned like encodeConfig.
+func encodeSecrets(set *resources.Set) (*config, error) {
+	return encodeTypes(map[string][]types.Resource{resourcev3.SecretType: asResources(set.Secrets)})
+}
+
+func asResources[T types.Resource](in []T) []types.Resource {
+	out := make([]types.Resource, len(in))
+	for i, r := range in {
+		out[i] = r
+	}
+	return out
+}
+
+// encodeTypes encodes resources by type, in the order of allTypes.
+func encodeTypes(byType map[string][]types.Resource) (*config, error) {
 	h := sha256.New()
 	cfg := &config{byType: map[string]*configType{}}
 	add := func(typeURL string, r types.Resource) error {
@@ -105,19 +138,11 @@ func encodeConfig(set *resources.Set) (*config, error) {
 		ct.res[name] = &configEntry{any: a, delta: &discoveryv3.Resource{Name: name, Version: cachev3.HashResource(b), Resource: a}}
 		return nil
 	}
-	for _, r := range set.Listeners {
-		if err := add(resourcev3.ListenerType, r); err != nil {
-			return nil, err
-		}
-	}
-	for _, r := range set.Routes {
-		if err := add(resourcev3.RouteType, r); err != nil {
-			return nil, err
-		}
-	}
-	for _, r := range set.Clusters {
-		if err := add(resourcev3.ClusterType, r); err != nil {
-			return nil, err
+	for _, t := range allTypes {
+		for _, r := range byType[t] {
+			if err := add(t, r); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, ct := range cfg.byType {
@@ -133,7 +158,7 @@ func (c *configCache) publish(cfg *config) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cur = cfg
-	for _, t := range configTypes {
+	for _, t := range c.types {
 		for w := range c.sotw {
 			if w.req.GetTypeUrl() == t {
 				c.answerSotw(w)
@@ -158,7 +183,7 @@ func (c *configCache) Version() string {
 }
 
 func (c *configCache) checkType(typeURL string) error {
-	if !slices.Contains(configTypes, typeURL) {
+	if !slices.Contains(c.types, typeURL) {
 		return errors.New("config cache: unexpected type " + typeURL)
 	}
 	return nil

@@ -77,6 +77,7 @@ func (l linearStore) Get() map[string]*endpointv3.ClusterLoadAssignment {
 type Server struct {
 	log       *slog.Logger
 	config    *configCache
+	secrets   *configCache // TLS certificates (SDS)
 	endpoints endpointStore
 	xds       serverv3.Server
 	names     *nameTable
@@ -117,12 +118,14 @@ func New(ctx context.Context, opts Options) *Server {
 	s := &Server{
 		log:       log,
 		config:    newConfigCache(),
+		secrets:   newSecretCache(),
 		endpoints: eps,
 		names:     newNameTable(),
 		metrics:   newMetrics(opts.Registerer),
 		nodes:     map[string]int{},
 	}
 	s.config.budget = b
+	s.secrets.budget = b
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -145,15 +148,18 @@ func New(ctx context.Context, opts Options) *Server {
 	mux := &cachev3.MuxCache{
 		Classify:      func(r *cachev3.Request) string { return classify(r.GetTypeUrl()) },
 		ClassifyDelta: func(r *cachev3.DeltaRequest) string { return classify(r.GetTypeUrl()) },
-		Caches:        map[string]cachev3.Cache{"eds": s.endpoints, "config": s.config},
+		Caches:        map[string]cachev3.Cache{"eds": s.endpoints, "config": s.config, "sds": s.secrets},
 	}
 	s.xds = serverv3.NewServer(ctx, mux, s.callbacks())
 	return s
 }
 
 func classify(typeURL string) string {
-	if typeURL == resourcev3.EndpointType {
+	switch typeURL {
+	case resourcev3.EndpointType:
 		return "eds"
+	case resourcev3.SecretType:
+		return "sds"
 	}
 	return "config"
 }
@@ -183,8 +189,17 @@ func (s *Server) SetConfig(ctx context.Context, set *resources.Set) error {
 	if err != nil {
 		return err
 	}
+	secrets, err := encodeSecrets(set)
+	if err != nil {
+		return err
+	}
 	s.publish.Lock()
 	defer s.publish.Unlock()
+
+	// Certificates first: a listener that names a new one finds it.
+	if s.secrets.Version() != secrets.version {
+		s.secrets.publish(secrets)
+	}
 
 	current := s.endpoints.Get()
 	update := map[string]*endpointv3.ClusterLoadAssignment{}
@@ -219,7 +234,8 @@ func (s *Server) SetConfig(ctx context.Context, set *resources.Set) error {
 	s.metrics.clusters.Set(float64(len(set.Clusters)))
 	s.metrics.loadAssignments.Add(float64(len(update)))
 	s.log.Info("published configuration", "version", cfg.version,
-		"clusters", len(set.Clusters), "changedLoadAssignments", len(update), "removedLoadAssignments", len(stale))
+		"clusters", len(set.Clusters), "changedLoadAssignments", len(update), "removedLoadAssignments", len(stale),
+		"certificates", len(set.Secrets))
 	return errors.Join(errs...)
 }
 

@@ -21,6 +21,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
@@ -32,6 +33,8 @@ type State struct {
 	Listeners []string
 	Routes    map[string]*routev3.RouteConfiguration
 	Clusters  []string
+	// Secrets maps an SDS secret (a TLS certificate) to its certificate chain (PEM).
+	Secrets map[string][]byte
 	// Endpoints maps a cluster to its endpoints' addresses ("ip:port"), sorted.
 	Endpoints map[string][]string
 	// Versions are the last accepted versions per type (state of the world only).
@@ -62,7 +65,8 @@ type Agent struct {
 
 // Start opens the stream and runs the agent until ctx ends or the stream fails.
 func Start(ctx context.Context, conn grpc.ClientConnInterface, a *Agent) error {
-	a.state = State{Routes: map[string]*routev3.RouteConfiguration{}, Endpoints: map[string][]string{}, Versions: map[string]string{}}
+	a.state = State{Routes: map[string]*routev3.RouteConfiguration{}, Endpoints: map[string][]string{}, Versions: map[string]string{},
+		Secrets: map[string][]byte{}}
 	a.changed = make(chan struct{})
 	a.done = make(chan struct{})
 	client := discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
@@ -201,12 +205,27 @@ func routeNames(l *listenerv3.Listener) []string {
 	return out
 }
 
+// secretNames reads the SDS secrets a listener's TLS filter chains ask for.
+func secretNames(l *listenerv3.Listener) []string {
+	var out []string
+	for _, fc := range l.GetFilterChains() {
+		var ctx tlsv3.DownstreamTlsContext
+		if ts := fc.GetTransportSocket(); ts != nil && ts.GetTypedConfig().UnmarshalTo(&ctx) == nil {
+			for _, sds := range ctx.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs() {
+				out = append(out, sds.GetName())
+			}
+		}
+	}
+	return out
+}
+
 // decoded is one resource of a response.
 type decoded struct {
 	listener *listenerv3.Listener
 	route    *routev3.RouteConfiguration
 	cluster  *clusterv3.Cluster
 	cla      *endpointv3.ClusterLoadAssignment
+	secret   *tlsv3.Secret
 }
 
 func decode(a *anypb.Any) (decoded, error) {
@@ -225,6 +244,9 @@ func decode(a *anypb.Any) (decoded, error) {
 	case resourcev3.EndpointType:
 		d.cla = &endpointv3.ClusterLoadAssignment{}
 		err = a.UnmarshalTo(d.cla)
+	case resourcev3.SecretType:
+		d.secret = &tlsv3.Secret{}
+		err = a.UnmarshalTo(d.secret)
 	default:
 		err = fmt.Errorf("unexpected resource type %s", a.GetTypeUrl())
 	}
@@ -291,74 +313,8 @@ func (s *sotwRun) loop() error {
 			}
 			ds = append(ds, d)
 		}
-		var follow []string // the dependent type whose subscription changed
-		switch t {
-		case resourcev3.ClusterType:
-			var cs []*clusterv3.Cluster
-			for _, d := range ds {
-				cs = append(cs, d.cluster)
-			}
-			names := edsNames(cs)
-			s.a.update(func(st *State) {
-				st.Clusters = names
-				for c := range st.Endpoints {
-					if !slices.Contains(names, c) {
-						delete(st.Endpoints, c)
-					}
-				}
-				st.Versions[t] = resp.GetVersionInfo()
-			})
-			if !slices.Equal(names, s.names[resourcev3.EndpointType]) {
-				s.names[resourcev3.EndpointType] = names
-				follow = append(follow, resourcev3.EndpointType)
-			}
-		case resourcev3.ListenerType:
-			var ls, routes []string
-			for _, d := range ds {
-				ls = append(ls, d.listener.GetName())
-				routes = append(routes, routeNames(d.listener)...)
-			}
-			slices.Sort(routes)
-			s.a.update(func(st *State) { st.Listeners = ls; st.Versions[t] = resp.GetVersionInfo() })
-			if !slices.Equal(routes, s.names[resourcev3.RouteType]) {
-				s.names[resourcev3.RouteType] = routes
-				follow = append(follow, resourcev3.RouteType)
-			}
-		case resourcev3.RouteType:
-			s.a.update(func(st *State) {
-				for _, d := range ds {
-					if s.a.KeepRoutes {
-						st.Routes[d.route.GetName()] = d.route
-					} else {
-						st.Routes[d.route.GetName()] = nil
-					}
-				}
-				st.Versions[t] = resp.GetVersionInfo()
-			})
-		case resourcev3.EndpointType:
-			type got struct {
-				name  string
-				addrs []string
-			}
-			var gs []got
-			for _, d := range ds {
-				gs = append(gs, got{d.cla.GetClusterName(), Addresses(d.cla)})
-			}
-			if s.a.OnEndpoints != nil {
-				for _, g := range gs {
-					s.a.OnEndpoints(g.name, g.addrs, at)
-				}
-			}
-			s.a.update(func(st *State) {
-				s.a.endpoints += len(gs)
-				if !s.a.Discard {
-					for _, g := range gs {
-						st.Endpoints[g.name] = g.addrs
-					}
-				}
-				st.Versions[t] = resp.GetVersionInfo()
-			})
-		}
+		follow := s.apply(t, ds, at)
+		s.a.update(func(st *State) { st.Versions[t] = resp.GetVersionInfo() })
 		// ACK, then ask for what the new response points at.
 		if err := s.send(t); err != nil {
 			return err
@@ -369,6 +325,119 @@ func (s *sotwRun) loop() error {
 			}
 		}
 	}
+}
+
+// apply takes a response's resources (the type's whole state) and returns the dependent
+// types whose subscription changed.
+func (s *sotwRun) apply(t string, ds []decoded, at time.Time) (follow []string) {
+	subscribe := func(typeURL string, names []string) {
+		slices.Sort(names)
+		names = slices.Compact(names)
+		if !slices.Equal(names, s.names[typeURL]) {
+			s.names[typeURL] = names
+			follow = append(follow, typeURL)
+		}
+	}
+	switch t {
+	case resourcev3.ClusterType:
+		names := s.a.setClusters(ds, nil, true)
+		subscribe(resourcev3.EndpointType, names)
+	case resourcev3.ListenerType:
+		var ls, routes, secrets []string
+		for _, d := range ds {
+			ls = append(ls, d.listener.GetName())
+			routes = append(routes, routeNames(d.listener)...)
+			secrets = append(secrets, secretNames(d.listener)...)
+		}
+		s.a.update(func(st *State) { st.Listeners = ls })
+		subscribe(resourcev3.RouteType, routes)
+		subscribe(resourcev3.SecretType, secrets)
+	case resourcev3.RouteType:
+		s.a.setRoutes(ds, nil)
+	case resourcev3.EndpointType:
+		s.a.setEndpoints(ds, nil, at)
+	case resourcev3.SecretType:
+		s.a.setSecrets(ds, nil)
+	}
+	return follow
+}
+
+// setClusters records clusters (all of them when full, else the changes and removed ones)
+// and returns the EDS clusters, sorted.
+func (a *Agent) setClusters(ds []decoded, removed []string, full bool) []string {
+	var names []string
+	a.update(func(st *State) {
+		eds := map[string]bool{}
+		if !full {
+			for _, c := range st.Clusters {
+				eds[c] = true
+			}
+		}
+		for _, d := range ds {
+			eds[d.cluster.GetName()] = d.cluster.GetType() == clusterv3.Cluster_EDS
+		}
+		for _, n := range removed {
+			delete(eds, n)
+		}
+		for n, ok := range eds {
+			if ok {
+				names = append(names, n)
+			}
+		}
+		slices.Sort(names)
+		st.Clusters = names
+		for c := range st.Endpoints {
+			if !eds[c] {
+				delete(st.Endpoints, c)
+			}
+		}
+	})
+	return names
+}
+
+func (a *Agent) setRoutes(ds []decoded, removed []string) {
+	a.update(func(st *State) {
+		for _, d := range ds {
+			if a.KeepRoutes {
+				st.Routes[d.route.GetName()] = d.route
+			} else {
+				st.Routes[d.route.GetName()] = nil
+			}
+		}
+		for _, n := range removed {
+			delete(st.Routes, n)
+		}
+	})
+}
+
+func (a *Agent) setEndpoints(ds []decoded, removed []string, at time.Time) {
+	if a.OnEndpoints != nil {
+		for _, d := range ds {
+			a.OnEndpoints(d.cla.GetClusterName(), Addresses(d.cla), at)
+		}
+	}
+	a.update(func(st *State) {
+		a.endpoints += len(ds)
+		for _, d := range ds {
+			if !a.Discard {
+				st.Endpoints[d.cla.GetClusterName()] = Addresses(d.cla)
+			}
+		}
+		for _, n := range removed {
+			delete(st.Endpoints, n)
+		}
+	})
+}
+
+func (a *Agent) setSecrets(ds []decoded, removed []string) {
+	a.update(func(st *State) {
+		for _, d := range ds {
+			st.Secrets[d.secret.GetName()] = d.secret.GetTlsCertificate().GetCertificateChain().GetInlineBytes()
+		}
+		for _, n := range removed {
+			delete(st.Secrets, n)
+		}
+	})
 }
 
 // deltaRun is an incremental (delta) ADS session.
@@ -424,8 +493,7 @@ func (d *deltaRun) resubscribe(typeURL string, want []string) error {
 }
 
 func (d *deltaRun) loop() error {
-	clusters := map[string]bool{}
-	listeners := map[string][]string{} // listener -> route names
+	listeners := map[string]*listenerv3.Listener{}
 	for {
 		resp, err := d.st.Recv()
 		if err != nil {
@@ -444,81 +512,45 @@ func (d *deltaRun) loop() error {
 		if err := d.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: t, ResponseNonce: resp.GetNonce()}); err != nil {
 			return err
 		}
+		removed := resp.GetRemovedResources()
 		switch t {
 		case resourcev3.ClusterType:
-			for _, dd := range ds {
-				clusters[dd.cluster.GetName()] = dd.cluster.GetType() == clusterv3.Cluster_EDS
-			}
-			for _, n := range resp.GetRemovedResources() {
-				delete(clusters, n)
-			}
-			var names []string
-			for n, eds := range clusters {
-				if eds {
-					names = append(names, n)
-				}
-			}
-			slices.Sort(names)
-			d.a.update(func(st *State) {
-				st.Clusters = names
-				for c := range st.Endpoints {
-					if !clusters[c] {
-						delete(st.Endpoints, c)
-					}
-				}
-			})
-			if err := d.resubscribe(resourcev3.EndpointType, names); err != nil {
-				return err
-			}
+			err = d.resubscribe(resourcev3.EndpointType, d.a.setClusters(ds, removed, false))
 		case resourcev3.ListenerType:
-			for _, dd := range ds {
-				listeners[dd.listener.GetName()] = routeNames(dd.listener)
-			}
-			for _, n := range resp.GetRemovedResources() {
-				delete(listeners, n)
-			}
-			var ls, routes []string
-			for l, rs := range listeners {
-				ls = append(ls, l)
-				routes = append(routes, rs...)
-			}
-			slices.Sort(ls)
-			d.a.update(func(st *State) { st.Listeners = ls })
-			if err := d.resubscribe(resourcev3.RouteType, routes); err != nil {
-				return err
-			}
+			err = d.listenersChanged(listeners, ds, removed)
 		case resourcev3.RouteType:
-			d.a.update(func(st *State) {
-				for _, dd := range ds {
-					if d.a.KeepRoutes {
-						st.Routes[dd.route.GetName()] = dd.route
-					} else {
-						st.Routes[dd.route.GetName()] = nil
-					}
-				}
-				for _, n := range resp.GetRemovedResources() {
-					delete(st.Routes, n)
-				}
-			})
+			d.a.setRoutes(ds, removed)
 		case resourcev3.EndpointType:
-			if d.a.OnEndpoints != nil {
-				for _, dd := range ds {
-					d.a.OnEndpoints(dd.cla.GetClusterName(), Addresses(dd.cla), at)
-				}
-			}
-			d.a.update(func(st *State) {
-				d.a.endpoints += len(ds)
-				for _, dd := range ds {
-					if !d.a.Discard {
-						st.Endpoints[dd.cla.GetClusterName()] = Addresses(dd.cla)
-					}
-				}
-				for _, n := range resp.GetRemovedResources() {
-					delete(st.Endpoints, n)
-				}
-			})
+			d.a.setEndpoints(ds, removed, at)
+		case resourcev3.SecretType:
+			d.a.setSecrets(ds, removed)
 		default:
 			return errors.New("unexpected type " + t)
 		}
+		if err != nil {
+			return err
+		}
 	}
+}
+
+// listenersChanged keeps the listeners and follows them to their routes and secrets.
+func (d *deltaRun) listenersChanged(listeners map[string]*listenerv3.Listener, ds []decoded, removed []string) error {
+	for _, dd := range ds {
+		listeners[dd.listener.GetName()] = dd.listener
+	}
+	for _, n := range removed {
+		delete(listeners, n)
+	}
+	var ls, routes, secrets []string
+	for name, l := range listeners {
+		ls = append(ls, name)
+		routes = append(routes, routeNames(l)...)
+		secrets = append(secrets, secretNames(l)...)
+	}
+	slices.Sort(ls)
+	d.a.update(func(st *State) { st.Listeners = ls })
+	if err := d.resubscribe(resourcev3.RouteType, routes); err != nil {
+		return err
+	}
+	return d.resubscribe(resourcev3.SecretType, secrets)
 }
