@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferplane/inferplane/gateway/install"
 	"github.com/inferplane/inferplane/generator"
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/policy"
@@ -19,6 +20,8 @@ func newGenerateCmd() *cobra.Command {
 		opts         generator.Options
 		guestImage   string
 		storageClass string
+		gatewayDir   string
+		gateway      install.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "generate",
@@ -54,9 +57,15 @@ unchanged.`,
 			opts.Render.GuestImage = guestImage
 			opts.Render.StorageClass = storageClass
 			opts.Check = admissionCheck(cmd.Context())
+			if gatewayDir != "" && gateway.Domain == "" {
+				return usageErr(errors.New("--gateway-dir needs --gateway-domain"))
+			}
 			rep, err := generator.Generate(cmd.Context(), opts)
 			printReport(cmd.OutOrStdout(), cmd.ErrOrStderr(), rep)
-			return err
+			if err != nil {
+				return err
+			}
+			return writeGateway(cmd, gatewayDir, gateway, opts.DryRun)
 		},
 	}
 	f := cmd.Flags()
@@ -68,6 +77,9 @@ unchanged.`,
 		"URL Argo CD pulls a tenant's repository from when the tenant sets no spec.git.url ({tenant} is replaced)")
 	f.StringVar(&guestImage, "guest-image", render.DefaultGuestImage, "golden VM disk (containerDisk image) for node types that name none")
 	f.StringVar(&storageClass, "storage-class", "", "storage class of the model-cache volumes (default: the tenant cluster's default class)")
+	f.StringVar(&gatewayDir, "gateway-dir", "", "also write the gateway's install manifests (as `gateway manifests` prints them) into this folder of the operator's repository")
+	f.StringVar(&gateway.Domain, "gateway-domain", "", "the gateway's domain (--gateway-dir)")
+	registerInstallFlags(f, &gateway, "gateway-")
 	return cmd
 }
 
@@ -84,6 +96,27 @@ func printReport(w, stderr io.Writer, rep *generator.Report) {
 		fmt.Fprintln(w, tr.Summary(rep.DryRun))
 		fmt.Fprint(w, tr.Diff)
 	}
+}
+
+// writeGateway writes the gateway's install into dir (nothing when dir is empty or on a dry
+// run), after every tenant was rendered and committed.
+func writeGateway(cmd *cobra.Command, dir string, o install.Options, dryRun bool) error {
+	if dir == "" {
+		return nil
+	}
+	if dryRun {
+		if _, err := install.YAML(o); err != nil {
+			return usageErr(fmt.Errorf("--gateway-*: %w", err))
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "gateway: would write %s (dry run)\n", dir)
+		return nil
+	}
+	changed, err := install.WriteDir(dir, o)
+	if err != nil {
+		return fmt.Errorf("--gateway-dir %s: %w", dir, err)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "gateway: %s %s\n", dir, map[bool]string{true: "written", false: "unchanged"}[changed])
+	return nil
 }
 
 // admissionCheck runs the webhook's policy offline over a tenant's rendered files, so generate

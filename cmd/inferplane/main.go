@@ -39,6 +39,7 @@ syncs with an admission webhook, and routes customers' traffic through Envoy to 
 		newValidateCmd(),
 		newWebhookCmd(),
 		newXDSCmd(),
+		newGatewayCmd(),
 		newKeysCmd(),
 		newHealthCmd(),
 		newJobsCmd(),

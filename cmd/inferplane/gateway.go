@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/inferplane/inferplane/gateway/install"
+	"github.com/inferplane/inferplane/internal/fileutil"
+)
+
+func newGatewayCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "gateway",
+		Short: "The gateway (xDS server and Envoy) in the host cluster: print its install manifests",
+		Long: `The gateway is inferplane's serving half in the host cluster: xDS servers that watch every tenant
+cluster Argo CD knows (xds serve --source clusters), check API keys and count usage, and the
+Envoys they configure, behind a Service of type LoadBalancer. See docs/xds.md.`,
+	}
+	cmd.AddCommand(newGatewayManifestsCmd())
+	return cmd
+}
+
+// registerInstallFlags are the install options as flags, shared with generate --gateway-dir.
+func registerInstallFlags(f *pflag.FlagSet, o *install.Options, prefix string) {
+	f.StringVar(&o.Namespace, prefix+"namespace", install.DefaultNamespace, "namespace of the gateway")
+	f.StringVar(&o.Name, prefix+"name", install.DefaultName, "prefix of the gateway's objects (<name>-xds, <name>-envoy)")
+	f.StringVar(&o.Image, prefix+"image", install.DefaultImage, "inferplane image the xDS servers run")
+	f.StringVar(&o.EnvoyImage, prefix+"envoy-image", install.DefaultEnvoyImage, "Envoy image")
+	f.Int32Var(&o.Replicas, prefix+"replicas", install.DefaultReplicas, "xDS servers")
+	f.Int32Var(&o.EnvoyReplicas, prefix+"envoy-replicas", install.DefaultReplicas, "Envoys")
+	f.StringVar(&o.ArgoCDNamespace, prefix+"argocd-namespace", "argocd", "namespace of Argo CD's cluster Secrets (- for none)")
+	f.StringSliceVar(&o.VClusterNamespaces, prefix+"vcluster-namespace", nil, "host namespace of vCluster kubeconfig Secrets (repeatable)")
+	f.StringVar(&o.KeySecret, prefix+"key-secret", "", "Secret (key \"secret\") holding the API key secret (default <name>-keys)")
+	f.StringVar(&o.UsageSize, prefix+"usage-size", install.DefaultUsageSize, "volume of each xDS server's usage ledger")
+	f.StringVar(&o.StorageClass, prefix+"storage-class", "", "storage class of the usage volumes (default: the cluster's)")
+	f.StringVar(&o.LoadBalancerClass, prefix+"load-balancer-class", "", "loadBalancerClass of Envoy's Service")
+	f.StringToStringVar(&o.ServiceAnnotations, prefix+"service-annotation", nil, "annotation of Envoy's Service, key=value (repeatable)")
+}
+
+func newGatewayManifestsCmd() *cobra.Command {
+	var (
+		o      install.Options
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "manifests",
+		Short: "Print the gateway's install manifests (YAML)",
+		Long: `manifests prints, as one YAML stream in apply order, what runs the gateway in the host cluster:
+
+  the xDS servers   a StatefulSet (2 replicas, a volume each for its usage ledger) running
+                    xds serve --source clusters, its ServiceAccount, Roles that let it read
+                    the cluster Secrets (Argo CD's namespace, vCluster's), the APIKey objects and
+                    the TLS Secrets of its namespace and nothing else, a Service (gRPC 18000 for
+                    Envoy, ext_authz and access logs; admin 9090 for probes and metrics), a
+                    headless Service naming each replica, a PodDisruptionBudget
+  Envoy             a Deployment (2 replicas) started from xds bootstrap's bootstrap in a
+                    ConfigMap, a PodDisruptionBudget, and a Service of type LoadBalancer
+                    (80 and 443)
+
+The API key secret is not in them (secrets never go to git): the header says how to create it.
+TLS certificates are the kubernetes.io/tls Secrets of the gateway's namespace (e.g. written by
+cert-manager): one for *.<tenant>.<domain> per tenant, or per endpoint host.`,
+		Example: `  inferplane gateway manifests --domain inference.example.com | kubectl apply -f -
+
+  # vCluster kubeconfig Secrets as well as Argo CD's cluster Secrets
+  inferplane gateway manifests --domain inference.example.com --vcluster-namespace vcluster-acme -o gateway.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			y, err := install.YAML(o)
+			if err != nil {
+				return usageErr(err)
+			}
+			if output == "" || output == "-" {
+				_, err = cmd.OutOrStdout().Write(y)
+				return err
+			}
+			if err := fileutil.WriteAtomic(output, y, 0o644); err != nil {
+				return fmt.Errorf("-o %s: %w", output, err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", output)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Domain, "domain", "", "endpoint host names are <job>.<tenant>.<domain> (required)")
+	registerInstallFlags(f, &o, "")
+	f.StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	_ = cmd.MarkFlagRequired("domain")
+	return cmd
+}

@@ -1,0 +1,155 @@
+// Package install renders the gateway's install manifests for the host cluster: the xDS
+// server (a StatefulSet of `inferplane xds serve --source clusters`, its RBAC, Services and
+// PodDisruptionBudget) and Envoy (a Deployment started from `inferplane xds bootstrap`'s
+// bootstrap in a ConfigMap, its PodDisruptionBudget and a Service of type LoadBalancer). It
+// is pure: `inferplane gateway manifests` prints the objects and `generate --gateway-dir`
+// writes them.
+package install
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/clusters"
+	"github.com/inferplane/inferplane/xds/resources"
+)
+
+// Defaults of Options.
+const (
+	DefaultNamespace        = "inferplane-system"
+	DefaultName             = "inferplane-gateway"
+	DefaultImage            = "ghcr.io/inferplane/inferplane:latest"
+	DefaultEnvoyImage       = "docker.io/envoyproxy/envoy:v1.36-latest"
+	DefaultReplicas   int32 = 2
+	DefaultUsageSize        = "1Gi"
+
+	// Ports inside the pods. Envoy listens on unprivileged ports; its Service maps 80 and 443.
+	GRPCPort     = 18000
+	AdminPort    = 9090
+	HTTPPort     = 8080
+	HTTPSPort    = 8443
+	EnvoyAdmin   = 9901
+	keySecretKey = "secret"
+)
+
+// Options shape the install. Domain is required; the zero value of the rest installs two xDS
+// servers and two Envoys in inferplane-system, reading Argo CD's cluster Secrets in argocd, API
+// keys (APIKey objects) and TLS certificates (kubernetes.io/tls Secrets) in its own namespace.
+type Options struct {
+	Namespace string
+	// Name prefixes every object: <name>-xds, <name>-envoy.
+	Name       string
+	Domain     string
+	Image      string
+	EnvoyImage string
+	// Replicas of the xDS server and of Envoy.
+	Replicas      int32
+	EnvoyReplicas int32
+	// ArgoCDNamespace holds Argo CD's cluster Secrets ("-": none); VClusterNamespaces are where
+	// vCluster writes kubeconfig Secrets. The xDS server may read Secrets there and nowhere
+	// else.
+	ArgoCDNamespace    string
+	VClusterNamespaces []string
+	// KeySecret names the Secret (key "secret") holding the API key secret, which is never
+	// rendered: create it with `inferplane keys secret`.
+	KeySecret string
+	// UsageSize is the volume of each xDS server's usage ledger.
+	UsageSize    string
+	StorageClass string
+	// LoadBalancerClass and ServiceAnnotations shape Envoy's Service.
+	LoadBalancerClass  string
+	ServiceAnnotations map[string]string
+}
+
+func (o *Options) defaults() error {
+	o.Namespace = cmp.Or(o.Namespace, DefaultNamespace)
+	o.Name = cmp.Or(o.Name, DefaultName)
+	o.Image = cmp.Or(o.Image, DefaultImage)
+	o.EnvoyImage = cmp.Or(o.EnvoyImage, DefaultEnvoyImage)
+	o.Replicas = cmp.Or(o.Replicas, DefaultReplicas)
+	o.EnvoyReplicas = cmp.Or(o.EnvoyReplicas, DefaultReplicas)
+	o.ArgoCDNamespace = cmp.Or(o.ArgoCDNamespace, clusters.ArgoCDNamespace)
+	o.KeySecret = cmp.Or(o.KeySecret, o.Name+"-keys")
+	o.UsageSize = cmp.Or(o.UsageSize, DefaultUsageSize)
+	var errs []error
+	if err := resources.DefaultConfig(o.Domain).Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, f := range []struct{ field, v string }{{"namespace", o.Namespace}, {"name", o.Name}} {
+		if msgs := validation.IsDNS1123Label(f.v); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s %q: %s", f.field, f.v, msgs[0]))
+		}
+	}
+	if len(o.Name) > 40 {
+		errs = append(errs, fmt.Errorf("name %q: at most 40 characters (objects are named <name>-envoy and so on)", o.Name))
+	}
+	if err := (clusters.Options{ArgoCDNamespace: o.ArgoCDNamespace, VClusterNamespaces: o.VClusterNamespaces}).Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Replicas < 1 || o.EnvoyReplicas < 1 {
+		errs = append(errs, fmt.Errorf("replicas %d and %d: at least 1 each", o.Replicas, o.EnvoyReplicas))
+	}
+	if _, err := resource.ParseQuantity(o.UsageSize); err != nil {
+		errs = append(errs, fmt.Errorf("usage volume size %q: %v", o.UsageSize, err))
+	}
+	return errors.Join(errs...)
+}
+
+// Manifests returns the gateway's install objects, typed, in apply order.
+func Manifests(o Options) ([]client.Object, error) {
+	if err := o.defaults(); err != nil {
+		return nil, fmt.Errorf("gateway manifests: %w", err)
+	}
+	objs := []client.Object{namespace(o), serviceAccount(o, o.Name+"-xds", true), serviceAccount(o, o.Name+"-envoy", false)}
+	objs = append(objs, rbac(o)...)
+	objs = append(objs, xdsServices(o)...)
+	objs = append(objs, xdsStatefulSet(o), pdb(o, "xds"))
+	envoy, err := envoyObjects(o)
+	if err != nil {
+		return nil, err
+	}
+	return append(objs, envoy...), nil
+}
+
+// XDSAddress is where Envoy (and ext_authz, the access logs) reach the xDS servers.
+func (o Options) XDSAddress() string {
+	return net.JoinHostPort(o.Name+"-xds."+o.Namespace+".svc", strconv.Itoa(GRPCPort))
+}
+
+// labels of every object; component is xds or envoy ("" for shared objects).
+func labels(o Options, component string) map[string]string {
+	l := map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, "app.kubernetes.io/name": o.Name}
+	if component != "" {
+		l["app.kubernetes.io/component"] = component
+	}
+	return l
+}
+
+func selector(o Options, component string) map[string]string {
+	return map[string]string{"app.kubernetes.io/name": o.Name, "app.kubernetes.io/component": component}
+}
+
+func meta(o Options, name, component string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: labels(o, component)}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,124 @@
+package install
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/inferplane/inferplane/e2e/kubeenv"
+)
+
+var env *kubeenv.Env
+
+func TestMain(m *testing.M) { os.Exit(kubeenv.Main(m, &env)) }
+
+func TestManifests(t *testing.T) {
+	objs, err := Manifests(Options{Domain: "inference.example.com", VClusterNamespaces: []string{"vcluster-acme"}})
+	require.NoError(t, err)
+	var kinds []string
+	var sts *appsv1.StatefulSet
+	var envoy *appsv1.Deployment
+	for _, o := range objs {
+		kind := o.GetObjectKind().GroupVersionKind().Kind
+		kinds = append(kinds, kind+"/"+o.GetNamespace()+"/"+o.GetName())
+		switch x := o.(type) {
+		case *appsv1.StatefulSet:
+			sts = x
+		case *appsv1.Deployment:
+			envoy = x
+		case *rbacv1.Role:
+			for _, r := range x.Rules {
+				assert.Equal(t, []string{"get", "list", "watch"}, r.Verbs, "the gateway only reads")
+			}
+		}
+		assert.NotContains(t, kind, "Cluster", "nothing cluster-wide: %s", kind)
+	}
+	assert.Equal(t, []string{
+		"Namespace//inferplane-system",
+		"ServiceAccount/inferplane-system/inferplane-gateway-xds",
+		"ServiceAccount/inferplane-system/inferplane-gateway-envoy",
+		"Role/inferplane-system/inferplane-gateway-xds", "RoleBinding/inferplane-system/inferplane-gateway-xds",
+		"Role/argocd/inferplane-system-inferplane-gateway-clusters", "RoleBinding/argocd/inferplane-system-inferplane-gateway-clusters",
+		"Role/vcluster-acme/inferplane-system-inferplane-gateway-clusters", "RoleBinding/vcluster-acme/inferplane-system-inferplane-gateway-clusters",
+		"Service/inferplane-system/inferplane-gateway-xds", "Service/inferplane-system/inferplane-gateway-xds-pods",
+		"StatefulSet/inferplane-system/inferplane-gateway-xds", "PodDisruptionBudget/inferplane-system/inferplane-gateway-xds",
+		"ConfigMap/inferplane-system/inferplane-gateway-envoy", "Deployment/inferplane-system/inferplane-gateway-envoy",
+		"PodDisruptionBudget/inferplane-system/inferplane-gateway-envoy", "Service/inferplane-system/inferplane-gateway-envoy",
+	}, kinds)
+
+	args := strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " ")
+	for _, want := range []string{"xds serve --source clusters --domain inference.example.com",
+		"--services-address inferplane-gateway-xds.inferplane-system.svc:18000", "--keys-namespace inferplane-system",
+		"--tls-secret-namespace inferplane-system", "--vcluster-namespace vcluster-acme", "--usage-file /var/lib/inferplane/usage.json"} {
+		assert.Contains(t, args, want)
+	}
+	assert.EqualValues(t, 2, *sts.Spec.Replicas)
+	assert.Equal(t, "/readyz", sts.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Path)
+	assert.Len(t, sts.Spec.VolumeClaimTemplates, 1, "each xDS server keeps its usage ledger on its own volume")
+	assert.Contains(t, strings.Join(envoy.Spec.Template.Spec.Containers[0].Args, " "), "--service-node $(POD_NAME)")
+}
+
+func TestManifestsErrors(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{}, "domain: required"},
+		{Options{Domain: "x.test", Namespace: "Bad"}, `namespace "Bad"`},
+		{Options{Domain: "x.test", VClusterNamespaces: []string{"a_b"}}, `vCluster namespace "a_b"`},
+		{Options{Domain: "x.test", UsageSize: "lots"}, `usage volume size "lots"`},
+		{Options{Domain: "x.test", Name: strings.Repeat("g", 41)}, "at most 40 characters"},
+	} {
+		_, err := Manifests(tc.o)
+		assert.ErrorContains(t, err, tc.want)
+	}
+}
+
+// TestManifestsPassStrictDryRun sends every object, as `inferplane gateway manifests` prints
+// it and as `generate --gateway-dir` writes it (read back from the folder, built by kustomize),
+// to the real API server as a strict server-side dry-run.
+func TestManifestsPassStrictDryRun(t *testing.T) {
+	kubeenv.Require(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o := Options{Domain: "inference.example.com", VClusterNamespaces: []string{"vcluster-acme"},
+		LoadBalancerClass: "example.com/lb", ServiceAnnotations: map[string]string{"metallb.universe.tf/address-pool": "public"}}
+	printed, err := YAML(o)
+	require.NoError(t, err)
+	for _, ns := range []string{"inferplane-system", "argocd", "vcluster-acme"} {
+		require.NoError(t, env.EnsureNamespace(ctx, ns))
+	}
+	for _, err := range env.DryRunYAML(ctx, printed) {
+		t.Error(err)
+	}
+
+	dir := t.TempDir()
+	changed, err := WriteDir(dir, o)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	changed, err = WriteDir(dir, o)
+	require.NoError(t, err)
+	assert.False(t, changed, "a second write of the same manifests changes nothing")
+	written, err := os.ReadFile(filepath.Join(dir, FileManifests))
+	require.NoError(t, err)
+	assert.Equal(t, printed, written)
+	built, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	require.NoError(t, err, "the folder builds with kustomize")
+	y, err := built.AsYaml()
+	require.NoError(t, err)
+	for _, err := range env.DryRunYAML(ctx, y) {
+		t.Error(err)
+	}
+	assert.True(t, slices.Contains(strings.Split(string(printed), "\n"), "kind: StatefulSet"))
+}

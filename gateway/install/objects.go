@@ -1,0 +1,239 @@
+package install
+
+import (
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/xds/bootstrap"
+)
+
+var (
+	typeNamespace      = metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}
+	typeServiceAccount = metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}
+	typeService        = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
+	typeConfigMap      = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
+	typeRole           = metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"}
+	typeRoleBinding    = metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"}
+	typeStatefulSet    = metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "StatefulSet"}
+	typeDeployment     = metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"}
+	typePDB            = metav1.TypeMeta{APIVersion: policyv1.SchemeGroupVersion.String(), Kind: "PodDisruptionBudget"}
+)
+
+func namespace(o Options) *corev1.Namespace {
+	return &corev1.Namespace{TypeMeta: typeNamespace, ObjectMeta: metav1.ObjectMeta{Name: o.Namespace, Labels: labels(o, "")}}
+}
+
+func serviceAccount(o Options, name string, token bool) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{TypeMeta: typeServiceAccount, ObjectMeta: meta(o, name, ""), AutomountServiceAccountToken: &token}
+}
+
+// rbac lets the xDS server read, and only read: the cluster Secrets (Argo CD's namespace and
+// vCluster's), the APIKey objects and the TLS Secrets of its own namespace. Roles, not
+// ClusterRoles: nothing cluster-wide.
+func rbac(o Options) []client.Object {
+	readSecrets := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}
+	var out []client.Object
+	grant := func(ns, name string, rules ...rbacv1.PolicyRule) {
+		m := metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels(o, "xds")}
+		out = append(out,
+			&rbacv1.Role{TypeMeta: typeRole, ObjectMeta: m, Rules: rules},
+			&rbacv1.RoleBinding{TypeMeta: typeRoleBinding, ObjectMeta: m,
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: o.Name + "-xds"}}})
+	}
+	grant(o.Namespace, o.Name+"-xds", readSecrets, rbacv1.PolicyRule{APIGroups: []string{"inferplane.io"},
+		Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch"}})
+	if o.ArgoCDNamespace != "-" && o.ArgoCDNamespace != o.Namespace {
+		grant(o.ArgoCDNamespace, o.Namespace+"-"+o.Name+"-clusters", readSecrets)
+	}
+	for _, ns := range o.VClusterNamespaces {
+		if ns != o.Namespace && ns != o.ArgoCDNamespace {
+			grant(ns, o.Namespace+"-"+o.Name+"-clusters", readSecrets)
+		}
+	}
+	return out
+}
+
+// xdsServices: one Service that Envoy and ext_authz use (any replica answers), and a headless
+// one that names each replica (`inferplane keys usage --server` asks every one).
+func xdsServices(o Options) []client.Object {
+	ports := []corev1.ServicePort{
+		{Name: "grpc", Port: GRPCPort, TargetPort: intstr.FromString("grpc"), Protocol: corev1.ProtocolTCP, AppProtocol: ptr("kubernetes.io/h2c")},
+		{Name: "admin", Port: AdminPort, TargetPort: intstr.FromString("admin"), Protocol: corev1.ProtocolTCP},
+	}
+	return []client.Object{
+		&corev1.Service{TypeMeta: typeService, ObjectMeta: meta(o, o.Name+"-xds", "xds"),
+			Spec: corev1.ServiceSpec{Selector: selector(o, "xds"), Ports: ports}},
+		&corev1.Service{TypeMeta: typeService, ObjectMeta: meta(o, o.Name+"-xds-pods", "xds"),
+			Spec: corev1.ServiceSpec{Selector: selector(o, "xds"), Ports: ports, ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true}},
+	}
+}
+
+// xdsArgs is the xDS server's command line.
+func xdsArgs(o Options) []string {
+	args := []string{"xds", "serve", "--source", "clusters", "--domain", o.Domain,
+		"--grpc-address", ":" + strconv.Itoa(GRPCPort), "--admin-address", ":" + strconv.Itoa(AdminPort),
+		"--argocd-namespace", o.ArgoCDNamespace,
+		"--keys-namespace", o.Namespace, "--usage-file", "/var/lib/inferplane/usage.json",
+		"--services-address", o.XDSAddress(),
+		"--tls-secret-namespace", o.Namespace,
+		"--listener-port", strconv.Itoa(HTTPPort), "--tls-listener-port", strconv.Itoa(HTTPSPort),
+		"--log-format", "json"}
+	for _, ns := range o.VClusterNamespaces {
+		args = append(args, "--vcluster-namespace", ns)
+	}
+	return args
+}
+
+// xdsStatefulSet runs the xDS servers. A StatefulSet, so that each replica keeps its own usage
+// ledger on its own volume across restarts (usage is what tenants are billed from), and has a
+// name `keys usage` can address.
+func xdsStatefulSet(o Options) *appsv1.StatefulSet {
+	var uid int64 = 65532
+	c := corev1.Container{
+		Name: "xds", Image: o.Image, Args: xdsArgs(o),
+		Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: GRPCPort}, {Name: "admin", ContainerPort: AdminPort}},
+		Env: []corev1.EnvVar{
+			{Name: keys.SecretEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: o.KeySecret}, Key: keySecretKey}}},
+			// About twice the steady heap in use, well under the memory limit (docs/xds.md, Memory).
+			{Name: "GOMEMLIMIT", Value: "400MiB"},
+		},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		},
+		ReadinessProbe:  httpProbe("/readyz", 5, 3),
+		LivenessProbe:   httpProbe("/healthz", 10, 6),
+		VolumeMounts:    []corev1.VolumeMount{{Name: "usage", MountPath: "/var/lib/inferplane"}},
+		SecurityContext: restricted(),
+	}
+	claim := corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: "usage", Labels: labels(o, "xds")},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(o.UsageSize)}}},
+	}
+	if o.StorageClass != "" {
+		claim.Spec.StorageClassName = &o.StorageClass
+	}
+	return &appsv1.StatefulSet{TypeMeta: typeStatefulSet, ObjectMeta: meta(o, o.Name+"-xds", "xds"),
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &o.Replicas, ServiceName: o.Name + "-xds-pods", PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector: &metav1.LabelSelector{MatchLabels: selector(o, "xds")},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels(o, "xds"), Annotations: map[string]string{
+					"prometheus.io/scrape": "true", "prometheus.io/port": strconv.Itoa(AdminPort)}},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: o.Name + "-xds", Containers: []corev1.Container{c},
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: &uid, RunAsGroup: &uid, FSGroup: &uid,
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					TerminationGracePeriodSeconds: ptr(int64(30)),
+					TopologySpreadConstraints:     spread(o, "xds"),
+				},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{claim},
+		}}
+}
+
+func httpProbe(path string, period, failures int32) *corev1.Probe {
+	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("admin")}},
+		PeriodSeconds: period, FailureThreshold: failures, TimeoutSeconds: 2}
+}
+
+func restricted() *corev1.SecurityContext {
+	return &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+}
+
+// spread places the replicas on different nodes where it can.
+func spread(o Options, component string) []corev1.TopologySpreadConstraint {
+	return []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: selector(o, component)}}}
+}
+
+func pdb(o Options, component string) *policyv1.PodDisruptionBudget {
+	one := intstr.FromInt32(1)
+	return &policyv1.PodDisruptionBudget{TypeMeta: typePDB, ObjectMeta: meta(o, o.Name+"-"+component, component),
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{MatchLabels: selector(o, component)}}}
+}
+
+// envoyObjects are Envoy's bootstrap ConfigMap, Deployment, PodDisruptionBudget and Service.
+func envoyObjects(o Options) ([]client.Object, error) {
+	boot, err := bootstrap.YAML(bootstrap.Options{NodeID: o.Name + "-envoy", NodeCluster: o.Name, XDSAddress: o.XDSAddress(),
+		AdminAddress: "127.0.0.1:" + strconv.Itoa(EnvoyAdmin), Delta: true})
+	if err != nil {
+		return nil, fmt.Errorf("envoy bootstrap: %w", err)
+	}
+	cm := &corev1.ConfigMap{TypeMeta: typeConfigMap, ObjectMeta: meta(o, o.Name+"-envoy", "envoy"),
+		Data: map[string]string{"envoy.yaml": string(boot)}}
+	svc := &corev1.Service{TypeMeta: typeService, ObjectMeta: meta(o, o.Name+"-envoy", "envoy"),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: selector(o, "envoy"),
+			// Local: the client's address reaches Envoy (it is the edge and sets X-Forwarded-For).
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			Ports: []corev1.ServicePort{
+				{Name: "http", Port: 80, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},
+				{Name: "https", Port: 443, TargetPort: intstr.FromString("https"), Protocol: corev1.ProtocolTCP},
+			},
+		}}
+	if o.LoadBalancerClass != "" {
+		svc.Spec.LoadBalancerClass = &o.LoadBalancerClass
+	}
+	if len(o.ServiceAnnotations) > 0 {
+		svc.Annotations = map[string]string{}
+		for _, k := range sortedKeys(o.ServiceAnnotations) {
+			svc.Annotations[k] = o.ServiceAnnotations[k]
+		}
+	}
+	return []client.Object{cm, envoyDeployment(o), pdb(o, "envoy"), svc}, nil
+}
+
+// envoyDeployment runs Envoy from the bootstrap; --service-node gives each pod its own node id.
+func envoyDeployment(o Options) *appsv1.Deployment {
+	var uid int64 = 101 // the envoy image's user
+	c := corev1.Container{
+		Name: "envoy", Image: o.EnvoyImage,
+		Args: []string{"-c", "/etc/envoy/envoy.yaml", "--service-node", "$(POD_NAME)", "--service-cluster", o.Name,
+			"--disable-hot-restart"},
+		Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: HTTPPort}, {Name: "https", ContainerPort: HTTPSPort}},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+		},
+		// The plain listener exists once Envoy has its configuration from the xDS server.
+		ReadinessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}}, PeriodSeconds: 5},
+		VolumeMounts:    []corev1.VolumeMount{{Name: "bootstrap", MountPath: "/etc/envoy", ReadOnly: true}},
+		SecurityContext: restricted(),
+	}
+	return &appsv1.Deployment{TypeMeta: typeDeployment, ObjectMeta: meta(o, o.Name+"-envoy", "envoy"),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &o.EnvoyReplicas,
+			Selector: &metav1.LabelSelector{MatchLabels: selector(o, "envoy")},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr(intstr.FromInt32(0)), MaxSurge: ptr(intstr.FromInt32(1))}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels(o, "envoy")},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: o.Name + "-envoy", Containers: []corev1.Container{c},
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: &uid, RunAsGroup: &uid,
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					Volumes: []corev1.Volume{{Name: "bootstrap", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+						LocalObjectReference: corev1.LocalObjectReference{Name: o.Name + "-envoy"}}}}},
+					TopologySpreadConstraints: spread(o, "envoy"),
+				},
+			},
+		}}
+}
