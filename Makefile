@@ -65,8 +65,10 @@ bench-webhook:
 # xDS server (docs/xds.md): 10,000 endpoints over 2,000 jobs, 100 ADS sessions over loopback gRPC;
 # one replica's health flips, and the time until all 100 sessions have the new endpoints is
 # measured (p50/p99 over 300 flips), with the server's heap and RSS (it runs in its own
-# process). Delta and state of the world, and the baselines a user would reach for instead
-# (go-control-plane's snapshot cache for everything, and its LinearCache for endpoints).
+# process). Delta and state of the world; the same fleet in 100 tenant clusters, each watched
+# over HTTP from a stub of its API server (a health flip, and a VMI's Ready flip through its
+# cluster's watch), side by side with one cluster; and the baselines a user would reach for
+# instead (go-control-plane's snapshot cache for everything, and its LinearCache for endpoints).
 bench-xds:
 	$(GO) test ./xds/bench/ -run '^$$' -bench 'BenchmarkHealthFlip' -benchtime 1x -count 1 -timeout 30m
 	@echo "bench-xds: machine load while measuring: $$(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) on $$(nproc) CPUs"

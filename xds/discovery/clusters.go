@@ -47,7 +47,8 @@ type Clusters struct {
 	// (tests).
 	CheckInterval time.Duration
 	Check         func(ctx context.Context, c clusters.Cluster) error
-	// Debounce gathers a burst of changes into one update (default 50ms).
+	// Debounce gathers a burst of changes into one update (default 20ms: each cluster's own
+	// source already gathers its bursts).
 	Debounce   time.Duration
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -131,7 +132,7 @@ func (s *Clusters) loop(ctx context.Context, snapshots <-chan clusters.Snapshot,
 	var prev clusters.Snapshot
 	var first, ready bool
 	var syncDeadline <-chan time.Time
-	debounce := cmp.Or(s.Debounce, 50*time.Millisecond)
+	debounce := cmp.Or(s.Debounce, 20*time.Millisecond)
 	for {
 		select {
 		case <-ctx.Done():
