@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +16,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferplane/inferplane/internal/kubewatch"
 )
 
 // Registry watches the registry's Secrets in the host cluster.
@@ -43,37 +44,20 @@ func (r *Registry) Run(ctx context.Context, out chan<- Snapshot) error {
 	if err != nil {
 		return fmt.Errorf("cluster registry: %w", err)
 	}
-	inf, err := c.GetInformer(ctx, &corev1.Secret{})
-	if err != nil {
+	changed := kubewatch.NewSignal()
+	if err := kubewatch.Inform(ctx, c, &corev1.Secret{}, changed); err != nil {
 		return fmt.Errorf("cluster registry: informer for Secrets: %w", err)
 	}
-	changed := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
+	stop, err := kubewatch.Start(ctx, c)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { poke() }, UpdateFunc: func(any, any) { poke() }, DeleteFunc: func(any) { poke() },
-	}); err != nil {
 		return fmt.Errorf("cluster registry: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var startErr error
-	wg.Go(func() { startErr = c.Start(ctx) })
-	defer func() { cancel(); wg.Wait() }()
-	if !c.WaitForCacheSync(ctx) {
-		cancel()
-		wg.Wait()
-		if startErr != nil {
-			return fmt.Errorf("cluster registry: %w", startErr)
-		}
-		return ctx.Err()
-	}
-	poke()
-	return r.loop(ctx, c, changed, out, log)
+	defer stop()
+	changed.Raise()
+	return r.loop(ctx, c, changed.C, out, log)
 }
 
 // loop turns Secret events into snapshots until ctx ends.

@@ -24,6 +24,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/inferplane/inferplane/internal/kubewatch"
+
 	"github.com/inferplane/inferplane/xds/discovery"
 	"github.com/inferplane/inferplane/xds/resources"
 )
@@ -124,31 +126,19 @@ func (k *Kube) Run(ctx context.Context, out chan<- Update) error {
 	if err != nil {
 		return fmt.Errorf("TLS certificates: %w", err)
 	}
-	inf, err := c.GetInformer(ctx, &corev1.Secret{})
-	if err != nil {
+	changed := kubewatch.NewSignal()
+	if err := kubewatch.Inform(ctx, c, &corev1.Secret{}, changed); err != nil {
 		return fmt.Errorf("TLS certificates: informer for Secrets: %w", err)
 	}
-	changed := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
+	stop, err := kubewatch.Start(ctx, c)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { poke() }, UpdateFunc: func(any, any) { poke() }, DeleteFunc: func(any) { poke() },
-	}); err != nil {
 		return fmt.Errorf("TLS certificates: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- c.Start(ctx) }()
-	defer func() { cancel(); <-errc }()
-	if !c.WaitForCacheSync(ctx) {
-		return ctx.Err()
-	}
-	poke()
+	defer stop()
+	changed.Raise()
 	recheck := time.NewTicker(cmp.Or(k.Recheck, time.Minute))
 	defer recheck.Stop()
 	var last string
@@ -156,7 +146,7 @@ func (k *Kube) Run(ctx context.Context, out chan<- Update) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-changed:
+		case <-changed.C:
 			time.Sleep(cmp.Or(k.Debounce, 100*time.Millisecond)) // a burst settles into one update
 		case <-recheck.C:
 		}

@@ -40,6 +40,7 @@ func storeRendered(t *testing.T, ctx context.Context, tp plan.TenantPlan) map[st
 			switch u.GetKind() {
 			case "Service":
 				require.NoError(t, env.Client.Create(ctx, u), name)
+				t.Cleanup(func() { _ = env.Client.Delete(context.Background(), u) })
 			case "VirtualMachine":
 				var vm kubevirtv1.VirtualMachine
 				require.NoError(t, k8sruntime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &vm), name)
@@ -50,6 +51,8 @@ func storeRendered(t *testing.T, ctx context.Context, tp plan.TenantPlan) map[st
 				}
 				require.NoError(t, env.Client.Create(ctx, vmi), name)
 				vmis[vmi.Name] = vmi
+				// Other tests of the package watch every namespace of the same API server.
+				t.Cleanup(func() { _ = env.Client.Delete(context.Background(), vmi) })
 			}
 		}
 	}
@@ -103,16 +106,7 @@ func TestAddressModesWithGenerator(t *testing.T) {
 	go func() { done <- src.Run(sctx, updates) }()
 	next := func(what string, cond func(Update) bool) Update {
 		t.Helper()
-		for {
-			select {
-			case u := <-updates:
-				if cond(u) {
-					return u
-				}
-			case <-ctx.Done():
-				t.Fatalf("no update: %s", what)
-			}
-		}
+		return nextUpdate(t, ctx, updates, what, cond)
 	}
 	byKey := func(u Update) map[string]Replica {
 		m := map[string]Replica{}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/kubewatch"
 	"github.com/inferplane/inferplane/xds/resources"
 )
 
@@ -68,47 +68,33 @@ func (k *Kube) Run(ctx context.Context, updates chan<- Update) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes source: %w", err)
 	}
-	changed := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
-	if err := watchKind(ctx, c, &kubevirtv1.VirtualMachineInstance{}, poke); err != nil {
+	changed := kubewatch.NewSignal()
+	if err := kubewatch.Inform(ctx, c, &kubevirtv1.VirtualMachineInstance{}, changed); err != nil {
 		return fmt.Errorf("kubernetes source: informer for VirtualMachineInstances: %w", err)
 	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	var startErr error
-	wg.Go(func() { startErr = c.Start(ctx) })
-	defer wg.Wait()
-
 	log.Info("waiting for the VirtualMachineInstance cache to sync", "selector", Selector().String())
-	if !c.WaitForCacheSync(ctx) {
-		cancel()
-		wg.Wait()
-		if startErr != nil {
-			return fmt.Errorf("kubernetes source: %w", startErr)
+	stop, err := kubewatch.Start(ctx, c)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		return ctx.Err()
+		return fmt.Errorf("kubernetes source: %w", err)
 	}
-	poke()
-	k.loop(ctx, c, changed, poke, updates, log)
+	defer stop()
+	changed.Raise()
+	k.loop(ctx, c, changed, updates, log)
 	return nil
 }
 
 // loop sends an update for every settled burst of changes until ctx ends.
-func (k *Kube) loop(ctx context.Context, c cache.Cache, changed <-chan struct{}, poke func(), updates chan<- Update, log *slog.Logger) {
+func (k *Kube) loop(ctx context.Context, c cache.Cache, changed *kubewatch.Signal, updates chan<- Update, log *slog.Logger) {
 	debounce := cmp.Or(k.Debounce, 50*time.Millisecond)
 	svc := &services{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-changed:
+		case <-changed.C:
 		}
 		// Let a burst of events (a rollout, a resync) settle into one update.
 		select {
@@ -125,27 +111,13 @@ func (k *Kube) loop(ctx context.Context, c cache.Cache, changed <-chan struct{},
 			continue
 		}
 		u := k.convert(list.Items)
-		svc.resolve(ctx, c, &u, poke, log)
+		svc.resolve(ctx, c, &u, changed, log)
 		select {
 		case updates <- u:
 		case <-ctx.Done():
 			return
 		}
 	}
-}
-
-// watchKind starts c's informer for obj and pokes on every event of it.
-func watchKind(ctx context.Context, c cache.Cache, obj client.Object, poke func(), opts ...cache.InformerGetOption) error {
-	inf, err := c.GetInformer(ctx, obj, opts...)
-	if err != nil {
-		return err
-	}
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke() },
-		UpdateFunc: func(any, any) { poke() },
-		DeleteFunc: func(any) { poke() },
-	})
-	return err
 }
 
 // cacheOptions keep in the cache only the VMIs of serving nodes (and, once a replica in mode
@@ -185,20 +157,20 @@ type services struct {
 }
 
 // resolve fills in u's loadbalancer addresses from the cached Services, or reports why not.
-func (s *services) resolve(ctx context.Context, c cache.Cache, u *Update, poke func(), log *slog.Logger) {
+func (s *services) resolve(ctx context.Context, c cache.Cache, u *Update, changed *kubewatch.Signal, log *slog.Logger) {
 	need := slices.ContainsFunc(u.Replicas, func(r Replica) bool { return r.Service != "" })
 	if need && !s.started {
 		s.started = true
 		go func() {
 			// Blocks until the Services are read (or ctx ends).
-			if err := watchKind(ctx, c, &corev1.Service{}, poke); err != nil {
+			if err := kubewatch.Inform(ctx, c, &corev1.Service{}, changed); err != nil {
 				if ctx.Err() == nil {
 					log.Error("kubernetes source: informer for Services", "error", err)
 				}
 				return
 			}
 			s.synced.Store(true)
-			poke()
+			changed.Raise()
 		}()
 	}
 	if !need {

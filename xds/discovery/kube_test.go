@@ -40,6 +40,21 @@ func running(vmi *kubevirtv1.VirtualMachineInstance, ifaces []kubevirtv1.Virtual
 	return vmi
 }
 
+// nextUpdate is the first update from updates that cond accepts.
+func nextUpdate(t *testing.T, ctx context.Context, updates <-chan Update, what string, cond func(Update) bool) Update {
+	t.Helper()
+	for {
+		select {
+		case u := <-updates:
+			if cond(u) {
+				return u
+			}
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
 func TestReplicaFromVMI(t *testing.T) {
 	head := func() *kubevirtv1.VirtualMachineInstance {
 		return vmitest.VMI(vmitest.Node{Tenant: "acme", Job: "chat", Runtime: "vllm", Replica: 1, ServingPort: 8000, RequireAPIKey: true})
@@ -256,16 +271,7 @@ func TestKubeSourceWatchesVMIs(t *testing.T) {
 
 	next := func(cond func(Update) bool) Update {
 		t.Helper()
-		for {
-			select {
-			case u := <-updates:
-				if cond(u) {
-					return u
-				}
-			case <-ctx.Done():
-				t.Fatal("timed out waiting for an update")
-			}
-		}
+		return nextUpdate(t, ctx, updates, "an update", cond)
 	}
 	u := next(func(Update) bool { return true })
 	var names []string
