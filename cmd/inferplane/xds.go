@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/inferplane/inferplane/auth/keys"
-	"github.com/inferplane/inferplane/clusters"
+	registry "github.com/inferplane/inferplane/clusters"
 	"github.com/inferplane/inferplane/gateway"
 	"github.com/inferplane/inferplane/xds"
 	"github.com/inferplane/inferplane/xds/bootstrap"
@@ -128,7 +128,7 @@ func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&s.Namespaces, "namespace", nil, "watch only these namespaces (--source kube; repeatable; default all)")
 	fs.BoolVar(&s.AllowForeignNamespace, "allow-foreign-namespace", false,
 		"accept VMIs whose namespace differs from their tenant label (--source kube; off: such VMIs are skipped)")
-	fs.StringVar(&s.Clusters.ArgoCDNamespace, "argocd-namespace", clusters.ArgoCDNamespace,
+	fs.StringVar(&s.Clusters.ArgoCDNamespace, "argocd-namespace", registry.ArgoCDNamespace,
 		"namespace of Argo CD's cluster Secrets, the registry of tenant clusters (--source clusters; - reads none)")
 	fs.StringSliceVar(&s.Clusters.VClusterNamespaces, "vcluster-namespace", nil,
 		"host namespace where vCluster writes a virtual cluster's kubeconfig Secret vc-<name> (--source clusters; repeatable)")

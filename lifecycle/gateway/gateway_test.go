@@ -32,13 +32,11 @@ func startGateway(t *testing.T, endpoints string) string {
 	require.NoError(t, os.WriteFile(file, []byte(endpoints), 0o644))
 	var ctrl atomic.Pointer[xds.Controller]
 	agg := usage.NewAggregator(usage.Options{Replicas: usage.ReplicaFunc(func() []usage.ReplicaCount {
-		c := ctrl.Load()
-		if c == nil {
-			return nil
-		}
 		var out []usage.ReplicaCount
-		for _, e := range c.ReplicaCounts() {
-			out = append(out, usage.ReplicaCount{Tenant: e.Tenant, Job: e.Job, Ready: e.Serving, Total: e.Total})
+		if c := ctrl.Load(); c != nil {
+			c.EachReplicaCount(func(tenant, job string, ready, total int) {
+				out = append(out, usage.ReplicaCount{Tenant: tenant, Job: job, Ready: ready, Total: total})
+			})
 		}
 		return out
 	})})
