@@ -422,7 +422,8 @@ func (s *Clusters) merged() Update {
 	for _, st := range clusterStates {
 		s.metric.WithLabelValues(st).Set(float64(counts[st]))
 	}
-	slices.SortFunc(u.Replicas, func(a, b Replica) int { return cmp.Compare(a.Key(), b.Key()) })
+	// Sorted by namespace and name already: tenants in order, each cluster's replicas sorted
+	// (Kube's order), all in the tenant's namespace.
 	return u
 }
 

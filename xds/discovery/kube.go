@@ -210,7 +210,10 @@ func (k *Kube) convert(vmis []kubevirtv1.VirtualMachineInstance) Update {
 			u.Replicas = append(u.Replicas, *r)
 		}
 	}
-	slices.SortFunc(u.Replicas, func(a, b Replica) int { return cmp.Compare(a.Key(), b.Key()) })
+	slices.SortFunc(u.Replicas, func(a, b Replica) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name)) // without building each Key
+
+	})
 	return u
 }
 
