@@ -59,9 +59,12 @@ const (
 	// tenant its own cluster, 20 jobs x 5 replicas in it (the same 10,000 endpoints).
 	clusterTenants = 100
 
-	// memLimit is the soft memory limit of the GOMEMLIMIT variants.
-	memLimit     = "150MiB"
-	memLimitName = "gomemlimit=150MiB"
+	// memLimit is the soft memory limit of the GOMEMLIMIT variants; clusterMemLimit that of the
+	// multi-cluster variant (about twice its heap in use, as docs/xds.md advises).
+	memLimit            = "150MiB"
+	memLimitName        = "gomemlimit=150MiB"
+	clusterMemLimit     = "250MiB"
+	clusterMemLimitName = "gomemlimit=250MiB"
 	// modeOurs is inferplane's server: one encoded configuration shared by every node, its
 	// EndpointCache, and the budget of bytes in flight.
 	modeOurs = "ours"
@@ -465,6 +468,8 @@ func BenchmarkHealthFlip(b *testing.B) {
 		// The same fleet in 100 tenant clusters, each watched on its own (docs/xds.md).
 		{name: "inferplane-clusters=100/delta", mode: modeClusters, delta: true, flips: 300},
 		{name: "inferplane-clusters=100/sotw", mode: modeClusters, flips: 300},
+		{name: "inferplane-clusters=100-" + clusterMemLimitName + "/delta", mode: modeClusters, delta: true, flips: 300,
+			env: []string{"GOMEMLIMIT=" + clusterMemLimit}},
 		{name: "inferplane-clusters=100-ready-flip/delta", mode: modeClusters, delta: true, flips: 100, viaWatch: true},
 		{name: "inferplane-unbounded/delta", mode: modeUnbounded, delta: true, flips: 100},
 		{name: "inferplane-unbounded/sotw", mode: modeUnbounded, flips: 100},
