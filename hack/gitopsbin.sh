@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds one of the GitOps tools the e2e tests run, once, into a git-ignored cache, the way
+# hack/kubebin.sh builds kube-apiserver and etcd:
+#
+#   argocd          the real Argo CD v3 multi-call binary (hack/gitopstools/argocd), with the
+#                   argocd-repo-server and argocd-application-controller names linked to it
+#   kustomize       kustomize v5, which Argo CD's repo server runs for kustomize sources
+#   kubevirt-check  KubeVirt's own VirtualMachine validation over YAML files
+#                   (hack/gitopstools/kubevirtcheck)
+#   kube-controller-manager  built like kube-apiserver (hack/gitopstools/kcm pins the same versions):
+#                   its garbage collector finishes the foreground deletions Argo CD asks for
+#
+# Each tool lives in its own tools module (never inferplane's module: their k8s.io pins differ
+# from ours). Its cache folder is named after a hash of that module's files and the Go version,
+# so a pin change rebuilds and anything else reuses.
+#
+# Usage: hack/gitopsbin.sh TOOL   prints the folder that holds TOOL's binaries.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+tool=${1:?usage: hack/gitopsbin.sh argocd|kustomize|kubevirt-check|kube-controller-manager}
+case "$tool" in
+  argocd) src=gitopstools/argocd ;;
+  kustomize) src=gitopstools/kustomize ;;
+  kubevirt-check) src=gitopstools/kubevirtcheck ;;
+  kube-controller-manager) src=gitopstools/kcm ;;
+  *) echo "gitopsbin: unknown tool $tool" >&2; exit 2 ;;
+esac
+src="$root/hack/$src"
+cache="${INFERPLANE_CACHE:-$root/.cache}/$tool"
+
+# Every file of the module (go.mod, go.sum and, for the checker, its source) keys the build.
+stamp=$( (cd "$src" && find . -type f | LC_ALL=C sort | xargs cat; go env GOVERSION) | sha256sum | cut -c1-16)
+dest="$cache/$stamp"
+
+if [[ -x "$dest/$tool" ]]; then
+  echo "$dest"
+  exit 0
+fi
+
+mkdir -p "$cache"
+tmp=$(mktemp -d "$cache/.build.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+version() { (cd "$src" && go list -m -f '{{.Version}}' "$1"); }
+start=$SECONDS
+case "$tool" in
+  argocd)
+    v=$(version github.com/argoproj/argo-cd/v3)
+    echo "gitopsbin: building argocd $v (several minutes, once)" >&2
+    # Argo CD reports this version to its clients and in its logs.
+    (cd "$src" && go build -buildvcs=false -ldflags "-s -w -X github.com/argoproj/argo-cd/v3/common.version=${v#v}" \
+      -o "$tmp/argocd" github.com/argoproj/argo-cd/v3/cmd)
+    # The multi-call binary picks its component from the name it is invoked by.
+    for name in argocd-repo-server argocd-application-controller; do ln -s argocd "$tmp/$name"; done
+    # Argo CD's own CRDs at the same tag, for the harness to install beside the binary.
+    crds=$(cd "$src" && go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)/manifests/crds
+    mkdir "$tmp/crds" && cp "$crds"/*-crd.yaml "$tmp/crds/"
+    ;;
+  kustomize)
+    echo "gitopsbin: building kustomize $(version sigs.k8s.io/kustomize/kustomize/v5)" >&2
+    (cd "$src" && go build -buildvcs=false -ldflags "-s -w" -o "$tmp/kustomize" sigs.k8s.io/kustomize/kustomize/v5)
+    ;;
+  kubevirt-check)
+    echo "gitopsbin: building kubevirt-check on kubevirt.io/kubevirt $(version kubevirt.io/kubevirt)" >&2
+    (cd "$src" && go build -buildvcs=false -ldflags "-s -w" -o "$tmp/kubevirt-check" .)
+    ;;
+  kube-controller-manager)
+    v=$(version k8s.io/kubernetes)
+    echo "gitopsbin: building kube-controller-manager $v" >&2
+    # Stamped like hack/kubebin.sh stamps kube-apiserver, and like it built without -trimpath, so
+    # it reuses the packages that build compiled.
+    ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$v"
+    ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$v" | cut -d. -f2)"
+    (cd "$src" && go build -ldflags "$ldflags" -o "$tmp/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager)
+    ;;
+esac
+echo "gitopsbin: built $tool in $((SECONDS - start)) s" >&2
+
+# Publish atomically so an interrupted build never leaves a half-filled folder that looks done.
+rm -rf "$dest"
+mv "$tmp" "$dest"
+trap - EXIT
+# Older builds are only disk: keep the newest one.
+find "$cache" -mindepth 1 -maxdepth 1 -type d ! -name "$stamp" ! -name '.build.*' -exec rm -rf {} +
+echo "$dest"
