@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -35,7 +36,24 @@ const (
 
 	// AddonsSyncWave puts the add-ons before the jobs (wave 0) when one sync applies both.
 	AddonsSyncWave = "-1"
+	// AppProjectSyncWave puts the AppProjects before every Application that names them: an
+	// app-of-apps over argocd/ that waits for each wave to be healthy would otherwise wait
+	// forever on the add-ons (wave -1), whose project (wave 0) does not exist yet.
+	AppProjectSyncWave = "-2"
+	// PolicyDataSyncWave puts the add-ons' Tenant and NodeTypes after the CRDs that define
+	// them (wave 0): Argo CD applies a wave only once the one before is healthy, which for a
+	// CRD means established; in one wave the objects race their CRDs and the sync fails.
+	PolicyDataSyncWave = "1"
 )
+
+// WebhookConfigurationSyncWave registers the webhook last, once the webhook's Deployment
+// (wave 0) is available and the policy data it reads (wave 1) is in place: the API server
+// never calls a webhook that cannot answer yet.
+const WebhookConfigurationSyncWave = "2"
+
+func policyDataWave() map[string]string {
+	return map[string]string{SyncWaveAnnotation: PolicyDataSyncWave}
+}
 
 // addonsName names the add-ons' Application and AppProject after the tenant.
 func addonsName(tenant string) string { return tenant + "-addons" }
@@ -70,21 +88,39 @@ func addonsFor(o install.ManifestOptions) (*staticAddons, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, obj := range objs {
+		if _, ok := obj.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok {
+			a := maps.Clone(obj.GetAnnotations())
+			if a == nil {
+				a = map[string]string{}
+			}
+			a[SyncWaveAnnotation] = WebhookConfigurationSyncWave
+			obj.SetAnnotations(a)
+		}
+	}
 	y, err := install.YAML(objs)
 	if err != nil {
 		return nil, err
 	}
 	s := &staticAddons{crds: bytes.Join(crds, nil), webhook: y}
 	s.clusterKinds, s.namespacedKinds, s.namespace = kindsOf(objs)
-	for _, o := range objs {
-		if c, ok := o.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok {
-			for i := range c.Webhooks {
-				s.caBundles = append(s.caBundles, fmt.Sprintf("/webhooks/%d/clientConfig/caBundle", i))
+	if o.URL != "" {
+		// The webhook runs outside the tenant cluster and the add-ons are cluster-scoped only:
+		// an empty (not absent) list allows no namespaced kind at all, and the Application
+		// still names the namespace an in-cluster install would use. The CA is the one in git.
+		s.namespacedKinds = []GroupKind{}
+		s.namespace = cmp.Or(o.Namespace, install.DefaultNamespace)
+	} else {
+		for _, o := range objs {
+			if c, ok := o.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok {
+				for i := range c.Webhooks {
+					s.caBundles = append(s.caBundles, fmt.Sprintf("/webhooks/%d/clientConfig/caBundle", i))
+				}
 			}
 		}
 	}
 	if s.namespace == "" {
-		return nil, fmt.Errorf("webhook install has no namespaced object (webhook URL set?): the add-ons need the in-cluster install")
+		return nil, fmt.Errorf("webhook install has no namespaced object: the add-ons need its Namespace")
 	}
 	s.clusterKinds = appendKind(s.clusterKinds,
 		GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"},
@@ -141,11 +177,13 @@ func addonsApplicationSpec(t *tenant, s *staticAddons) ApplicationSpec {
 	spec.Destination.Namespace = s.namespace
 	spec.SyncPolicy.ManagedNamespaceMetadata = nil
 	spec.SyncPolicy.SyncOptions = []string{"ServerSideApply=true", "RespectIgnoreDifferences=true"}
-	spec.IgnoreDifferences = []ResourceIgnoreDifferences{{
-		Group:        admissionregistrationv1.GroupName,
-		Kind:         "ValidatingWebhookConfiguration",
-		JSONPointers: s.caBundles,
-	}}
+	if len(s.caBundles) > 0 {
+		spec.IgnoreDifferences = []ResourceIgnoreDifferences{{
+			Group:        admissionregistrationv1.GroupName,
+			Kind:         "ValidatingWebhookConfiguration",
+			JSONPointers: s.caBundles,
+		}}
+	}
 	return spec
 }
 
@@ -168,7 +206,8 @@ func addonsAppProject(t *tenant, s *staticAddons) AppProject {
 	return AppProject{
 		APIVersion: ArgoCDAPIVersion,
 		Kind:       "AppProject",
-		Metadata:   meta{Name: addonsName(t.name), Namespace: t.argoNamespace, Labels: maps.Clone(t.labels)},
+		Metadata: meta{Name: addonsName(t.name), Namespace: t.argoNamespace, Labels: maps.Clone(t.labels),
+			Annotations: map[string]string{SyncWaveAnnotation: AppProjectSyncWave}},
 		Spec: AppProjectSpec{
 			Description:                "inferplane add-ons of tenant " + t.name,
 			SourceRepos:                []string{t.opts.RepoURL},

@@ -172,7 +172,8 @@ func appProject(t *tenant) AppProject {
 	return AppProject{
 		APIVersion: ArgoCDAPIVersion,
 		Kind:       "AppProject",
-		Metadata:   meta{Name: t.name, Namespace: t.argoNamespace, Labels: maps.Clone(t.labels)},
+		Metadata: meta{Name: t.name, Namespace: t.argoNamespace, Labels: maps.Clone(t.labels),
+			Annotations: map[string]string{SyncWaveAnnotation: AppProjectSyncWave}},
 		Spec: AppProjectSpec{
 			Description:                "inferplane tenant " + t.name,
 			SourceRepos:                []string{t.opts.RepoURL},

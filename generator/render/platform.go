@@ -63,7 +63,7 @@ func tenantObject(t *tenant) object[tenantSpec] {
 	return object[tenantSpec]{
 		APIVersion: v1alpha1.APIVersion,
 		Kind:       v1alpha1.KindTenant,
-		Metadata:   meta{Name: t.name, Labels: maps.Clone(t.labels)},
+		Metadata:   meta{Name: t.name, Labels: maps.Clone(t.labels), Annotations: policyDataWave()},
 		Spec:       s,
 	}
 }
@@ -78,7 +78,7 @@ func nodeTypeObjects(t *tenant) []any {
 			Kind:       v1alpha1.KindNodeType,
 			Metadata: meta{Name: nt.Name, Labels: map[string]string{
 				v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue,
-			}},
+			}, Annotations: policyDataWave()},
 			Spec: nt.Spec,
 		})
 	}

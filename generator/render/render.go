@@ -47,8 +47,9 @@ type Options struct {
 	// workers of a multi-node replica dial. Empty: "cluster.local".
 	ClusterDomain string
 	// Webhook shapes the admission webhook installed with the tenant cluster's add-ons (image,
-	// replicas, namespace); the zero value is the webhook package's defaults. URL must be
-	// empty: the add-ons install the webhook in the cluster.
+	// replicas, namespace); the zero value is the webhook package's defaults. With URL set,
+	// the webhook runs outside the tenant cluster and the add-ons hold only its configuration
+	// (pointing at URL, with CABundle), no Deployment.
 	Webhook install.ManifestOptions
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/generator/render/rendertest"
 	"github.com/inferplane/inferplane/internal/manifest"
+	"github.com/inferplane/inferplane/webhook"
 )
 
 // TestTree: the rendered tree holds exactly the files of docs/design.md's "Rendered tree".
@@ -309,4 +310,32 @@ func FuzzTenant(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAddonsWithWebhookOutsideTheCluster: with Options.Webhook.URL the webhook runs outside the
+// tenant cluster (the Argo CD e2e tests run it in the test process on 127.0.0.1): the add-ons
+// hold its configuration pointing at the URL with the CA from git, no Deployment or Service;
+// their AppProject allows no namespaced kind at all (an empty list, which Argo CD reads as
+// none, where an absent one would mean all); and nothing is left for ignoreDifferences.
+func TestAddonsWithWebhookOutsideTheCluster(t *testing.T) {
+	opts := render.Options{Webhook: webhook.ManifestOptions{URL: "https://127.0.0.1:9443", CABundle: []byte("ca")}}
+	files, err := render.Tenant(rendertest.Acme(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := manifest.Decode(files[render.FileWebhook])
+	if err != nil || len(objs) != 1 || objs[0].GetKind() != "ValidatingWebhookConfiguration" {
+		t.Fatalf("webhook.yaml: %v %v", objs, err)
+	}
+	if !strings.Contains(string(files[render.FileWebhook]), "url: https://127.0.0.1:9443/") {
+		t.Errorf("webhook.yaml does not point at the URL:\n%s", files[render.FileWebhook])
+	}
+	project := string(files[render.FileAddonsAppProject])
+	if !strings.Contains(project, "namespaceResourceWhitelist: []\n") {
+		t.Errorf("add-ons project must allow no namespaced kind:\n%s", project)
+	}
+	app := string(files[render.FileAddonsApplication])
+	if strings.Contains(app, "ignoreDifferences") || !strings.Contains(app, "namespace: "+webhook.DefaultNamespace) {
+		t.Errorf("add-ons application:\n%s", app)
+	}
 }
