@@ -125,14 +125,26 @@ type Options struct {
 	// APIServerFlags are set on kube-apiserver's command line, e.g.
 	// {"admission-control-config-file": path}.
 	APIServerFlags map[string]string
+	// CRDPaths are the CRD files installed; nil: every CRD the project knows (CRDPaths()).
+	CRDPaths []string
 }
 
 // Start starts etcd and kube-apiserver and installs every CRD the project knows (KubeVirt,
 // Argo CD and inferplane's own), server-side.
 func Start(ctx context.Context) (*Env, error) { return StartWith(ctx, Options{}) }
 
+// StartWithCRDs is Start with only the CRDs in the given files installed (e.g. a tenant cluster
+// that gets inferplane's own CRDs from Argo CD).
+func StartWithCRDs(ctx context.Context, crdPaths ...string) (*Env, error) {
+	return StartWith(ctx, Options{CRDPaths: crdPaths})
+}
+
 // StartWith is Start with options.
 func StartWith(ctx context.Context, o Options) (*Env, error) {
+	crdPaths := o.CRDPaths
+	if crdPaths == nil {
+		crdPaths = CRDPaths()
+	}
 	dir, err := BinDir()
 	if err != nil {
 		return nil, err
@@ -170,7 +182,7 @@ func StartWith(ctx context.Context, o Options) (*Env, error) {
 		env.work = work
 	}
 	if err == nil {
-		err = env.InstallCRDs(ctx, CRDPaths()...)
+		err = env.InstallCRDs(ctx, crdPaths...)
 	}
 	if err != nil {
 		_ = te.Stop()
