@@ -4,8 +4,8 @@
 GO       ?= go
 BIN      := bin/inferplane
 
-.PHONY: all build test vet unit kubebin bench bench-generator bench-webhook bench-xds bench-keys bench-recipes \
-        generate verify-generate clean
+.PHONY: all build test test-argocd vet fmt unit kubebin testbins bench bench-generator bench-webhook bench-xds \
+        bench-keys bench-recipes generate verify-generate clean
 
 all: build
 
@@ -16,18 +16,36 @@ build:
 kubebin:
 	@hack/kubebin.sh
 
-# gofmt first: a file gofmt would change fails the build (named, with the command that fixes it).
-vet:
+# Everything the e2e tests run, built once into .cache (hack/testbins.sh): kube-apiserver and
+# etcd, and for the GitOps tests Argo CD, kustomize, KubeVirt's VM validation and
+# kube-controller-manager (hack/gitopsbin.sh).
+testbins:
+	@hack/testbins.sh
+
+# A file gofmt would change fails vet and test (named, with the command that fixes it).
+fmt:
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './.cache/*' -not -path './out/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change these files (run gofmt -w on them):" >&2; \
 	echo "$$unformatted" >&2; exit 1; fi
+
+vet: fmt
 	$(GO) vet ./...
 
-# vet, unit tests and the e2e tests against the real API server, then a check that no
-# kube-apiserver or etcd outlived the tests.
-test: vet
-	@dir=$$(hack/kubebin.sh) && \
-	INFERPLANE_KUBEBIN=$$dir INFERPLANE_REQUIRE_KUBE=1 $(GO) test -count=1 -timeout 30m ./...
+# vet (side by side with the test binaries' builds), unit tests and the e2e tests against the
+# real API server and the real Argo CD, then a check that no test process outlived the tests.
+test: fmt
+	@bins=$$(mktemp) && trap 'rm -f $$bins' EXIT && \
+	{ hack/testbins.sh > $$bins & pid=$$!; } && \
+	{ $(GO) vet ./...; vet=$$?; wait $$pid && [ $$vet = 0 ]; } && \
+	env $$(cat $$bins) INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_REQUIRE_GITOPS=1 $(GO) test -count=1 -timeout 30m ./...
+	@hack/check-strays.sh
+
+# Only the GitOps tests: Argo CD syncing generated repositories (e2e/argocd) and KubeVirt's own
+# validation of every generated VM (e2e/kubevirtcheck).
+test-argocd:
+	@bins=$$(mktemp) && trap 'rm -f $$bins' EXIT && hack/testbins.sh > $$bins && \
+	env $$(cat $$bins) INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_REQUIRE_GITOPS=1 \
+		$(GO) test -count=1 -timeout 30m -v ./e2e/argocd/ ./e2e/kubevirtcheck/
 	@hack/check-strays.sh
 
 # Unit tests only; tests that need the API server say SKIPPED when its binaries are absent.
