@@ -4,20 +4,38 @@
 # etcd, argocd-repo-server, argocd-application-controller, kube-controller-manager) with the
 # kubeenv marker on its command line, or the INFERPLANE_E2E_OWNER mark the Argo CD harness puts
 # in the environment of everything it starts (the git and kustomize runs of the repo server
-# inherit it). Redis runs inside the test process
-# (miniredis), so no redis process exists to outlive it.
+# inherit it). Redis runs inside the test process (miniredis), so no redis process exists to
+# outlive it.
+#
+# A process whose test binary is still running (its parent, or the owner its mark names) belongs
+# to a test run in progress, e.g. another checkout's sharing the cache: it is not a stray.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache="${INFERPLANE_CACHE:-$root/.cache}"
+
+# is_test_binary PID: the process runs a Go test binary.
+is_test_binary() {
+  local exe
+  exe=$(readlink "/proc/$1/exe" 2>/dev/null) || return 1
+  [[ ${exe% (deleted)} == *.test ]]
+}
+
+strays=""
 # A server from the caches counts only with the harness's marker on its command line (e2e/kubeenv
 # puts inferplane-kubeenv- there): a developer's own kube-apiserver from the cache is left alone.
-strays=$(pgrep -af "$cache/(kubebin|argocd|kube-controller-manager)/" | grep -- "inferplane-kubeenv-" || true)
+for pid in $(pgrep -f "$cache/(kubebin|argocd|kube-controller-manager)/.*inferplane-kubeenv-"); do
+  ppid=$(ps -o ppid= -p "$pid" 2>/dev/null | tr -d ' ') || continue
+  is_test_binary "$ppid" && continue
+  strays+=$'\n'"$(ps -o pid=,args= -p "$pid" 2>/dev/null)"
+done
 for env in /proc/[0-9]*/environ; do
   pid=${env#/proc/}
   pid=${pid%/environ}
-  if [[ $pid != "$$" ]] && grep -qaz '^INFERPLANE_E2E_OWNER=' "$env" 2>/dev/null; then
-    strays+=$'\n'"$(ps -o pid=,args= -p "$pid" 2>/dev/null)"
-  fi
+  [[ $pid == "$$" ]] && continue
+  owner=$(tr '\0' '\n' 2>/dev/null < "$env" | sed -n 's/^INFERPLANE_E2E_OWNER=//p') 2>/dev/null || continue
+  [[ -z $owner ]] && continue
+  is_test_binary "$owner" && continue
+  strays+=$'\n'"$(ps -o pid=,args= -p "$pid" 2>/dev/null)"
 done
 strays=$(echo "$strays" | sed '/^[[:space:]]*$/d' | sort -u)
 if [[ -n "$strays" ]]; then
