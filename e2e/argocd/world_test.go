@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path"
@@ -58,13 +57,13 @@ type tenant struct {
 
 // hookServer is `inferplane webhook serve` for one tenant cluster, on 127.0.0.1.
 type hookServer struct {
-	url      string
-	port     int
-	certDir  string
-	ca       []byte
-	stop     context.CancelFunc
-	done     chan error
-	probeURL string
+	url     string
+	port    int
+	certDir string
+	ca      []byte
+	stop    context.CancelFunc
+	done    chan error
+	probes  string // the address of /healthz and /readyz
 }
 
 // bundledTenants are the example tenants in tenants/.
@@ -331,7 +330,7 @@ func newHookServer(t *testing.T) hookServer {
 	require.NoError(t, b.WriteDir(dir))
 	return hookServer{
 		url: fmt.Sprintf("https://127.0.0.1:%d", ports[0]), port: ports[0], certDir: dir, ca: b.CA,
-		probeURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]),
+		probes: fmt.Sprintf("127.0.0.1:%d", ports[1]),
 	}
 }
 
@@ -359,7 +358,7 @@ func (tn *tenant) serveWebhookWhenCRDsExist(ctx context.Context) {
 	port := tn.hook.port
 	tn.hook.done <- webhook.Serve(ctx, tn.cluster.Config, webhook.ServeOptions{
 		Host: "127.0.0.1", Port: port, CertDir: tn.hook.certDir, MetricsAddr: "0",
-		ProbeAddr: strings.TrimSuffix(strings.TrimPrefix(tn.hook.probeURL, "http://"), "/readyz"),
+		ProbeAddr: tn.hook.probes,
 		Logger:    testLogger(),
 	})
 }
@@ -367,16 +366,6 @@ func (tn *tenant) serveWebhookWhenCRDsExist(ctx context.Context) {
 // testLogger writes warnings and errors to stderr; the webhook logs its denials at info.
 func testLogger() logr.Logger {
 	return logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-// ready says whether the webhook answers /readyz.
-func (h *hookServer) ready() bool {
-	resp, err := http.Get(h.probeURL)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }
 
 // Stop stops the webhook and waits for it to drain.
