@@ -31,12 +31,12 @@ fmt:
 vet: fmt
 	$(GO) vet ./...
 
-# vet (side by side with the test binaries' builds), unit tests and the e2e tests against the
-# real API server and the real Argo CD, then a check that no test process outlived the tests.
+# vet (among the builds of the tests' binaries, once kube-apiserver has compiled the k8s.io
+# packages both need), unit tests and the e2e tests against the real API server and the real
+# Argo CD, then a check that no test process outlived the tests.
 test: fmt
 	@bins=$$(mktemp) && trap 'rm -f $$bins' EXIT && \
-	{ hack/testbins.sh > $$bins & pid=$$!; } && \
-	{ $(GO) vet ./...; vet=$$?; wait $$pid && [ $$vet = 0 ]; } && \
+	hack/testbins.sh $(GO) vet ./... > $$bins && \
 	env $$(cat $$bins) INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_REQUIRE_GITOPS=1 $(GO) test -count=1 -timeout 30m ./...
 	@hack/check-strays.sh
 

@@ -4,9 +4,19 @@
 # its own cache folder, and prints the environment that points the tests at them, one
 # NAME=folder per line (`make test` passes it to go test).
 #
-# Cold, the builds run side by side when the machine has the memory for it (each link of
-# kube-apiserver, kube-controller-manager or argocd peaks around 2 GB): their downloads and
-# single-threaded links then overlap the others' compiles. Warm, every build is a cache hit.
+# Usage: hack/testbins.sh [COMMAND...]
+# COMMAND (e.g. `go vet ./...`) runs once kube-apiserver is built, beside the builds still
+# running; its output goes to stderr and its failure fails the script.
+#
+# Cold, on two cores the CPU is what limits, so what matters is compiling nothing twice. Go's
+# build cache shares a compiled package only once it is written: two builds that need the same
+# package at the same time both compile it. kube-apiserver, kube-controller-manager and
+# inferplane's own module pin the same k8s.io versions, so kube-apiserver is built first and the
+# other two (COMMAND, e.g. vet, compiles inferplane's module) after it, side by side, finding
+# most of their packages compiled; Argo CD (k8s.io v0.34), KubeVirt's checker
+# (v0.33) and kustomize share next to nothing with them or each other, so they run alongside,
+# when the machine has the memory for it (a link of kube-apiserver, kube-controller-manager or
+# argocd peaks around 2 GB). Warm, every build is a cache hit.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,21 +27,30 @@ trap 'rm -rf "$out"' EXIT
 avail_gb=$(( $(awk '/^MemAvailable:/ {print $2}' /proc/meminfo) / 1024 / 1024 ))
 parallel=$(( avail_gb >= 8 ))
 
+kube_chain() { # kube-apiserver first, then kube-controller-manager beside COMMAND
+  "$root/hack/kubebin.sh" > "$out/kubebin" || return 1
+  "$root/hack/gitopsbin.sh" kube-controller-manager > "$out/kube-controller-manager" &
+  local kcm=$! cmd=0
+  if (( $# > 0 )); then "$@" >&2 || cmd=1; fi
+  wait "$kcm" && (( cmd == 0 ))
+}
+
 status=0
 pids=()
-run() { # name command...: runs a build, in the background when building in parallel
-  local name=$1; shift
+run() { # runs a build, in the background when building in parallel
   if (( parallel )); then
-    "$@" > "$out/$name" &
+    "$@" &
     pids+=($!)
   else
-    "$@" > "$out/$name" || status=1
+    "$@" || status=1
   fi
 }
-run kubebin "$root/hack/kubebin.sh"
-for t in "${tools[@]}"; do run "$t" "$root/hack/gitopsbin.sh" "$t"; done
+run kube_chain "$@"
+for t in argocd kustomize kubevirt-check; do
+  run sh -c '"$1" "$2" > "$3"' _ "$root/hack/gitopsbin.sh" "$t" "$out/$t"
+done
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-(( status == 0 )) || { echo "testbins: a build failed (see above)" >&2; exit 1; }
+(( status == 0 )) || { echo "testbins: a build or the command failed (see above)" >&2; exit 1; }
 
 echo "INFERPLANE_KUBEBIN=$(cat "$out/kubebin")"
 for t in "${tools[@]}"; do
