@@ -145,7 +145,7 @@ func checkJob(t *testing.T, tenant string, jp *plan.JobPlan, f jobFolder) {
 				"inferplane.io/replica-nodes":         strconv.Itoa(int(nodes)),
 				"inferplane.io/per-replica-gpu-count": strconv.Itoa(int(jp.Master.Spec.PerReplicaGPUCount)),
 			}
-			if n == 0 {
+			if serving(n) {
 				wantAnn["inferplane.io/address-mode"] = "pod" // the fixtures' node types set no servingAddress
 			}
 			if !maps.Equal(tpl.ObjectMeta.Annotations, wantAnn) {

@@ -14,7 +14,7 @@ import (
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/generator/render/rendertest"
 	"github.com/inferplane/inferplane/internal/manifest"
-	"github.com/inferplane/inferplane/webhook"
+	"github.com/inferplane/inferplane/webhook/install"
 )
 
 // TestTree: the rendered tree holds exactly the files of docs/design.md's "Rendered tree".
@@ -318,7 +318,7 @@ func FuzzTenant(f *testing.F) {
 // their AppProject allows no namespaced kind at all (an empty list, which Argo CD reads as
 // none, where an absent one would mean all); and nothing is left for ignoreDifferences.
 func TestAddonsWithWebhookOutsideTheCluster(t *testing.T) {
-	opts := render.Options{Webhook: webhook.ManifestOptions{URL: "https://127.0.0.1:9443", CABundle: []byte("ca")}}
+	opts := render.Options{Webhook: install.ManifestOptions{URL: "https://127.0.0.1:9443", CABundle: []byte("ca")}}
 	files, err := render.Tenant(rendertest.Acme(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +335,7 @@ func TestAddonsWithWebhookOutsideTheCluster(t *testing.T) {
 		t.Errorf("add-ons project must allow no namespaced kind:\n%s", project)
 	}
 	app := string(files[render.FileAddonsApplication])
-	if strings.Contains(app, "ignoreDifferences") || !strings.Contains(app, "namespace: "+webhook.DefaultNamespace) {
+	if strings.Contains(app, "ignoreDifferences") || !strings.Contains(app, "namespace: "+install.DefaultNamespace) {
 		t.Errorf("add-ons application:\n%s", app)
 	}
 }
