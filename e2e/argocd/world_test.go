@@ -33,6 +33,7 @@ import (
 	"github.com/inferplane/inferplane/internal/manifest"
 	"github.com/inferplane/inferplane/policy"
 	"github.com/inferplane/inferplane/webhook"
+	"github.com/inferplane/inferplane/webhook/install"
 )
 
 // world is the whole GitOps path on this machine: a host cluster running Argo CD (the
@@ -196,7 +197,7 @@ func (w *world) generate(t *testing.T, tn *tenant) string {
 		TenantsDir: "tenants", Tenants: tn.inputs,
 		OutDir:  w.out,
 		RepoURL: "file://" + w.out + "/{tenant}",
-		Render:  render.Options{Webhook: webhook.ManifestOptions{URL: tn.hook.url, CABundle: tn.hook.ca}},
+		Render:  render.Options{Webhook: install.ManifestOptions{URL: tn.hook.url, CABundle: tn.hook.ca}},
 		Check:   admissionCheck,
 	})
 	require.NoError(t, err)
