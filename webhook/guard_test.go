@@ -90,7 +90,17 @@ func TestGuardRefusesLargeBodiesUnread(t *testing.T) {
 // A request that would take the bytes being decoded past the budget is refused at once with
 // 429, not queued behind the one holding the budget; once that one is done, requests pass.
 func TestGuardRefusesBeyondTheBudget(t *testing.T) {
-	srv := httptest.NewServer(webhook.Mux(pt.Store(), nil, webhook.NewGuard(webhook.GuardOptions{DecodeBudget: webhook.MaxRequestBytes})))
+	mux := webhook.Mux(pt.Store(), nil, webhook.NewGuard(webhook.GuardOptions{DecodeBudget: webhook.MaxRequestBytes}))
+	// The guard takes its budget before it reads a byte of the body, so the slow request's
+	// first read on the server says it holds the budget (a write on the client's side only says
+	// the client's transport took the bytes).
+	reading := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Test-Slow") != "" {
+			r.Body = &firstRead{ReadCloser: r.Body, signal: reading}
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	defer srv.Close()
 	valid := reviewBody(t, request(t, admissionv1.Create, pt.VM("chat", 0, 0, pt.Master("qwen-4", 4), pt.H100()), nil))
 
@@ -100,6 +110,7 @@ func TestGuardRefusesBeyondTheBudget(t *testing.T) {
 	require.NoError(t, err)
 	slow.ContentLength = webhook.MaxRequestBytes
 	slow.Header.Set("Content-Type", "application/json")
+	slow.Header.Set("X-Test-Slow", "1")
 	slowDone := make(chan error, 1)
 	go func() {
 		resp, err := http.DefaultClient.Do(slow)
@@ -108,8 +119,9 @@ func TestGuardRefusesBeyondTheBudget(t *testing.T) {
 		}
 		slowDone <- err
 	}()
-	_, err = pw.Write([]byte(`{"apiVersion":`)) // the server is now reading it
+	_, err = pw.Write([]byte(`{"apiVersion":`))
 	require.NoError(t, err)
+	<-reading // the server holds the budget
 
 	resp := postHTTP(t, srv.URL+"/validate/virtualmachines", valid)
 	assert.False(t, resp.Allowed)
@@ -120,6 +132,18 @@ func TestGuardRefusesBeyondTheBudget(t *testing.T) {
 	// The server lets go of the budget once its handler sees the body end.
 	assert.Eventually(t, func() bool { return postHTTP(t, srv.URL+"/validate/virtualmachines", valid).Allowed },
 		30*time.Second, 10*time.Millisecond, "the budget is back")
+}
+
+// firstRead closes signal on the first Read.
+type firstRead struct {
+	io.ReadCloser
+	signal chan struct{}
+	once   sync.Once
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	f.once.Do(func() { close(f.signal) })
+	return f.ReadCloser.Read(p)
 }
 
 func postHTTP(t testing.TB, url string, body []byte) *admissionv1.AdmissionResponse {
