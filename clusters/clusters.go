@@ -53,9 +53,11 @@ const (
 
 // Cluster is one tenant cluster.
 type Cluster struct {
-	// Tenant owns the cluster: the Secret's inferplane.io/tenant label, else (Argo CD) its
-	// name key, the Applications' destination.name, or (vCluster) the name after vc-.
+	// Tenant owns the cluster: the Secret's inferplane.io/tenant label, else Name.
 	Tenant string
+	// Name is the cluster's own name: (Argo CD) the name key, which an Application's
+	// destination.name refers to, or (vCluster) the Secret's name after vc-.
+	Name string
 	// Kind says where the entry came from (KindArgoCD, KindVCluster); Secret names it
 	// (namespace/name).
 	Kind   string
@@ -107,6 +109,25 @@ type Options struct {
 }
 
 func (o Options) argoNamespace() string { return cmp.Or(o.ArgoCDNamespace, ArgoCDNamespace) }
+
+// Sources says which Secrets the options read, for messages.
+func (o Options) Sources() string {
+	var parts []string
+	if ns := o.argoNamespace(); ns != "-" {
+		parts = append(parts, "Argo CD cluster Secrets in namespace "+ns)
+	}
+	if len(o.VClusterNamespaces) > 0 {
+		which := "vCluster kubeconfig Secrets vc-*"
+		if o.VClusterSelector != nil {
+			which = "vCluster kubeconfig Secrets selected by " + o.VClusterSelector.String()
+		}
+		parts = append(parts, which+" in namespaces "+strings.Join(o.VClusterNamespaces, ", "))
+	}
+	if len(parts) == 0 {
+		return "no Secrets (no Argo CD namespace and no vCluster namespace)"
+	}
+	return strings.Join(parts, "; ")
+}
 
 // Validate checks the options.
 func (o Options) Validate() error {
@@ -191,10 +212,12 @@ func FromSecret(s *corev1.Secret, kind string) (c Cluster, warnings []string, er
 	c = Cluster{Kind: kind, Secret: s.Namespace + "/" + s.Name, created: s.CreationTimestamp.Unix()}
 	switch kind {
 	case KindArgoCD:
-		c.Tenant = cmp.Or(s.Labels[v1alpha1.LabelTenant], string(s.Data[ArgoCDKeyName]))
+		c.Name = string(s.Data[ArgoCDKeyName])
+		c.Tenant = cmp.Or(s.Labels[v1alpha1.LabelTenant], c.Name)
 		c.Config, warnings, err = argoCDConfig(s)
 	case KindVCluster:
-		c.Tenant = cmp.Or(s.Labels[v1alpha1.LabelTenant], strings.TrimPrefix(s.Name, VClusterNamePrefix))
+		c.Name = strings.TrimPrefix(s.Name, VClusterNamePrefix)
+		c.Tenant = cmp.Or(s.Labels[v1alpha1.LabelTenant], c.Name)
 		c.Config, warnings, err = vclusterConfig(s)
 	default:
 		return c, nil, fmt.Errorf("unknown kind %q", kind)

@@ -169,3 +169,53 @@ func TestOptionsValidate(t *testing.T) {
 	assert.ErrorContains(t, Options{ArgoCDNamespace: "Argo CD"}.Validate(), `argo CD namespace "Argo CD"`)
 	assert.ErrorContains(t, Options{VClusterNamespaces: []string{"a/b"}}.Validate(), `vCluster namespace "a/b"`)
 }
+
+// Find picks the cluster a tenant's Applications sync to: the Argo CD cluster named as their
+// destination, else the tenant's entry; a miss says what was read and what is known.
+func TestFind(t *testing.T) {
+	labelled := argoSecret("cluster-initech-gpu", "initech-gpu", "https://127.0.0.1:6445", goodConfig, 0)
+	labelled.Labels[v1alpha1.LabelTenant] = "initech"
+	o := Options{VClusterNamespaces: []string{"vcluster-hooli"}}
+	snap := Read([]corev1.Secret{
+		argoSecret("cluster-acme", "acme", "https://127.0.0.1:6443", goodConfig, 0),
+		argoSecret("cluster-globex-prod", "globex-prod", "https://127.0.0.1:6444", goodConfig, 0),
+		labelled,
+		vclusterSecret("vcluster-hooli", "vc-hooli", "https://127.0.0.1:7443", "tok-v"),
+		argoSecret("garbage", "umbrella", "https://127.0.0.1:6446", "{not json", 0),
+	}, o)
+	for _, tc := range []struct {
+		tenant, cluster string
+		want            string // the Secret found
+		err             []string
+	}{
+		{tenant: "acme", cluster: "acme", want: "argocd/cluster-acme"},
+		{tenant: "globex", cluster: "globex-prod", want: "argocd/cluster-globex-prod"},
+		{tenant: "initech", cluster: "initech-gpu", want: "argocd/cluster-initech-gpu"},
+		{tenant: "initech", cluster: "initech", want: "argocd/cluster-initech-gpu"}, // by its label
+		{tenant: "hooli", cluster: "hooli", want: "vcluster-hooli/vc-hooli"},
+		{tenant: "hooli", want: "vcluster-hooli/vc-hooli"},
+		{tenant: "globex", cluster: "globex", err: []string{
+			"no cluster of tenant globex in the cluster registry (read: Argo CD cluster Secrets in namespace argocd; " +
+				"vCluster kubeconfig Secrets vc-* in namespaces vcluster-hooli); known tenants: acme, globex-prod, hooli, initech",
+			"Secret/argocd/garbage: skipped: key config: not Argo CD's cluster config JSON"}},
+		{tenant: "umbrella", cluster: "umbrella-x", err: []string{
+			"no Argo CD cluster named umbrella-x (the tenant's destination) and no cluster of tenant umbrella in the cluster registry"}},
+	} {
+		c, err := Find(snap, o, tc.tenant, tc.cluster)
+		if tc.err != nil {
+			for _, want := range tc.err {
+				assert.ErrorContains(t, err, want, "%s/%s", tc.tenant, tc.cluster)
+			}
+			continue
+		}
+		require.NoError(t, err, "%s/%s", tc.tenant, tc.cluster)
+		assert.Equal(t, tc.want, c.Secret, "%s/%s", tc.tenant, tc.cluster)
+	}
+}
+
+func TestOptionsSources(t *testing.T) {
+	assert.Equal(t, "Argo CD cluster Secrets in namespace argocd", Options{}.Sources())
+	assert.Equal(t, "vCluster kubeconfig Secrets selected by app=vcluster in namespaces a, b",
+		Options{ArgoCDNamespace: "-", VClusterNamespaces: []string{"a", "b"}, VClusterSelector: labels.SelectorFromSet(labels.Set{"app": "vcluster"})}.Sources())
+	assert.Equal(t, "no Secrets (no Argo CD namespace and no vCluster namespace)", Options{ArgoCDNamespace: "-"}.Sources())
+}

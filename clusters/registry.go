@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -150,25 +151,50 @@ func List(ctx context.Context, c client.Reader, o Options) (Snapshot, error) {
 	return Read(all, o), nil
 }
 
-// ForTenant is the client configuration of the tenant's cluster, read once. The error says
-// what is wrong when the registry has no usable entry for the tenant.
-func ForTenant(ctx context.Context, c client.Reader, o Options, tenant string) (*rest.Config, error) {
+// ForTenant is the client configuration of the tenant's cluster (see Find), read once.
+func ForTenant(ctx context.Context, c client.Reader, o Options, tenant, cluster string) (*rest.Config, error) {
 	snap, err := List(ctx, c, o)
 	if err != nil {
 		return nil, err
 	}
-	if cl, ok := snap.Get(tenant); ok {
-		return rest.CopyConfig(cl.Config), nil
+	cl, err := Find(snap, o, tenant, cluster)
+	if err != nil {
+		return nil, err
 	}
-	var why []error
-	for _, p := range snap.Problems {
-		why = append(why, errors.New(p.String()))
+	return rest.CopyConfig(cl.Config), nil
+}
+
+// Find is the entry of the cluster a tenant's Applications are synced to. cluster is their
+// destination.name (the tenant's spec.argoCD.destination, by default its name; "" looks by
+// tenant only): the Argo CD cluster of that name is the one, as it is for Argo CD; failing
+// that, the entry the gateway uses for the tenant (label inferplane.io/tenant, or vc-<tenant>).
+// The error names the tenant, the Secrets o reads, the known tenants and why Secrets were
+// skipped; o is only read for it.
+func Find(s Snapshot, o Options, tenant, cluster string) (Cluster, error) {
+	if cluster != "" {
+		for _, c := range s.Clusters {
+			if c.Kind == KindArgoCD && c.Name == cluster {
+				return c, nil
+			}
+		}
 	}
-	known := make([]string, 0, len(snap.Clusters))
-	for _, cl := range snap.Clusters {
-		known = append(known, cl.Tenant)
+	if c, ok := s.Get(tenant); ok {
+		return c, nil
 	}
-	return nil, errors.Join(append([]error{fmt.Errorf("no tenant cluster for %q in the registry (known: %v)", tenant, known)}, why...)...)
+	missing := fmt.Sprintf("no cluster of tenant %s", tenant)
+	if cluster != "" && cluster != tenant {
+		missing = fmt.Sprintf("no Argo CD cluster named %s (the tenant's destination) and no cluster of tenant %s", cluster, tenant)
+	}
+	known := make([]string, 0, len(s.Clusters))
+	for _, c := range s.Clusters {
+		known = append(known, c.Tenant)
+	}
+	msg := fmt.Sprintf("%s in the cluster registry (read: %s); known tenants: %s", missing, o.Sources(), cmp.Or(strings.Join(known, ", "), "none"))
+	errs := []error{errors.New(msg)}
+	for _, p := range s.Problems {
+		errs = append(errs, errors.New(p.String()))
+	}
+	return Cluster{}, errors.Join(errs...)
 }
 
 // Change is one difference between two snapshots.

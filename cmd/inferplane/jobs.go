@@ -40,10 +40,18 @@ the gateway has not taken it in), serving (in the gateway's rotation); failed sa
 job is as far as its least ready replica.
 
 list and detail read the job's Argo CD Application in the host cluster (--kubeconfig,
---context), its VMs in the tenant's own cluster (the kubeconfig context --tenant-context,
-by default the tenant's Argo CD cluster name), and the gateway's view (--server, the
+--context), its VMs in the tenant's own cluster, and the gateway's view (--server, the
 xDS server's admin address). Exit codes: 0 serving, 3 on its way (syncing to
-loading-model), 4 failed, 1 an error (a cluster could not be read), 2 bad usage.`,
+loading-model), 4 failed, 1 an error (a cluster could not be read), 2 bad usage.
+
+A tenant's cluster (for list, detail and restart) is found, by --tenant-clusters:
+  kubeconfig  the kubeconfig's context --tenant-context (default: the tenant's Argo CD
+              cluster name, spec.argoCD.destination, else the tenant's name)
+  registry    the cluster registry the gateway reads in the host cluster: the Argo CD cluster
+              Secret (in --argocd-namespace) whose name key is the tenant's Argo CD cluster
+              name, else the Secret labelled inferplane.io/tenant=<tenant> or vCluster's
+              vc-<tenant> (in a --vcluster-namespace); its server and credentials
+  auto        (default) the kubeconfig when it has the tenant's context, else the registry`,
 	}
 	cmd.AddCommand(newJobsCreateCmd(), newJobsDeleteCmd(), newJobsListCmd(), newJobsDetailCmd(), newJobsRestartCmd())
 	return cmd

@@ -25,7 +25,8 @@ func closedAddr(t *testing.T) string {
 
 // jobs list and detail against a host and a tenant API server where nothing is synced yet,
 // with globex's cluster unreachable: acme's jobs are syncing (exit 3), globex's unknown with
-// an error naming its cluster (exit 1); detail as JSON; unknown jobs and missing contexts.
+// an error naming its cluster (exit 1); detail as JSON; unknown jobs and missing contexts
+// (with --tenant-clusters auto, a missing tenant context sends it to the registry, empty here).
 func TestJobsListDetailAndUnreachableClusters(t *testing.T) {
 	host, tenant := clusters.Get(t, "host"), clusters.Get(t, "tenant")
 	tr := newJobsTree(t)
@@ -76,7 +77,8 @@ func TestJobsListDetailAndUnreachableClusters(t *testing.T) {
 		{[]string{"jobs", "detail", "globex/llama-70b"}, 1, "cluster of tenant globex (https://" + down + ")"},
 		{[]string{"jobs", "restart", "globex/llama-70b"}, 1, "cluster of tenant globex (https://" + down + "): list VirtualMachines"},
 		{[]string{"jobs", "detail", "acme/qwen3-23b"}, 1, `tenant acme has no job "qwen3-23b"; did you mean qwen3-32b?`},
-		{[]string{"jobs", "detail", "acme/qwen3-32b", "--tenant-context", "vc-{tenant}"}, 1, `the cluster of tenant acme: no context "vc-acme" in kubeconfig`},
+		{[]string{"jobs", "detail", "acme/qwen3-32b", "--tenant-context", "vc-{tenant}", "--tenant-clusters", "kubeconfig"}, 1, `the cluster of tenant acme: no context "vc-acme" in kubeconfig`},
+		{[]string{"jobs", "detail", "acme/qwen3-32b", "--tenant-context", "vc-{tenant}"}, 1, `- kubeconfig: no context "vc-acme" in kubeconfig`},
 		{[]string{"jobs", "detail", "acme/qwen3-32b", "--context", "mgmt"}, 1, `the host cluster: no context "mgmt"`},
 		{[]string{"jobs", "detail", "acme/qwen3-32b", "-o", "wide"}, 2, `-o "wide": expected table, json or yaml`},
 		{[]string{"jobs", "restart", "acme/qwen3-32b"}, 1, "no VirtualMachines of acme/qwen3-32b in namespace acme: has Argo CD synced the job?"},

@@ -33,25 +33,79 @@ const (
 	exitFailed   = 4
 )
 
+// How the jobs commands find a tenant's cluster (--tenant-clusters).
+const (
+	tenantClustersAuto       = "auto"
+	tenantClustersKubeconfig = "kubeconfig"
+	tenantClustersRegistry   = "registry"
+)
+
 // clusterFlags say how the jobs commands reach the clusters and the gateway.
 type clusterFlags struct {
-	kube   cluster.Kubeconfig
-	server string
-	domain string
+	kube           cluster.Kubeconfig
+	tenantClusters string
+	registry       registryFlags
+	server         string
+	domain         string
+	// acc is how the clusters are reached, set from the flags before the command runs.
+	acc cluster.Access
 }
 
-func (f *clusterFlags) register(fs *pflag.FlagSet) {
+// register adds the flags to cmd and checks them before it runs (a usage error, exit 2).
+func (f *clusterFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
 	fs.StringVar(&f.kube.Path, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&f.kube.HostContext, "context", "", "kubeconfig context of the host cluster, where Argo CD runs (default: the current context)")
+	fs.StringVar(&f.tenantClusters, "tenant-clusters", tenantClustersAuto, "how a tenant's cluster is found: "+
+		"kubeconfig (the context --tenant-context), registry (the host cluster's Argo CD cluster Secrets or vCluster kubeconfig Secrets, as the gateway finds it) "+
+		"or auto (the kubeconfig when it has the tenant's context, else the registry)")
 	fs.StringVar(&f.kube.TenantContext, "tenant-context", cluster.DefaultTenantContext,
-		"kubeconfig context of a tenant's cluster; {tenant} and {cluster} (its Argo CD cluster name) are replaced")
+		"kubeconfig context of a tenant's cluster; {tenant} and {cluster} (its Argo CD cluster name) are replaced (--tenant-clusters kubeconfig or auto)")
+	f.registry.register(fs, "--tenant-clusters registry or auto")
 	fs.StringVar(&f.server, "server", serverURLDefault(), "the gateway: base URL of the xDS server's admin address ($"+envServerURL+")")
 	fs.StringVar(&f.domain, "domain", os.Getenv(endpoint.EnvDomain), "endpoints are https://<job>.<tenant>.<domain> ($"+endpoint.EnvDomain+")")
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := f.resolve(cmd.Flags()); err != nil {
+			return usageErr(err)
+		}
+		return nil
+	}
 }
 
-// access is how the clusters are reached: the kubeconfig today; the cluster registry (Argo
-// CD cluster Secrets) plugs in here.
-func (f *clusterFlags) access() cluster.Access { return f.kube }
+// resolve checks the flags that say how the clusters are reached and sets acc; each error
+// names the flag.
+func (f *clusterFlags) resolve(fs *pflag.FlagSet) error {
+	o, err := f.registry.options()
+	if err != nil {
+		return err
+	}
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("--argocd-namespace/--vcluster-namespace: %w", err)
+	}
+	reg := &cluster.Registry{Kubeconfig: f.kube, Options: o}
+	switch f.tenantClusters {
+	case tenantClustersAuto:
+		f.acc = cluster.Auto{Kubeconfig: f.kube, Registry: reg}
+	case tenantClustersKubeconfig:
+		for _, name := range registryFlagNames {
+			if fs.Changed(name) {
+				return fmt.Errorf("--%s is for --tenant-clusters registry or auto: --tenant-clusters kubeconfig reads no registry", name)
+			}
+		}
+		f.acc = f.kube
+	case tenantClustersRegistry:
+		if fs.Changed("tenant-context") {
+			return errors.New("--tenant-context is for --tenant-clusters kubeconfig or auto: --tenant-clusters registry reads no tenant context")
+		}
+		f.acc = reg
+	default:
+		return fmt.Errorf("--tenant-clusters %q: expected %s, %s or %s", f.tenantClusters, tenantClustersAuto, tenantClustersRegistry, tenantClustersKubeconfig)
+	}
+	return nil
+}
+
+// access is how the clusters are reached (set by resolve before the command runs).
+func (f *clusterFlags) access() cluster.Access { return f.acc }
 
 // tenantOf is where a planned tenant's objects are.
 func tenantOf(tp *plan.TenantPlan) cluster.Tenant {
@@ -112,7 +166,10 @@ func newJobsListCmd() *cobra.Command {
 read from the host cluster's Argo CD, the tenant's cluster and the gateway (see "jobs --help").
 A tenant whose clusters cannot be read shows its jobs as unknown and makes list exit 1.`,
 		Example: `  inferplane jobs list
-  inferplane jobs list --tenant acme --tenant-context 'vcluster_{tenant}_vcluster-{tenant}_mgmt'`,
+  inferplane jobs list --tenant acme --tenant-context 'vcluster_{tenant}_vcluster-{tenant}_mgmt'
+
+  # Tenant clusters from the host cluster's Argo CD cluster Secrets, as the gateway finds them
+  inferplane jobs list --context mgmt --tenant-clusters registry`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if tenant != "" {
@@ -128,7 +185,7 @@ A tenant whose clusters cannot be read shows its jobs as unknown and makes list 
 		},
 	}
 	in.register(cmd.Flags())
-	cf.register(cmd.Flags())
+	cf.register(cmd)
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's jobs")
 	return cmd
 }
@@ -185,6 +242,7 @@ VMs run on, their phase and IPs, and the replica's readiness stage with the time
 it and why (see "jobs --help" for the stages and exit codes).`,
 		Example: `  inferplane jobs detail acme/chat
   inferplane jobs detail acme/chat -o json | jq .replicas
+  inferplane jobs detail acme/chat --tenant-clusters registry --vcluster-namespace vcluster-acme   # through the cluster registry
   until inferplane jobs detail acme/chat >/dev/null; do [ $? -eq 3 ] || exit 1; sleep 10; done   # wait for serving`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -199,7 +257,7 @@ it and why (see "jobs --help" for the stages and exit codes).`,
 		},
 	}
 	in.register(cmd.Flags())
-	cf.register(cmd.Flags())
+	cf.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
 	return cmd
 }
@@ -363,7 +421,8 @@ restarted whole.
 It uses KubeVirt's restart subresource where the cluster serves it (virt-api); otherwise it
 deletes the VMIs, and the VMs' runStrategy Always starts new ones. It says which it did.`,
 		Example: `  inferplane jobs restart acme/chat
-  inferplane jobs restart acme/chat --replica 1`,
+  inferplane jobs restart acme/chat --replica 1
+  inferplane jobs restart acme/chat --tenant-clusters registry   # the tenant cluster from its Argo CD cluster Secret`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tenant, job, err := jobArg(args[0])
@@ -374,7 +433,7 @@ deletes the VMIs, and the VMs' runStrategy Always starts new ones. It says which
 		},
 	}
 	in.register(cmd.Flags())
-	cf.register(cmd.Flags())
+	cf.register(cmd)
 	cmd.Flags().Int32Var(&replica, "replica", -1, "restart only this replica (0, 1, ...); default all")
 	return cmd
 }

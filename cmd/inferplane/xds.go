@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/inferplane/inferplane/auth/keys"
-	registry "github.com/inferplane/inferplane/clusters"
 	"github.com/inferplane/inferplane/gateway"
 	"github.com/inferplane/inferplane/xds"
 	"github.com/inferplane/inferplane/xds/bootstrap"
@@ -52,7 +51,7 @@ type xdsServeFlags struct {
 	connect      time.Duration
 	kubeconfig   string
 	kubeCtx      string
-	vcSelector   string
+	registry     registryFlags
 	tlsSelector  string
 	httpRedirect bool
 }
@@ -128,12 +127,7 @@ func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&s.Namespaces, "namespace", nil, "watch only these namespaces (--source kube; repeatable; default all)")
 	fs.BoolVar(&s.AllowForeignNamespace, "allow-foreign-namespace", false,
 		"accept VMIs whose namespace differs from their tenant label (--source kube; off: such VMIs are skipped)")
-	fs.StringVar(&s.Clusters.ArgoCDNamespace, "argocd-namespace", registry.ArgoCDNamespace,
-		"namespace of Argo CD's cluster Secrets, the registry of tenant clusters (--source clusters; - reads none)")
-	fs.StringSliceVar(&s.Clusters.VClusterNamespaces, "vcluster-namespace", nil,
-		"host namespace where vCluster writes a virtual cluster's kubeconfig Secret vc-<name> (--source clusters; repeatable)")
-	fs.StringVar(&f.vcSelector, "vcluster-selector", "",
-		"label selector of the vCluster kubeconfig Secrets to read instead of every vc-* Secret (--source clusters)")
+	f.registry.register(fs, "--source clusters")
 	fs.DurationVar(&s.ClusterSyncTimeout, "cluster-sync-timeout", 10*time.Second,
 		"how long the first configuration waits for every tenant cluster to be read (--source clusters)")
 	fs.DurationVar(&s.ClusterCheckInterval, "cluster-check-interval", 10*time.Second,
@@ -220,12 +214,8 @@ func (f *xdsServeFlags) config(cmd *cobra.Command) (gateway.Config, error) {
 	case s.Kind == gateway.SourceClusters && (len(s.Namespaces) > 0 || s.AllowForeignNamespace):
 		return cfg, errors.New("--namespace and --allow-foreign-namespace are for --source kube: --source clusters watches each tenant's own namespace in its cluster")
 	}
-	if f.vcSelector != "" {
-		sel, err := labels.Parse(f.vcSelector)
-		if err != nil {
-			return cfg, fmt.Errorf("--vcluster-selector %q: %w", f.vcSelector, err)
-		}
-		cfg.Source.Clusters.VClusterSelector = sel
+	if cfg.Source.Clusters, err = f.registry.options(); err != nil {
+		return cfg, err
 	}
 	if err := apiKeyFlagsCheck(cfg.APIKeys, cfg.XDS.GRPCAddress); err != nil {
 		return cfg, err

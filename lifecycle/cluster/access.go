@@ -1,8 +1,9 @@
 // Package cluster reads what the clusters say about a job and restarts its VMs: the job's
 // Argo CD Application in the host cluster, its VirtualMachines, instances, model-cache claims
-// and their events in the tenant's own cluster. How a cluster is reached is behind Access, so
-// the kubeconfig flags of today and the cluster registry (Argo CD cluster Secrets, vCluster
-// kubeconfig Secrets) plug in the same way.
+// and their events in the tenant's own cluster. How a cluster is reached is behind Access:
+// contexts of a kubeconfig (Kubeconfig), the cluster registry the gateway reads in the host
+// cluster (Registry: Argo CD cluster Secrets, vCluster kubeconfig Secrets), or the first, else
+// the second (Auto).
 package cluster
 
 import (
@@ -42,39 +43,57 @@ const DefaultTenantContext = "{cluster}"
 
 // Host implements Access.
 func (k Kubeconfig) Host(context.Context) (*rest.Config, error) {
-	return k.load(k.HostContext, "the host cluster", "--context")
+	cfg, err := k.load(k.HostContext, "--context")
+	if err != nil {
+		return nil, fmt.Errorf("the host cluster: %w", err)
+	}
+	return cfg, nil
 }
 
 // Tenant implements Access.
 func (k Kubeconfig) Tenant(_ context.Context, tenant, cluster string) (*rest.Config, error) {
+	cfg, err := k.tenant(tenant, cluster)
+	if err != nil {
+		return nil, fmt.Errorf("the cluster of tenant %s: %w", tenant, err)
+	}
+	return cfg, nil
+}
+
+func (k Kubeconfig) tenant(tenant, cluster string) (*rest.Config, error) {
 	pattern := k.TenantContext
 	if pattern == "" {
 		pattern = DefaultTenantContext
 	}
 	name := strings.NewReplacer("{tenant}", tenant, "{cluster}", cluster).Replace(pattern)
-	return k.load(name, "the cluster of tenant "+tenant, "--tenant-context (e.g. '{tenant}' or 'vcluster_{tenant}_host')")
+	return k.load(name, "--tenant-context (e.g. '{tenant}' or 'vcluster_{tenant}_host')")
 }
 
-func (k Kubeconfig) load(contextName, what, flag string) (*rest.Config, error) {
+func (k Kubeconfig) load(contextName, flag string) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = k.Path
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: contextName})
 	raw, err := cc.RawConfig()
 	if err != nil {
-		return nil, fmt.Errorf("%s: kubeconfig %s: %w", what, k.describe(rules), err)
+		return nil, fmt.Errorf("kubeconfig %s: %w", k.describe(rules), err)
 	}
 	if contextName != "" {
 		if _, ok := raw.Contexts[contextName]; !ok {
-			return nil, fmt.Errorf("%s: no context %q in kubeconfig %s (contexts: %s); name it with %s",
-				what, contextName, k.describe(rules), orNone(slices.Sorted(maps.Keys(raw.Contexts))), flag)
+			return nil, fmt.Errorf("%w in kubeconfig %s (contexts: %s); name it with %s",
+				&NoContextError{Context: contextName}, k.describe(rules), orNone(slices.Sorted(maps.Keys(raw.Contexts))), flag)
 		}
 	}
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("%s: kubeconfig %s: %w", what, k.describe(rules), err)
+		return nil, fmt.Errorf("kubeconfig %s: %w", k.describe(rules), err)
 	}
 	return cfg, nil
 }
+
+// NoContextError is a kubeconfig without the context asked for: the one failure after which
+// another way to the cluster (Auto) is worth trying.
+type NoContextError struct{ Context string }
+
+func (e *NoContextError) Error() string { return fmt.Sprintf("no context %q", e.Context) }
 
 func (k Kubeconfig) describe(rules *clientcmd.ClientConfigLoadingRules) string {
 	if k.Path != "" {
