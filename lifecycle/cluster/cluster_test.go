@@ -24,6 +24,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	registry "github.com/inferplane/inferplane/clusters"
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 	"github.com/inferplane/inferplane/generator"
 	"github.com/inferplane/inferplane/lifecycle"
@@ -259,4 +260,36 @@ func TestRestartSubresourceThroughAStandInForVirtAPI(t *testing.T) {
 	assert.Equal(t, []string{"acme/transcribe-r0-n0"}, *restarted)
 	err = w.Cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: "acme", Name: "transcribe-r0-n0"}, &kubevirtv1.VirtualMachineInstance{})
 	assert.True(t, apierrors.IsNotFound(err), "the stand-in replaced the VMI: %v", err)
+}
+
+// Auto takes the kubeconfig's context of the tenant's cluster without reading the registry,
+// goes to the registry only when that context is missing, and then gives both reasons.
+func TestAutoPrefersTheKubeconfig(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	down := "https://" + l.Addr().String()
+	l.Close()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, kubeenv.WriteKubeconfig(kc, "host", map[string]*rest.Config{"host": {Host: down}, "acme": {Host: "https://127.0.0.1:6443"}}))
+	k := cluster.Kubeconfig{Path: kc}
+	auto := cluster.Auto{Kubeconfig: k, Registry: &cluster.Registry{Kubeconfig: k}}
+
+	cfg, err := auto.Tenant(context.Background(), "acme", "acme")
+	require.NoError(t, err, "the host (and so the registry) is down, but acme's context is there")
+	assert.Equal(t, "https://127.0.0.1:6443", cfg.Host)
+
+	_, err = auto.Tenant(context.Background(), "globex", "globex")
+	require.Error(t, err)
+	for _, want := range []string{
+		"the cluster of tenant globex is neither in the kubeconfig nor in the cluster registry:\n",
+		`- kubeconfig: no context "globex" in kubeconfig ` + kc + " (contexts: acme, host)",
+		"- cluster registry: host cluster (" + down + "): read the cluster registry: list Secrets in argocd:",
+		"connection refused",
+		`Fix either: add a context "globex" to the kubeconfig`,
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+
+	_, err = (&cluster.Registry{Kubeconfig: k, Options: registry.Options{ArgoCDNamespace: "Argo CD"}}).Tenant(context.Background(), "acme", "acme")
+	assert.ErrorContains(t, err, `the cluster of tenant acme: cluster registry: argo CD namespace "Argo CD"`)
 }
