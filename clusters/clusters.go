@@ -6,7 +6,8 @@
 // syncs it.
 //
 // Read turns Secrets into clusters (pure); Registry watches a host cluster's Secrets and
-// reports every change; List and ForTenant are the one-shot reads of a command.
+// reports every change; List and ForTenant are the one-shot reads of a command, and Find
+// picks the cluster a tenant's Applications sync to.
 package clusters
 
 import (

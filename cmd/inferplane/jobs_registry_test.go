@@ -93,6 +93,10 @@ func TestJobsReachTenantClusterThroughTheRegistry(t *testing.T) {
 		assert.Equal(t, wantNodes, d.Replicas[0].Nodes, "%s: the VMI's node and address, from the tenant cluster", mode)
 	}
 
+	out, err = run(hostOnly, "jobs", "list", "--tenant", "acme")
+	assert.Equal(t, exitOnItsWay, exitCode(err), "%v\n%s", err, out)
+	assert.Regexp(t, `acme\s+mistral-small\s+vllm\s+\S+\s+1\s+loading-model\s`, out)
+
 	out, err = run(hostOnly, "jobs", "restart", "acme/"+job)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "acme/mistral-small: mistral-small-r0-n0: deleted the VMI")
