@@ -23,6 +23,14 @@ if [[ -x "$dest/kube-apiserver" && -x "$dest/etcd" ]]; then
 fi
 
 mkdir -p "$cache"
+# One build at a time per cache: a second caller (another checkout sharing the cache, a
+# developer's make beside a test run) waits for the first and then finds its result.
+exec 9>"$cache/.lock"
+flock 9
+if [[ -x "$dest/kube-apiserver" && -x "$dest/etcd" ]]; then
+  echo "$dest"
+  exit 0
+fi
 tmp=$(mktemp -d "$cache/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
