@@ -87,103 +87,11 @@ func Job(tenant, name, shape string) plan.JobPlan {
 		SourceFile:     "tenants/" + tenant + "/jobs/" + name + ".yaml",
 	}
 	master := v1alpha1.ModelMaster{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.KindModelMaster}}
-	switch shape {
-	case ShapeSingleGPU:
-		jp.Job.Spec = v1alpha1.ManagedInferenceJobSpec{Model: "Qwen/Qwen3-32B", Replicas: 2, GPUCount: 1, NodeType: H100}
-		master.Name = "qwen3-32b-h100"
-		master.Spec = v1alpha1.ModelMasterSpec{
-			Runtime: v1alpha1.RuntimeVLLM, Model: "Qwen/Qwen3-32B", Image: v1alpha1.DefaultVLLMImage,
-			Args: []string{"--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3",
-				"--tensor-parallel-size", "1"},
-			ToolCallParser: "hermes", ReasoningParser: "qwen3", Variant: "default", Precision: "bf16",
-			TensorParallelSize: 1, PerReplicaGPUCount: 1, HardwareProfile: "h100",
-			Source: &v1alpha1.MasterSource{Recipe: "Qwen/Qwen3-32B", Strategy: "single_node_tp", Features: []string{"reasoning", "tool_calling"}, Nodes: 1},
-		}
-		jp.NodeType, jp.NodesPerReplica, jp.GPUsPerNode = NodeType(H100), 1, 1
-		jp.Args = append(append([]string{}, master.Spec.Args...), "--max-model-len", "32768")
-		jp.Job.Spec.ExtraArgs = []string{"--max-model-len", "32768"}
-	case ShapeFullNode:
-		jp.Job.Spec = v1alpha1.ManagedInferenceJobSpec{Model: "meta-llama/Llama-3.3-70B-Instruct", Replicas: 1, GPUCount: 8, NodeType: H200,
-			RequireAPIKey: boolPtr(false), ModelCacheSize: "400Gi"}
-		jp.ModelCacheSize = "400Gi"
-		master.Name = "llama-3.3-70b-instruct-h200"
-		master.Spec = v1alpha1.ModelMasterSpec{
-			Runtime: v1alpha1.RuntimeVLLM, Model: "meta-llama/Llama-3.3-70B-Instruct", Image: v1alpha1.DefaultVLLMImage,
-			Args:           []string{"--enable-auto-tool-choice", "--tool-call-parser", "llama3_json", "--tensor-parallel-size", "8"},
-			Env:            []v1alpha1.EnvVar{{Name: "VLLM_ATTENTION_BACKEND", Value: "FLASHINFER"}},
-			ToolCallParser: "llama3_json", Variant: "default", Precision: "bf16",
-			TensorParallelSize: 8, PerReplicaGPUCount: 8, HardwareProfile: "h200",
-		}
-		jp.NodeType, jp.NodesPerReplica, jp.GPUsPerNode = NodeType(H200), 1, 8
-		jp.Args = master.Spec.Args
-	case ShapeMultiNode:
-		jp.Job.Spec = v1alpha1.ManagedInferenceJobSpec{Model: "moonshotai/Kimi-K2-Instruct", Replicas: 1, GPUCount: 16, NodeType: H200,
-			ModelCacheSize: "2Ti"}
-		jp.ModelCacheSize = "2Ti"
-		master.Name = "kimi-k2-instruct-h200-2n"
-		master.Spec = v1alpha1.ModelMasterSpec{
-			Runtime: v1alpha1.RuntimeVLLM, Model: "moonshotai/Kimi-K2-Instruct", Image: v1alpha1.DefaultVLLMImage,
-			Args: []string{"--trust-remote-code", "--tokenizer-mode", "auto", "--tensor-parallel-size", "16",
-				"--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2"},
-			Env: []v1alpha1.EnvVar{
-				{Name: "GLOO_SOCKET_IFNAME", Value: "$IFACE_NAME"},
-				{Name: "NCCL_SOCKET_IFNAME", Value: "$IFACE_NAME"},
-			},
-			ToolCallParser: "kimi_k2", Variant: "default", Precision: "fp8",
-			TensorParallelSize: 16, PerReplicaGPUCount: 16, HardwareProfile: "h200",
-			Source: &v1alpha1.MasterSource{Recipe: "moonshotai/Kimi-K2-Instruct", Strategy: "multi_node_tp", Features: []string{"tool_calling"}, Nodes: 2},
-		}
-		jp.NodeType, jp.NodesPerReplica, jp.GPUsPerNode = NodeType(H200), 2, 8
-		jp.Args, jp.Env = master.Spec.Args, master.Spec.Env
-	case ShapeDEP:
-		jp.Job.Spec = v1alpha1.ManagedInferenceJobSpec{Model: "deepseek-ai/DeepSeek-V3.2", Strategy: "multi_node_dep", Replicas: 1, GPUCount: 16,
-			NodeType: H200, ModelCacheSize: "1Ti"}
-		jp.ModelCacheSize = "1Ti"
-		master.Name = "deepseek-v3.2-h200-ce95f43f"
-		master.Spec = v1alpha1.ModelMasterSpec{
-			Runtime: v1alpha1.RuntimeVLLM, Model: "deepseek-ai/DeepSeek-V3.2", Image: v1alpha1.DefaultVLLMImage,
-			Args: []string{"--trust-remote-code", "--kernel-config.enable_flashinfer_autotune=False", "--enable-expert-parallel",
-				"--data-parallel-hybrid-lb", "--data-parallel-size", "16", "--data-parallel-size-local", "8",
-				"--tokenizer-mode", "deepseek_v32", "--tool-call-parser", "deepseek_v32", "--enable-auto-tool-choice",
-				"--reasoning-parser", "deepseek_v3"},
-			Env:            []v1alpha1.EnvVar{{Name: "GLOO_SOCKET_IFNAME", Value: "$IFACE_NAME"}, {Name: "NCCL_SOCKET_IFNAME", Value: "$IFACE_NAME"}},
-			ToolCallParser: "deepseek_v32", ReasoningParser: "deepseek_v3", Variant: "default", Precision: "fp8",
-			TensorParallelSize: 1, PipelineParallelSize: 1, DataParallelSize: 16, PerReplicaGPUCount: 16, HardwareProfile: "h200",
-			Source: &v1alpha1.MasterSource{Recipe: "deepseek-ai/DeepSeek-V3.2", Strategy: "multi_node_dep", Features: []string{"reasoning", "tool_calling"}, Nodes: 2},
-		}
-		jp.NodeType, jp.NodesPerReplica, jp.GPUsPerNode, jp.DataParallelLocal = NodeType(H200), 2, 8, 8
-		jp.Args, jp.Env = master.Spec.Args, master.Spec.Env
-	case ShapeTPDP:
-		jp.Job.Spec = v1alpha1.ManagedInferenceJobSpec{Model: "moonshotai/Kimi-K3", Strategy: "multi_node_tp_dp", Replicas: 1, GPUCount: 16,
-			NodeType: H200, ModelCacheSize: "2Ti"}
-		jp.ModelCacheSize = "2Ti"
-		master.Name = "kimi-k3-h200-9e215207"
-		master.Spec = v1alpha1.ModelMasterSpec{
-			Runtime: v1alpha1.RuntimeVLLM, Model: "moonshotai/Kimi-K3", Image: v1alpha1.DefaultVLLMImage,
-			Args: []string{"--trust-remote-code", "--tensor-parallel-size", "8", "--data-parallel-size", "2", "--data-parallel-size-local", "1",
-				"--gpu-memory-utilization", "0.97", "--max-num-seqs", "5", "--max-model-len", "32768", "--moe-backend", "marlin",
-				"--disable-custom-all-reduce", "--no-enable-flashinfer-autotune", "--max-num-batched-tokens", "4096",
-				"--attention-backend", "FLASHMLA", "--enable-auto-tool-choice", "--tool-call-parser", "kimi_k3", "--reasoning-parser", "kimi_k3"},
-			Env: []v1alpha1.EnvVar{
-				{Name: "GLOO_SOCKET_IFNAME", Value: "$IFACE_NAME"}, {Name: "NCCL_SOCKET_IFNAME", Value: "$IFACE_NAME"},
-				{Name: "VLLM_ENGINE_READY_TIMEOUT_S", Value: "3600"}, {Name: "VLLM_USE_V2_MODEL_RUNNER", Value: "1"},
-				{Name: "VLLM_USE_RUST_FRONTEND", Value: "1"}, {Name: "PYTORCH_CUDA_ALLOC_CONF", Value: "expandable_segments:True"},
-			},
-			ToolCallParser: "kimi_k3", ReasoningParser: "kimi_k3", Variant: "default", Precision: "mxfp4",
-			TensorParallelSize: 8, PipelineParallelSize: 1, DataParallelSize: 2, PerReplicaGPUCount: 16, HardwareProfile: "h200",
-			Source: &v1alpha1.MasterSource{Recipe: "moonshotai/Kimi-K3", Strategy: "multi_node_tp_dp", Features: []string{"reasoning", "tool_calling"}, Nodes: 2},
-		}
-		jp.NodeType, jp.NodesPerReplica, jp.GPUsPerNode, jp.DataParallelLocal = NodeType(H200), 2, 8, 1
-		jp.Args, jp.Env = master.Spec.Args, master.Spec.Env
-	case ShapeParakeet:
-		jp.Job.Spec = v1alpha1.ManagedInferenceJobSpec{Runtime: v1alpha1.RuntimeParakeet, Replicas: 1, GPUCount: 1, NodeType: H100}
-		master.Name = "parakeet-tdt-0.6b-v3"
-		master.Spec = v1alpha1.ModelMasterSpec{Runtime: v1alpha1.RuntimeParakeet, Model: v1alpha1.ParakeetModel, PerReplicaGPUCount: 1}
-		jp.NodeType, jp.NodesPerReplica, jp.GPUsPerNode = NodeType(H100), 1, 1
-		jp.Image = v1alpha1.DefaultParakeetImage
-	default:
+	build, ok := shapes[shape]
+	if !ok {
 		panic("rendertest: unknown shape " + shape)
 	}
+	build(&jp, &master)
 	jp.Master = master
 	if jp.Image == "" {
 		jp.Image = master.Spec.Image
@@ -192,6 +100,121 @@ func Job(tenant, name, shape string) plan.JobPlan {
 		jp.Env = master.Spec.Env
 	}
 	return jp
+}
+
+// shapes fill in a job of each shape and its master.
+var shapes = map[string]func(jp *plan.JobPlan, master *v1alpha1.ModelMaster){
+	ShapeSingleGPU: shapeSingleGPU,
+	ShapeFullNode:  shapeFullNode,
+	ShapeMultiNode: shapeMultiNode,
+	ShapeDEP:       shapeDEP,
+	ShapeTPDP:      shapeTPDP,
+	ShapeParakeet:  shapeParakeet,
+}
+
+func shapeSingleGPU(jp *plan.JobPlan, master *v1alpha1.ModelMaster) {
+	jp.Job.Spec = v1alpha1.ManagedInferenceJobSpec{Model: "Qwen/Qwen3-32B", Replicas: 2, GPUCount: 1, NodeType: H100}
+	master.Name = "qwen3-32b-h100"
+	master.Spec = v1alpha1.ModelMasterSpec{
+		Runtime: v1alpha1.RuntimeVLLM, Model: "Qwen/Qwen3-32B", Image: v1alpha1.DefaultVLLMImage,
+		Args: []string{"--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3",
+			"--tensor-parallel-size", "1"},
+		ToolCallParser: "hermes", ReasoningParser: "qwen3", Variant: "default", Precision: "bf16",
+		TensorParallelSize: 1, PerReplicaGPUCount: 1, HardwareProfile: "h100",
+		Source: &v1alpha1.MasterSource{Recipe: "Qwen/Qwen3-32B", Strategy: "single_node_tp", Features: []string{"reasoning", "tool_calling"}, Nodes: 1},
+	}
+	jp.NodeType, jp.NodesPerReplica, jp.GPUsPerNode = NodeType(H100), 1, 1
+	jp.Args = append(append([]string{}, master.Spec.Args...), "--max-model-len", "32768")
+	jp.Job.Spec.ExtraArgs = []string{"--max-model-len", "32768"}
+}
+
+func shapeFullNode(jp *plan.JobPlan, master *v1alpha1.ModelMaster) {
+	jp.Job.Spec = v1alpha1.ManagedInferenceJobSpec{Model: "meta-llama/Llama-3.3-70B-Instruct", Replicas: 1, GPUCount: 8, NodeType: H200,
+		RequireAPIKey: boolPtr(false), ModelCacheSize: "400Gi"}
+	jp.ModelCacheSize = "400Gi"
+	master.Name = "llama-3.3-70b-instruct-h200"
+	master.Spec = v1alpha1.ModelMasterSpec{
+		Runtime: v1alpha1.RuntimeVLLM, Model: "meta-llama/Llama-3.3-70B-Instruct", Image: v1alpha1.DefaultVLLMImage,
+		Args:           []string{"--enable-auto-tool-choice", "--tool-call-parser", "llama3_json", "--tensor-parallel-size", "8"},
+		Env:            []v1alpha1.EnvVar{{Name: "VLLM_ATTENTION_BACKEND", Value: "FLASHINFER"}},
+		ToolCallParser: "llama3_json", Variant: "default", Precision: "bf16",
+		TensorParallelSize: 8, PerReplicaGPUCount: 8, HardwareProfile: "h200",
+	}
+	jp.NodeType, jp.NodesPerReplica, jp.GPUsPerNode = NodeType(H200), 1, 8
+	jp.Args = master.Spec.Args
+}
+
+func shapeMultiNode(jp *plan.JobPlan, master *v1alpha1.ModelMaster) {
+	jp.Job.Spec = v1alpha1.ManagedInferenceJobSpec{Model: "moonshotai/Kimi-K2-Instruct", Replicas: 1, GPUCount: 16, NodeType: H200,
+		ModelCacheSize: "2Ti"}
+	jp.ModelCacheSize = "2Ti"
+	master.Name = "kimi-k2-instruct-h200-2n"
+	master.Spec = v1alpha1.ModelMasterSpec{
+		Runtime: v1alpha1.RuntimeVLLM, Model: "moonshotai/Kimi-K2-Instruct", Image: v1alpha1.DefaultVLLMImage,
+		Args: []string{"--trust-remote-code", "--tokenizer-mode", "auto", "--tensor-parallel-size", "16",
+			"--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2"},
+		Env: []v1alpha1.EnvVar{
+			{Name: "GLOO_SOCKET_IFNAME", Value: "$IFACE_NAME"},
+			{Name: "NCCL_SOCKET_IFNAME", Value: "$IFACE_NAME"},
+		},
+		ToolCallParser: "kimi_k2", Variant: "default", Precision: "fp8",
+		TensorParallelSize: 16, PerReplicaGPUCount: 16, HardwareProfile: "h200",
+		Source: &v1alpha1.MasterSource{Recipe: "moonshotai/Kimi-K2-Instruct", Strategy: "multi_node_tp", Features: []string{"tool_calling"}, Nodes: 2},
+	}
+	jp.NodeType, jp.NodesPerReplica, jp.GPUsPerNode = NodeType(H200), 2, 8
+	jp.Args, jp.Env = master.Spec.Args, master.Spec.Env
+}
+
+func shapeDEP(jp *plan.JobPlan, master *v1alpha1.ModelMaster) {
+	jp.Job.Spec = v1alpha1.ManagedInferenceJobSpec{Model: "deepseek-ai/DeepSeek-V3.2", Strategy: "multi_node_dep", Replicas: 1, GPUCount: 16,
+		NodeType: H200, ModelCacheSize: "1Ti"}
+	jp.ModelCacheSize = "1Ti"
+	master.Name = "deepseek-v3.2-h200-ce95f43f"
+	master.Spec = v1alpha1.ModelMasterSpec{
+		Runtime: v1alpha1.RuntimeVLLM, Model: "deepseek-ai/DeepSeek-V3.2", Image: v1alpha1.DefaultVLLMImage,
+		Args: []string{"--trust-remote-code", "--kernel-config.enable_flashinfer_autotune=False", "--enable-expert-parallel",
+			"--data-parallel-hybrid-lb", "--data-parallel-size", "16", "--data-parallel-size-local", "8",
+			"--tokenizer-mode", "deepseek_v32", "--tool-call-parser", "deepseek_v32", "--enable-auto-tool-choice",
+			"--reasoning-parser", "deepseek_v3"},
+		Env:            []v1alpha1.EnvVar{{Name: "GLOO_SOCKET_IFNAME", Value: "$IFACE_NAME"}, {Name: "NCCL_SOCKET_IFNAME", Value: "$IFACE_NAME"}},
+		ToolCallParser: "deepseek_v32", ReasoningParser: "deepseek_v3", Variant: "default", Precision: "fp8",
+		TensorParallelSize: 1, PipelineParallelSize: 1, DataParallelSize: 16, PerReplicaGPUCount: 16, HardwareProfile: "h200",
+		Source: &v1alpha1.MasterSource{Recipe: "deepseek-ai/DeepSeek-V3.2", Strategy: "multi_node_dep", Features: []string{"reasoning", "tool_calling"}, Nodes: 2},
+	}
+	jp.NodeType, jp.NodesPerReplica, jp.GPUsPerNode, jp.DataParallelLocal = NodeType(H200), 2, 8, 8
+	jp.Args, jp.Env = master.Spec.Args, master.Spec.Env
+}
+
+func shapeTPDP(jp *plan.JobPlan, master *v1alpha1.ModelMaster) {
+	jp.Job.Spec = v1alpha1.ManagedInferenceJobSpec{Model: "moonshotai/Kimi-K3", Strategy: "multi_node_tp_dp", Replicas: 1, GPUCount: 16,
+		NodeType: H200, ModelCacheSize: "2Ti"}
+	jp.ModelCacheSize = "2Ti"
+	master.Name = "kimi-k3-h200-9e215207"
+	master.Spec = v1alpha1.ModelMasterSpec{
+		Runtime: v1alpha1.RuntimeVLLM, Model: "moonshotai/Kimi-K3", Image: v1alpha1.DefaultVLLMImage,
+		Args: []string{"--trust-remote-code", "--tensor-parallel-size", "8", "--data-parallel-size", "2", "--data-parallel-size-local", "1",
+			"--gpu-memory-utilization", "0.97", "--max-num-seqs", "5", "--max-model-len", "32768", "--moe-backend", "marlin",
+			"--disable-custom-all-reduce", "--no-enable-flashinfer-autotune", "--max-num-batched-tokens", "4096",
+			"--attention-backend", "FLASHMLA", "--enable-auto-tool-choice", "--tool-call-parser", "kimi_k3", "--reasoning-parser", "kimi_k3"},
+		Env: []v1alpha1.EnvVar{
+			{Name: "GLOO_SOCKET_IFNAME", Value: "$IFACE_NAME"}, {Name: "NCCL_SOCKET_IFNAME", Value: "$IFACE_NAME"},
+			{Name: "VLLM_ENGINE_READY_TIMEOUT_S", Value: "3600"}, {Name: "VLLM_USE_V2_MODEL_RUNNER", Value: "1"},
+			{Name: "VLLM_USE_RUST_FRONTEND", Value: "1"}, {Name: "PYTORCH_CUDA_ALLOC_CONF", Value: "expandable_segments:True"},
+		},
+		ToolCallParser: "kimi_k3", ReasoningParser: "kimi_k3", Variant: "default", Precision: "mxfp4",
+		TensorParallelSize: 8, PipelineParallelSize: 1, DataParallelSize: 2, PerReplicaGPUCount: 16, HardwareProfile: "h200",
+		Source: &v1alpha1.MasterSource{Recipe: "moonshotai/Kimi-K3", Strategy: "multi_node_tp_dp", Features: []string{"reasoning", "tool_calling"}, Nodes: 2},
+	}
+	jp.NodeType, jp.NodesPerReplica, jp.GPUsPerNode, jp.DataParallelLocal = NodeType(H200), 2, 8, 1
+	jp.Args, jp.Env = master.Spec.Args, master.Spec.Env
+}
+
+func shapeParakeet(jp *plan.JobPlan, master *v1alpha1.ModelMaster) {
+	jp.Job.Spec = v1alpha1.ManagedInferenceJobSpec{Runtime: v1alpha1.RuntimeParakeet, Replicas: 1, GPUCount: 1, NodeType: H100}
+	master.Name = "parakeet-tdt-0.6b-v3"
+	master.Spec = v1alpha1.ModelMasterSpec{Runtime: v1alpha1.RuntimeParakeet, Model: v1alpha1.ParakeetModel, PerReplicaGPUCount: 1}
+	jp.NodeType, jp.NodesPerReplica, jp.GPUsPerNode = NodeType(H100), 1, 1
+	jp.Image = v1alpha1.DefaultParakeetImage
 }
 
 // Tenant returns a tenant with the given jobs ({name, shape}), jobs and node types sorted.
