@@ -76,8 +76,10 @@ func TestTLSCertificatesOverSDS(t *testing.T) {
 	globexCert, _ := ca.Leaf([]string{"*.globex.example.test"}, now.Add(-time.Hour), now.Add(24*time.Hour))
 	_, otherKey := ca.Leaf([]string{"x.example.test"}, now.Add(-time.Hour), now.Add(24*time.Hour))
 	acme := tlsSecret("acme-wildcard", cert1, key1)
-	require.NoError(t, env.Client.Create(ctx, acme))
-	require.NoError(t, env.Client.Create(ctx, tlsSecret("globex-wildcard", globexCert, otherKey)))
+	for _, s := range []*corev1.Secret{acme, tlsSecret("globex-wildcard", globexCert, otherKey)} {
+		require.NoError(t, env.Client.Create(ctx, s))
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), s) })
+	}
 
 	ds := startDoubles(t, "127.0.0.21", "127.0.0.22")
 	p := serve(t, Config{
@@ -96,12 +98,19 @@ func TestTLSCertificatesOverSDS(t *testing.T) {
 			requireTLSOf(s, "acme/chat") == routev3.VirtualHost_ALL && requireTLSOf(s, "globex/llama") == routev3.VirtualHost_NONE
 	}, "acme on TLS over SDS, plain HTTP redirected; globex (key does not match) on plain HTTP")
 
-	_, body := get(t, "http://"+p.AdminAddr.String()+"/debug/endpoints")
+	// The debug state and the metrics are recorded after the publish the clients just saw, so
+	// under load they may trail it by a moment.
+	var body, metrics string
+	assert.Eventually(t, func() bool {
+		_, body = get(t, "http://"+p.AdminAddr.String()+"/debug/endpoints")
+		_, metrics = get(t, "http://"+p.AdminAddr.String()+"/metrics")
+		return strings.Contains(body, `"certificate": "inferplane-system/acme-wildcard"`) &&
+			strings.Contains(metrics, `inferplane_xds_tls_endpoints{state="tls"} 1`)
+	}, 10*time.Second, 20*time.Millisecond, "debug state and metrics catch up with the published configuration")
 	assert.Contains(t, body, `"certificate": "inferplane-system/acme-wildcard"`)
 	assert.Contains(t, body, "Secret/inferplane-system/globex-wildcard: not served: tls.crt and tls.key do not make a certificate and its key")
 	assert.Contains(t, body, "endpoint globex/llama: served on plain HTTP only: no valid certificate covers llama.globex.example.test")
 	assert.NotContains(t, body, "PRIVATE KEY", "keys never leave the server but over ADS")
-	_, metrics := get(t, "http://"+p.AdminAddr.String()+"/metrics")
 	assert.Contains(t, metrics, `inferplane_xds_tls_endpoints{state="tls"} 1`)
 
 	// cert-manager renews the certificate: the new one reaches the clients, same secret name.
