@@ -90,8 +90,8 @@ func newWorld(t *testing.T) *world {
 	w.argo, err = argocd.Start(ctx, host, argocd.Options{
 		ArgoCDDir: argoDir, KustomizeDir: kustomizeDir, Settings: healthChecks(t, w.root),
 		// The add-ons' CRD wave moves on at the controller's periodic refresh (see Resync):
-		// every 10 s here rather than every 2 to 3 minutes.
-		Resync: 10 * time.Second,
+		// every 5 s here rather than every 2 to 3 minutes.
+		Resync: 5 * time.Second,
 	})
 	t.Cleanup(func() { require.NoError(t, w.argo.Stop()) })
 	require.NoError(t, err)
