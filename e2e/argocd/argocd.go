@@ -41,7 +41,8 @@ import (
 // DefaultNamespace is where Argo CD runs and keeps its Applications.
 const DefaultNamespace = "argocd"
 
-// InClusterServer is the destination server of the cluster Argo CD runs in.
+// InClusterServer is the destination server of the cluster Argo CD runs in. Argo CD maps it to
+// its own client configuration (the kubeconfig, on 127.0.0.1): it is a name, never dialled.
 const InClusterServer = "https://kubernetes.default.svc"
 
 // Options configure Start.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -186,4 +187,19 @@ func applyPolicyDataTo(t testing.TB, env *kubeenv.Env) {
 		require.NoError(t, err, "%T %s", o, o.GetName())
 	}
 	require.NoError(t, env.EnsureNamespace(ctx, "acme"))
+}
+
+// inertOnLoopback makes an installed webhook configuration safe to register in the test API
+// server: it matches nothing, and its clients are moved from the Service (a ClusterIP, off
+// loopback) to a URL on 127.0.0.1 where nothing listens. Its caBundle is left as it is.
+func inertOnLoopback(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	for i := range vwc.Webhooks {
+		w := &vwc.Webhooks[i]
+		w.ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"inferplane.io/never": "true"}}
+		url := "https://127.0.0.1:1/validate"
+		if w.ClientConfig.Service != nil && w.ClientConfig.Service.Path != nil {
+			url = "https://127.0.0.1:1" + *w.ClientConfig.Service.Path
+		}
+		w.ClientConfig.Service, w.ClientConfig.URL = nil, &url
+	}
 }
