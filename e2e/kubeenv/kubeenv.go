@@ -90,13 +90,10 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// BinDir finds the folder with kube-apiserver and etcd: $INFERPLANE_KUBEBIN, else the newest
-// build in the repository's .cache/kubebin. It says what to run when there is none.
-func BinDir() (string, error) {
-	if dir := os.Getenv(EnvBinDir); dir != "" {
-		return dir, checkBins(dir)
-	}
-	builds, _ := filepath.Glob(filepath.Join(RepoRoot(), ".cache", "kubebin", "*", "kube-apiserver"))
+// NewestBuild is the folder of the newest file pattern matches (a glob such as
+// <cache>/<tool>/*/<binary>: the build scripts keep one folder per pin), or "" when none does.
+func NewestBuild(pattern string) string {
+	builds, _ := filepath.Glob(pattern)
 	var newest string
 	var newestMod time.Time
 	for _, b := range builds {
@@ -104,6 +101,16 @@ func BinDir() (string, error) {
 			newest, newestMod = filepath.Dir(b), st.ModTime()
 		}
 	}
+	return newest
+}
+
+// BinDir finds the folder with kube-apiserver and etcd: $INFERPLANE_KUBEBIN, else the newest
+// build in the repository's .cache/kubebin. It says what to run when there is none.
+func BinDir() (string, error) {
+	if dir := os.Getenv(EnvBinDir); dir != "" {
+		return dir, checkBins(dir)
+	}
+	newest := NewestBuild(filepath.Join(RepoRoot(), ".cache", "kubebin", "*", "kube-apiserver"))
 	if newest == "" {
 		return "", errors.New("no kube-apiserver/etcd build found: run `make kubebin` (or `make test`), " +
 			"or set " + EnvBinDir + " to a folder holding both binaries")

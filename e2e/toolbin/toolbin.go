@@ -12,10 +12,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/inferplane/inferplane/e2e/kubeenv"
 )
 
 // Environment variables the package reads.
@@ -40,12 +40,6 @@ func EnvVar(tool string) string {
 	return "INFERPLANE_" + strings.ToUpper(strings.ReplaceAll(tool, "-", "_"))
 }
 
-// repoRoot is the folder of inferplane's go.mod, found from this source file.
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
 // Dir finds the folder holding tool: $INFERPLANE_<TOOL>, else the newest build in the cache.
 func Dir(tool string) (string, error) {
 	if dir := os.Getenv(EnvVar(tool)); dir != "" {
@@ -53,16 +47,9 @@ func Dir(tool string) (string, error) {
 	}
 	cache := os.Getenv(EnvCache)
 	if cache == "" {
-		cache = filepath.Join(repoRoot(), ".cache")
+		cache = filepath.Join(kubeenv.RepoRoot(), ".cache")
 	}
-	builds, _ := filepath.Glob(filepath.Join(cache, tool, "*", tool))
-	var newest string
-	var newestMod time.Time
-	for _, b := range builds {
-		if st, err := os.Stat(b); err == nil && st.ModTime().After(newestMod) {
-			newest, newestMod = filepath.Dir(b), st.ModTime()
-		}
-	}
+	newest := kubeenv.NewestBuild(filepath.Join(cache, tool, "*", tool))
 	if newest == "" {
 		return "", fmt.Errorf("no %s build in %s: run `hack/gitopsbin.sh %s` (or `make test-argocd`), or set %s",
 			tool, filepath.Join(cache, tool), tool, EnvVar(tool))
