@@ -31,6 +31,10 @@ type TenantSpec struct {
 	// jobs (where the gateway reaches their serving nodes).
 	// +optional
 	ServingAddress *ServingAddress `json:"servingAddress,omitempty"`
+	// Limits caps the requests and tokens of all the tenant's API keys together (each key may
+	// have limits of its own as well) at the gateway.
+	// +optional
+	Limits *TenantLimits `json:"limits,omitempty"`
 }
 
 // TenantGit is a tenant's GitOps repository.
