@@ -121,7 +121,8 @@ func (l *Limiter) get(k ckey, now time.Time, loc *time.Location) *counter {
 	if now.Before(c.start) || !now.Before(c.end) {
 		start, end := Window(k.kind, now, loc)
 		if !start.Equal(c.start) {
-			*c = counter{name: counterKey(k.tenant, k.key, k.kind, start), start: start, end: end}
+			c.name, c.start, c.end = counterKey(k.tenant, k.key, k.kind, start), start, end
+			c.shared, c.pending, c.lease, c.seen, c.atCap = 0, 0, 0, false, false
 		}
 	}
 	c.touched = time.Now().UnixNano()

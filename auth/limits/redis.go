@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,8 +32,19 @@ type RedisOptions struct {
 	DialTimeout, IOTimeout time.Duration
 }
 
+// quietRedis routes go-redis's own log lines (pool dial failures, printed on stderr by
+// default) to slog at debug level: the limiter logs the store's outages itself, once.
+type quietRedis struct{}
+
+func (quietRedis) Printf(_ context.Context, format string, v ...any) {
+	slog.Debug("redis client: " + fmt.Sprintf(format, v...))
+}
+
+var setRedisLogger sync.Once
+
 // NewRedis returns a client of the store; it connects on first use.
 func NewRedis(o RedisOptions) (*Redis, error) {
+	setRedisLogger.Do(func() { redis.SetLogger(quietRedis{}) })
 	if o.Addr == "" {
 		return nil, errors.New("the limits store needs an address (host:port)")
 	}
