@@ -43,6 +43,8 @@ type APIKeys struct {
 	// none with Namespace); "-" keeps it in memory only.
 	UsageFile         string
 	UsageSaveInterval time.Duration
+	// Limits are the rate limits and token budgets the key check enforces.
+	Limits Limits
 }
 
 // Validate checks what can be checked before anything starts.
@@ -56,7 +58,7 @@ func (k APIKeys) Validate() error {
 	if k.Namespace != "" && k.File != "" {
 		return errors.New("a key store file and a key store namespace choose different stores: give one")
 	}
-	return nil
+	return k.Limits.Validate()
 }
 
 // lateReplicas is the usage view's replica source: the xDS server's controller, which exists
@@ -126,6 +128,13 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, k APIKeys, kube func() (*
 	}
 	cfg.Registry.MustRegister(authz.Collectors()...)
 	cfg.Registry.MustRegister(agg.Collector())
+	stopLimits, err := wireLimits(ctx, cfg, k.Limits, idx, authz, als, log)
+	if err != nil {
+		_ = finish()
+		return func() error { return nil }, err
+	}
+	saveUsage := finish
+	finish = func() error { stopLimits(); return saveUsage() }
 	started := cfg.Started
 	cfg.Started = func(r xds.Running) {
 		replicas.ctrl.Store(r.Controller)
