@@ -208,8 +208,8 @@ func (s *FileStore) Revoke(_ context.Context, id string, at time.Time) (Record, 
 
 // SetLimits replaces a record's limits.
 func (s *FileStore) SetLimits(_ context.Context, id string, l *v1alpha1.RateLimits) (Record, error) {
-	if p := limits.Problems("limits", l); len(p) > 0 {
-		return Record{}, errors.New(strings.Join(p, "; "))
+	if err := limits.Join(limits.Problems("limits", l)); err != nil {
+		return Record{}, err
 	}
 	if _, err := os.Stat(s.Path); errors.Is(err, fs.ErrNotExist) {
 		return Record{}, fmt.Errorf("%s: %w (store %s does not exist)", id, ErrNotFound, s.Path)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -162,8 +161,8 @@ func (s *KubeStore) Revoke(ctx context.Context, id string, at time.Time) (Record
 
 // SetLimits replaces spec.limits (a merge patch; null removes them).
 func (s *KubeStore) SetLimits(ctx context.Context, id string, l *v1alpha1.RateLimits) (Record, error) {
-	if p := limits.Problems("limits", l); len(p) > 0 {
-		return Record{}, errors.New(strings.Join(p, "; "))
+	if err := limits.Join(limits.Problems("limits", l)); err != nil {
+		return Record{}, err
 	}
 	r, err := s.Get(ctx, id)
 	if err != nil {

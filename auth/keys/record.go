@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
@@ -65,8 +64,8 @@ func (r *Record) Validate() error {
 		return fmt.Errorf("expiresAt %s is not after the creation time %s",
 			r.ExpiresAt.Format(time.RFC3339), r.CreatedAt.Format(time.RFC3339))
 	}
-	if p := limits.Problems("limits", r.Limits); len(p) > 0 {
-		return errors.New(strings.Join(p, "; "))
+	if err := limits.Join(limits.Problems("limits", r.Limits)); err != nil {
+		return err
 	}
 	return nil
 }

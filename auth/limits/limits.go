@@ -14,7 +14,9 @@
 package limits
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
@@ -110,23 +112,39 @@ func specFields(r *v1alpha1.RateLimits) [NumKinds]**v1alpha1.Limit {
 	return [NumKinds]**v1alpha1.Limit{&r.RequestsPerMinute, &r.TokensPerMinute, &r.TokensPerDay, &r.TokensPerWeek, &r.TokensPerMonth}
 }
 
-// Problems lists what is wrong with r, one "field: what was expected" line each (field names
-// under prefix, e.g. "spec.limits").
-func Problems(prefix string, r *v1alpha1.RateLimits) []string {
+// Problem is one thing wrong with limits: the field, what was expected, what was found.
+type Problem struct{ Field, Expected, Got string }
+
+func (p Problem) String() string { return p.Field + ": " + p.Expected + ", " + p.Got }
+
+// Join says problems in one line (nil when there are none).
+func Join(ps []Problem) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return errors.New(strings.Join(s, "; "))
+}
+
+// Problems lists what is wrong with r (field names under prefix, e.g. "spec.limits").
+func Problems(prefix string, r *v1alpha1.RateLimits) []Problem {
 	if r == nil {
 		return nil
 	}
-	var out []string
+	var out []Problem
 	for k, l := range specFields(r) {
 		if *l == nil {
 			continue
 		}
 		f := prefix + "." + Kind(k).String()
 		if (*l).Value < 1 {
-			out = append(out, fmt.Sprintf("%s.value: a positive number, is %d", f, (*l).Value))
+			out = append(out, Problem{f + ".value", "a positive number", fmt.Sprintf("is %d", (*l).Value)})
 		}
 		if m := (*l).Mode; m != "" && m != v1alpha1.LimitHard && m != v1alpha1.LimitSoft {
-			out = append(out, fmt.Sprintf("%s.mode: hard or soft, is %q", f, m))
+			out = append(out, Problem{f + ".mode", "hard or soft", fmt.Sprintf("is %q", m)})
 		}
 	}
 	return out
@@ -165,18 +183,18 @@ func TenantFromSpec(t *v1alpha1.TenantLimits) (Tenant, error) {
 }
 
 // TenantProblems lists what is wrong with a tenant's limits (prefix as in Problems).
-func TenantProblems(prefix string, t *v1alpha1.TenantLimits) []string {
+func TenantProblems(prefix string, t *v1alpha1.TenantLimits) []Problem {
 	if t == nil {
 		return nil
 	}
 	out := Problems(prefix, &t.RateLimits)
 	if t.TimeZone != "" {
 		if _, err := time.LoadLocation(t.TimeZone); err != nil {
-			out = append(out, fmt.Sprintf("%s.timeZone: an IANA time zone such as Europe/Berlin, is %q", prefix, t.TimeZone))
+			out = append(out, Problem{prefix + ".timeZone", "an IANA time zone such as Europe/Berlin", fmt.Sprintf("is %q", t.TimeZone)})
 		}
 	}
 	if m := t.OnStoreDown; m != "" && m != v1alpha1.StoreDownOpen && m != v1alpha1.StoreDownClosed {
-		out = append(out, fmt.Sprintf("%s.onStoreDown: open or closed, is %q", prefix, m))
+		out = append(out, Problem{prefix + ".onStoreDown", "open or closed", fmt.Sprintf("is %q", m)})
 	}
 	return out
 }

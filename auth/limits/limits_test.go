@@ -69,7 +69,7 @@ func TestResetString(t *testing.T) {
 func TestTenantFromSpecAndProblems(t *testing.T) {
 	tl := &v1alpha1.TenantLimits{TimeZone: "Mars/Olympus", OnStoreDown: "maybe",
 		RateLimits: v1alpha1.RateLimits{TokensPerDay: &v1alpha1.Limit{Value: 0, Mode: "loud"}}}
-	got := strings.Join(TenantProblems("spec.limits", tl), "\n")
+	got := Join(TenantProblems("spec.limits", tl)).Error()
 	for _, want := range []string{"spec.limits.tokensPerDay.value: a positive number, is 0", `spec.limits.tokensPerDay.mode: hard or soft, is "loud"`,
 		`spec.limits.timeZone: an IANA time zone such as Europe/Berlin, is "Mars/Olympus"`, `spec.limits.onStoreDown: open or closed, is "maybe"`} {
 		if !strings.Contains(got, want) {

@@ -143,8 +143,8 @@ func readTenants(dir string) (map[string]Tenant, string, error) {
 			continue
 		}
 		name := filepath.Base(filepath.Dir(p))
-		if probs := TenantProblems("spec.limits", t.Spec.Limits); len(probs) > 0 {
-			errs = append(errs, fmt.Errorf("%s: %s", p, strings.Join(probs, "; ")))
+		if err := Join(TenantProblems("spec.limits", t.Spec.Limits)); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 			continue
 		}
 		if t.Spec.Limits == nil {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/auth/limits"
 )
 
 // The checks below are the ones the CRDs in config/crd would make (required fields, minimums,
@@ -275,6 +276,9 @@ func (l *loader) checkTenant(p string, t *v1alpha1.Tenant) {
 		if g.Auth.PasswordEnv == "" {
 			l.add(p, "spec.git.auth.passwordEnv", "the name of the environment variable that holds the password or token", "missing")
 		}
+	}
+	for _, lp := range limits.TenantProblems("spec.limits", s.Limits) {
+		l.add(p, lp.Field, lp.Expected, "%s", lp.Got)
 	}
 	if ns := s.ArgoCD.Namespace; ns != "" && dns1123Label(ns) != "" {
 		l.add(p, "spec.argoCD.namespace", expectLabelName, "%q is not a namespace name", ns)
