@@ -38,6 +38,8 @@ type Entry struct {
 	// HasUsage is set when the response carried an OpenAI usage object.
 	HasUsage            bool
 	TokensIn, TokensOut int64
+	// Estimated: no usage arrived, TokensOut is the stream's data events (one token each).
+	Estimated bool
 }
 
 // Failed reports whether the request counts against the endpoint's success rate: a 5xx or
@@ -95,6 +97,7 @@ func FromHTTPLog(l *datav3.HTTPAccessLogEntry, resolve Resolver) (Entry, bool) {
 	if u := md[envoylua.MetadataNamespace]; u != nil {
 		r.in, r.hasIn = num(u, envoylua.PromptTokens)
 		r.out, r.hasOut = num(u, envoylua.CompletionTokens)
+		r.events, _ = num(u, envoylua.StreamEvents)
 	}
 	return r.finish(resolve)
 }

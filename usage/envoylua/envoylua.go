@@ -15,4 +15,6 @@ const (
 	MetadataNamespace = "inferplane.usage"
 	PromptTokens      = "prompt_tokens"
 	CompletionTokens  = "completion_tokens"
+	// StreamEvents is the number of SSE data events a stream carried (set as they pass).
+	StreamEvents = "stream_events"
 )
