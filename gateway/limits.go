@@ -36,6 +36,9 @@ type Limits struct {
 	FlushInterval time.Duration
 	// PerKeyMetrics adds a series per key to the limited-requests metric.
 	PerKeyMetrics bool
+	// Now is the clock of the windows (tests move it across window boundaries; default
+	// time.Now).
+	Now func() time.Time
 }
 
 // wireLimits adds the limiter to the key check and the access-log service, its metrics and
@@ -43,6 +46,7 @@ type Limits struct {
 func wireLimits(ctx context.Context, cfg *xds.Config, l Limits, idx *keys.Index, authz *extauthz.Server, als *usage.Service, log *slog.Logger) (stop func(), err error) {
 	opt := limits.Options{
 		Keys:          idx.Limits,
+		Now:           l.Now,
 		Grace:         l.Grace,
 		FlushInterval: l.FlushInterval,
 		Log:           log,

@@ -173,6 +173,7 @@ func (l *Limiter) reserve(refs []ref, now time.Time) (held uint16) {
 // race is set when a request counter ran out of units since it was looked at (nothing is
 // spent then).
 func (l *Limiter) decide(refs []ref, held uint16, now time.Time, down bool, since time.Time, pol Tenant) (res Result, race bool) {
+	var raced Hit
 	for _, r := range refs {
 		r.c.mu.Lock()
 	}
@@ -211,13 +212,21 @@ func (l *Limiter) decide(refs []ref, held uint16, now time.Time, down bool, sinc
 			h.Used = c.shared
 			res.deny(h)
 		default:
-			// Refused unless the retry finds units (a second race is taken as the limit).
+			// No unit: spent by a concurrent check since the reservation, or refused by the
+			// store because another counter is at its limit (which then denies).
 			h.Used = c.shared
-			res.deny(h)
-			l.giveBack(refs, held)
-			return res, true
+			if !race {
+				raced = h
+			}
+			race = true
 		}
 		res.show(h)
+	}
+	if race && res.Allowed {
+		// Refused unless the retry finds units (a second race is taken as the limit).
+		res.deny(raced)
+		l.giveBack(refs, held)
+		return res, true
 	}
 	if !res.Allowed {
 		res.Over = nil
