@@ -250,7 +250,9 @@ func TestLimitsThroughEnvoyStandIn(t *testing.T) {
 		}
 		for i := 0; i < 6; i++ { // every replica refuses, twice
 			a := w.chat("acme/chat", key, hello)
-			var e struct{ Error struct{ Code, Type, Message string } }
+			var e struct {
+				Error struct{ Code, Type, Message string }
+			}
 			if a.code != http.StatusTooManyRequests || a.header.Get("Retry-After") != "55" || json.Unmarshal([]byte(a.body), &e) != nil ||
 				e.Error.Code != "rate_limit_exceeded" || e.Error.Type != "requests" ||
 				!strings.Contains(e.Error.Message, "requests per minute (requestsPerMinute) of API key "+id+": limit 10, used 10") {
