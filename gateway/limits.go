@@ -34,6 +34,9 @@ type Limits struct {
 	Grace time.Duration
 	// FlushInterval is how often counted tokens reach the store and shared counts come back.
 	FlushInterval time.Duration
+	// MaxStale is how old a replica's view of a shared token count may be at a check before
+	// the check reads it from the store (default 2 s).
+	MaxStale time.Duration
 	// PerKeyMetrics adds a series per key to the limited-requests metric.
 	PerKeyMetrics bool
 	// Now is the clock of the windows (tests move it across window boundaries; default
@@ -47,6 +50,7 @@ func wireLimits(ctx context.Context, cfg *xds.Config, l Limits, idx *keys.Index,
 	opt := limits.Options{
 		Keys:          idx.Limits,
 		Now:           l.Now,
+		MaxStale:      l.MaxStale,
 		Grace:         l.Grace,
 		FlushInterval: l.FlushInterval,
 		Log:           log,

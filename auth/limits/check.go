@@ -103,11 +103,12 @@ func (l *Limiter) Check(tenant, keyID string, keyLimits Set) Result {
 }
 
 // needStore reports whether a request counter has no unit left (and is not known to be at its
-// limit), or a token counter has not been read in this window.
+// limit), or a token counter has not been read in this window or not for MaxStale.
 func (l *Limiter) needStore(refs []ref) bool {
 	for _, r := range refs {
 		r.c.mu.Lock()
-		need := (!r.kind.Tokens() && r.c.lease == 0 && !r.c.atCap) || (r.kind.Tokens() && !r.c.seen)
+		need := (!r.kind.Tokens() && r.c.lease == 0 && !r.c.atCap) ||
+			(r.kind.Tokens() && (!r.c.seen || time.Now().UnixNano()-r.c.readAt > int64(l.opt.MaxStale)))
 		r.c.mu.Unlock()
 		if need {
 			return true
@@ -156,8 +157,10 @@ func (l *Limiter) reserve(refs []ref, now time.Time) (held uint16) {
 		if c.name == ops[i].Key { // the window did not roll meanwhile
 			c.shared = max(c.shared, valBuf[i])
 			c.seen = true
+			c.readAt = time.Now().UnixNano()
 			if got := gotBuf[i]; got > 0 {
 				c.lease += got - 1
+				c.grant = got
 				held |= 1 << i
 			} else if ops[i].Want > 0 && !r.rule.Soft && valBuf[i] >= r.rule.Value {
 				c.atCap = true
@@ -197,6 +200,15 @@ func (l *Limiter) decide(refs []ref, held uint16, now time.Time, down bool, sinc
 			h.Used = c.shared + c.pending
 			if !r.rule.Soft && h.Used >= r.rule.Value {
 				res.deny(h)
+			}
+			// Other replicas' tokens arrive through the store: read it again when the view
+			// is older than the flush interval past half the limit, ten flushes before.
+			every := 10 * l.opt.FlushInterval
+			if 2*h.Used >= r.rule.Value {
+				every = l.opt.FlushInterval
+			}
+			if time.Now().UnixNano()-c.readAt > int64(every) {
+				c.wantRead = true
 			}
 		case held&(1<<i) != 0:
 			h.Used = c.shared - c.lease + c.pending
@@ -238,11 +250,49 @@ func (l *Limiter) decide(refs []ref, held uint16, now time.Time, down bool, sinc
 		case r.kind.Tokens(), held&(1<<i) != 0:
 		case r.c.lease > 0:
 			r.c.lease--
+			if c := r.c; c.grant > 1 && c.lease < c.grant/4 && !c.refilling && !down && !local {
+				c.refilling = true
+				go l.refill(r)
+			}
 		default:
 			r.c.pending++
 		}
 	}
 	return res, false
+}
+
+// refill renews a lease that runs low, in the background, so that the checks after it find
+// units in memory.
+func (l *Limiter) refill(r ref) {
+	c := r.c
+	now := l.opt.Now()
+	c.mu.Lock()
+	op := Op{Key: c.name, TTL: c.end.Sub(now) + time.Hour, Want: min(max((r.rule.Value-c.shared)/l.opt.LeaseDivisor, 1), l.opt.MaxLease)}
+	if !r.rule.Soft {
+		op.Cap = r.rule.Value
+	}
+	c.mu.Unlock()
+	var got, val [1]int64
+	ctx, cancel := context.WithTimeout(context.Background(), l.opt.SyncTimeout)
+	err := l.opt.Store.Reserve(ctx, []Op{op}, got[:], val[:])
+	cancel()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refilling = false
+	if err != nil {
+		l.markDown(err)
+		return
+	}
+	if c.name != op.Key {
+		return
+	}
+	c.shared = max(c.shared, val[0])
+	c.lease += got[0]
+	if got[0] > 0 {
+		c.grant = got[0]
+	} else if !r.rule.Soft && val[0] >= r.rule.Value {
+		c.grant = 0 // the rest is this replica's lease: spent, the next check asks the store
+	}
 }
 
 // giveBack keeps the units a refused request held for the next requests on this replica.

@@ -94,6 +94,13 @@ func (l *Limiter) Flush(ctx context.Context) {
 	restore := l.restore.Swap(false)
 	cs, ops := l.collect(restore)
 	if len(ops) == 0 {
+		// Nothing to push: a ping, so that a store gone down is noticed even by a replica
+		// whose checks are all served from its leases.
+		pctx, cancel := context.WithTimeout(ctx, l.opt.SyncTimeout)
+		defer cancel()
+		if err := l.opt.Store.Ping(pctx); err != nil {
+			l.markDown(err)
+		}
 		return
 	}
 	vals := make([]int64, len(ops))
@@ -106,20 +113,21 @@ func (l *Limiter) Flush(ctx context.Context) {
 		l.markDown(err)
 		return
 	}
+	read := time.Now().UnixNano()
 	for i, c := range cs {
 		c.mu.Lock()
 		if c.name == ops[i].Key {
 			c.pending -= ops[i].Delta
 			c.shared = max(c.shared, vals[i])
-			c.seen = true
+			c.seen, c.readAt = true, read
 		}
 		c.mu.Unlock()
 	}
 }
 
-// collect lists the counters to push: those with pending counts, those used lately (to read
-// them back), and with restore every counter of a current window (with its floor). Counters
-// whose window ended long ago are dropped.
+// collect lists the counters to push: those with pending counts, those a check found stale
+// (to read them back), and with restore every counter of a current window (with its floor).
+// Counters whose window ended long ago are dropped.
 func (l *Limiter) collect(restore bool) ([]*counter, []Op) {
 	now := l.opt.Now()
 	real := time.Now().UnixNano()
@@ -131,11 +139,12 @@ func (l *Limiter) collect(restore bool) ([]*counter, []Op) {
 		c.mu.Lock()
 		active := real-c.touched < int64(activeFor)
 		switch {
-		case c.pending != 0 || (restore && now.Before(c.end)) || (active && now.Before(c.end)):
+		case c.pending != 0 || (restore && now.Before(c.end)) || (c.wantRead && now.Before(c.end)):
 			o := Op{Key: c.name, Delta: c.pending, TTL: c.end.Sub(now) + time.Hour}
 			if restore {
 				o.Floor = c.shared
 			}
+			c.wantRead = false
 			cs, ops = append(cs, c), append(ops, o)
 		case !active && now.Sub(c.end) > time.Hour:
 			stale = append(stale, k)

@@ -26,12 +26,18 @@ type Options struct {
 	// FlushInterval is how often counted tokens are added in the store and the shared counts
 	// read back (default 100 ms).
 	FlushInterval time.Duration
+	// MaxStale is how old a replica's view of a shared token count may be when a check uses
+	// it; an older one (a key this replica has not seen for a while) is read at the check, in
+	// its round trip (default 2 s). Fresher views are read again in the background.
+	MaxStale time.Duration
 	// Grace is how long an unreachable store's last counts keep being enforced before a
 	// tenant's onStoreDown applies (default 30 s).
 	Grace time.Duration
 	// LeaseDivisor and MaxLease size the units a replica reserves at once for a request limit:
-	// remaining/LeaseDivisor, at least 1 and at most MaxLease (defaults 128 and 64). Near the
-	// limit a lease is one unit: every request is a round trip and the count is exact.
+	// remaining/LeaseDivisor, at least 1 and at most MaxLease (defaults 128 and 1024). Near the
+	// limit a lease is one unit: every request is a round trip and the count is exact. A lease
+	// running low (under a quarter left) is renewed in the background, so a key far from its
+	// limits never waits for the store.
 	LeaseDivisor, MaxLease int64
 	Log                    *slog.Logger
 }
@@ -64,6 +70,10 @@ type counter struct {
 	shared, pending, lease int64
 	seen                   bool  // shared was read in this window
 	atCap                  bool  // the store refused a reservation: a hard request limit is reached
+	grant                  int64 // the size of the last lease
+	readAt                 int64 // Unix nanoseconds (real clock) when shared was last read
+	wantRead               bool  // a check found shared stale: the next flush reads it
+	refilling              bool  // a background reservation is under way
 	touched                int64 // Unix nanoseconds (real clock) of the last use
 }
 
@@ -78,6 +88,9 @@ func New(opt Options) *Limiter {
 	if opt.FlushInterval <= 0 {
 		opt.FlushInterval = 100 * time.Millisecond
 	}
+	if opt.MaxStale <= 0 {
+		opt.MaxStale = 2 * time.Second
+	}
 	if opt.Grace <= 0 {
 		opt.Grace = 30 * time.Second
 	}
@@ -85,7 +98,7 @@ func New(opt Options) *Limiter {
 		opt.LeaseDivisor = 128
 	}
 	if opt.MaxLease <= 0 {
-		opt.MaxLease = 64
+		opt.MaxLease = 1024
 	}
 	if opt.Log == nil {
 		opt.Log = slog.Default()
@@ -122,7 +135,7 @@ func (l *Limiter) get(k ckey, now time.Time, loc *time.Location) *counter {
 		start, end := Window(k.kind, now, loc)
 		if !start.Equal(c.start) {
 			c.name, c.start, c.end = counterKey(k.tenant, k.key, k.kind, start), start, end
-			c.shared, c.pending, c.lease, c.seen, c.atCap = 0, 0, 0, false, false
+			c.shared, c.pending, c.lease, c.seen, c.atCap, c.grant, c.wantRead = 0, 0, 0, false, false, 0, false
 		}
 	}
 	c.touched = time.Now().UnixNano()

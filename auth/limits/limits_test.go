@@ -109,7 +109,8 @@ func replicas(t *testing.T, n int, addr string, clk *clock, tenants map[string]T
 		t.Cleanup(func() { st.Close() })
 		out[i] = New(Options{
 			Store: st, Now: clk.Now, Grace: 300 * time.Millisecond, SyncTimeout: 2 * time.Second,
-			Tenants: func(name string) Tenant { return tenants[name] },
+			MaxStale: time.Nanosecond, // every check reads the token counts: the test's steps are exact
+			Tenants:  func(name string) Tenant { return tenants[name] },
 			Keys: func(id string) (string, Set, bool) {
 				s, ok := keysLimits[id]
 				return "acme", s, ok
