@@ -52,6 +52,9 @@ type Options struct {
 	Domain     string
 	Image      string
 	EnvoyImage string
+	// RedisImage runs the limits store (rate limits and token budgets shared by the xDS
+	// servers).
+	RedisImage string
 	// Replicas of the xDS server and of Envoy.
 	Replicas      int32
 	EnvoyReplicas int32
@@ -76,6 +79,7 @@ func (o *Options) defaults() error {
 	o.Name = cmp.Or(o.Name, DefaultName)
 	o.Image = cmp.Or(o.Image, DefaultImage)
 	o.EnvoyImage = cmp.Or(o.EnvoyImage, DefaultEnvoyImage)
+	o.RedisImage = cmp.Or(o.RedisImage, DefaultRedisImage)
 	o.Replicas = cmp.Or(o.Replicas, DefaultReplicas)
 	o.EnvoyReplicas = cmp.Or(o.EnvoyReplicas, DefaultReplicas)
 	o.ArgoCDNamespace = cmp.Or(o.ArgoCDNamespace, clusters.ArgoCDNamespace)
@@ -113,6 +117,7 @@ func Manifests(o Options) ([]client.Object, error) {
 	objs := []client.Object{namespace(o), serviceAccount(o, o.Name+"-xds", true), serviceAccount(o, o.Name+"-envoy", false)}
 	objs = append(objs, rbac(o)...)
 	objs = append(objs, xdsServices(o)...)
+	objs = append(objs, redisObjects(o)...)
 	objs = append(objs, xdsStatefulSet(o), pdb(o, "xds"))
 	envoy, err := envoyObjects(o)
 	if err != nil {

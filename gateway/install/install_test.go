@@ -52,6 +52,8 @@ func TestManifests(t *testing.T) {
 		"Role/argocd/inferplane-system-inferplane-gateway-clusters", "RoleBinding/argocd/inferplane-system-inferplane-gateway-clusters",
 		"Role/vcluster-acme/inferplane-system-inferplane-gateway-clusters", "RoleBinding/vcluster-acme/inferplane-system-inferplane-gateway-clusters",
 		"Service/inferplane-system/inferplane-gateway-xds", "Service/inferplane-system/inferplane-gateway-xds-pods",
+		"ServiceAccount/inferplane-system/inferplane-gateway-redis", "StatefulSet/inferplane-system/inferplane-gateway-redis",
+		"Service/inferplane-system/inferplane-gateway-redis",
 		"StatefulSet/inferplane-system/inferplane-gateway-xds", "PodDisruptionBudget/inferplane-system/inferplane-gateway-xds",
 		"ConfigMap/inferplane-system/inferplane-gateway-envoy", "Deployment/inferplane-system/inferplane-gateway-envoy",
 		"PodDisruptionBudget/inferplane-system/inferplane-gateway-envoy", "Service/inferplane-system/inferplane-gateway-envoy",
@@ -60,7 +62,8 @@ func TestManifests(t *testing.T) {
 	args := strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " ")
 	for _, want := range []string{"xds serve --source clusters --domain inference.example.com",
 		"--services-address inferplane-gateway-xds.inferplane-system.svc:18000", "--keys-namespace inferplane-system",
-		"--tls-secret-namespace inferplane-system", "--vcluster-namespace vcluster-acme", "--usage-file /var/lib/inferplane/usage.json"} {
+		"--tls-secret-namespace inferplane-system", "--vcluster-namespace vcluster-acme", "--usage-file /var/lib/inferplane/usage.json",
+		"--limits-redis inferplane-gateway-redis.inferplane-system.svc:6379"} {
 		assert.Contains(t, args, want)
 	}
 	assert.EqualValues(t, 2, *sts.Spec.Replicas)

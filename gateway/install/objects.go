@@ -86,6 +86,7 @@ func xdsArgs(o Options) []string {
 		"--argocd-namespace", o.ArgoCDNamespace,
 		"--keys-namespace", o.Namespace, "--usage-file", "/var/lib/inferplane/usage.json",
 		"--services-address", o.XDSAddress(),
+		"--limits-redis", o.RedisAddress(),
 		"--tls-secret-namespace", o.Namespace,
 		"--listener-port", strconv.Itoa(HTTPPort), "--tls-listener-port", strconv.Itoa(HTTPSPort),
 		"--log-format", "json"}
