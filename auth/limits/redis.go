@@ -163,8 +163,17 @@ func (r *Redis) Reserve(ctx context.Context, ops []Op, granted, values []int64) 
 // other replica's reservations.
 const pushBatch = 256
 
-// Push runs pushScript over ops in batches; values are filled per op.
+// Push runs pushScript over ops in batches; values are filled per op. Without floors (the
+// store did not go away) it is plainer: a pipeline of INCRBY (and PEXPIRE where something was
+// added), one round trip, no script.
 func (r *Redis) Push(ctx context.Context, ops []Op, values []int64) error {
+	floors := false
+	for _, o := range ops {
+		floors = floors || o.Floor > 0
+	}
+	if !floors {
+		return r.incr(ctx, ops, values)
+	}
 	for from := 0; from < len(ops); from += pushBatch {
 		to := min(len(ops), from+pushBatch)
 		keys, argv := args(ops[from:to], func(o Op) int64 { return o.Floor }, func(o Op) int64 { return o.Delta })
@@ -176,6 +185,33 @@ func (r *Redis) Push(ctx context.Context, ops []Op, values []int64) error {
 			return fmt.Errorf("push: %d values for %d counters", len(res), to-from)
 		}
 		copy(values[from:to], res)
+	}
+	return nil
+}
+
+func (r *Redis) incr(ctx context.Context, ops []Op, values []int64) error {
+	incrs := make([]*redis.IntCmd, len(ops))
+	gets := make([]*redis.StringCmd, len(ops))
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, o := range ops {
+			if o.Delta == 0 { // a read: INCRBY 0 would create a counter without an expiry
+				gets[i] = p.Get(ctx, o.Key)
+				continue
+			}
+			incrs[i] = p.IncrBy(ctx, o.Key, o.Delta)
+			p.PExpire(ctx, o.Key, max(o.TTL, time.Second))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	for i := range ops {
+		if incrs[i] != nil {
+			values[i] = incrs[i].Val()
+		} else {
+			values[i], _ = strconv.ParseInt(gets[i].Val(), 10, 64)
+		}
 	}
 	return nil
 }
