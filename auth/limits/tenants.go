@@ -94,7 +94,11 @@ func tenantFiles(dir string) ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue // a mounted ConfigMap's ..data and its versions
+		}
+		// A ConfigMap volume's folders are symbolic links: follow them.
+		if st, err := os.Stat(filepath.Join(dir, e.Name())); err != nil || !st.IsDir() {
 			continue
 		}
 		p := filepath.Join(dir, e.Name(), "tenant.yaml")
