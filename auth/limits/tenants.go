@@ -176,3 +176,21 @@ func (f *TenantFiles) Names() []string {
 	}
 	return out
 }
+
+// TenantFilesWithLimits reads a tenants folder and returns, checked, the tenant.yaml of every
+// tenant with limits, by tenant name: what the gateway's install mounts for --limits-tenants.
+func TenantFilesWithLimits(dir string) (map[string][]byte, error) {
+	m, _, err := readTenants(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for name := range m {
+		b, err := os.ReadFile(filepath.Join(dir, name, "tenant.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		out[name] = b
+	}
+	return out, nil
+}

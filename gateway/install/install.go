@@ -69,6 +69,9 @@ type Options struct {
 	// UsageSize is the volume of each xDS server's usage ledger.
 	UsageSize    string
 	StorageClass string
+	// TenantLimits are the tenant.yaml files of the tenants with limits, by tenant: mounted from a
+	// ConfigMap as the xDS servers' --limits-tenants folder (none: keys' own limits only).
+	TenantLimits map[string][]byte
 	// LoadBalancerClass and ServiceAnnotations shape Envoy's Service.
 	LoadBalancerClass  string
 	ServiceAnnotations map[string]string
@@ -118,6 +121,9 @@ func Manifests(o Options) ([]client.Object, error) {
 	objs = append(objs, rbac(o)...)
 	objs = append(objs, xdsServices(o)...)
 	objs = append(objs, redisObjects(o)...)
+	if len(o.TenantLimits) > 0 {
+		objs = append(objs, tenantLimitsConfigMap(o))
+	}
 	objs = append(objs, xdsStatefulSet(o), pdb(o, "xds"))
 	envoy, err := envoyObjects(o)
 	if err != nil {

@@ -1,6 +1,8 @@
 package install
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -10,6 +12,30 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// tenantsMount is where the xDS servers find the tenants' limits.
+const tenantsMount = "/etc/inferplane/tenants"
+
+// tenantLimitsConfigMap holds each tenant's tenant.yaml under <tenant>.yaml; the volume maps
+// it to <tenant>/tenant.yaml, the layout of a tenants folder. The kubelet updates a mounted
+// ConfigMap in place, and the xDS servers reload it.
+func tenantLimitsConfigMap(o Options) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{TypeMeta: typeConfigMap, ObjectMeta: meta(o, o.Name+"-tenant-limits", "xds"), Data: map[string]string{}}
+	for t, b := range o.TenantLimits {
+		cm.Data[t+".yaml"] = string(b)
+	}
+	return cm
+}
+
+// tenantLimitsVolume is the ConfigMap as a tenants folder.
+func tenantLimitsVolume(o Options) corev1.Volume {
+	var items []corev1.KeyToPath
+	for _, t := range slices.Sorted(maps.Keys(o.TenantLimits)) {
+		items = append(items, corev1.KeyToPath{Key: t + ".yaml", Path: t + "/tenant.yaml"})
+	}
+	return corev1.Volume{Name: "tenant-limits", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: o.Name + "-tenant-limits"}, Items: items}}}
+}
 
 // DefaultRedisImage is the store of the rate limits' shared counts.
 const (
