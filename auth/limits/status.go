@@ -71,8 +71,10 @@ func (l *Limiter) Status(ctx context.Context, tenants []string, keys []KeyLimits
 			if c != nil {
 				c.mu.Lock()
 				if c.start.Equal(start) {
-					mine = c.pending
-					st.Used = c.shared - c.lease + c.pending
+					// The store's count includes this replica's unspent lease; its own counts
+					// not pushed yet are not in it.
+					mine = c.pending - c.lease
+					st.Used = c.shared + mine
 				}
 				c.mu.Unlock()
 			}

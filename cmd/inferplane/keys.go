@@ -104,7 +104,11 @@ HMAC-SHA256 under the server secret, never the key.
 
 Keys live in a bbolt file (--store-file, the default) or, for clusters with several xDS
 server replicas, as APIKey objects in a Kubernetes namespace (--namespace). The server
-secret is read from --secret-file or $` + keys.SecretEnv + `; create one with "keys secret".`,
+secret is read from --secret-file or $` + keys.SecretEnv + `; create one with "keys secret".
+
+A key can carry rate limits and token budgets of its own (keys create --requests-per-minute,
+--tokens-per-day, ...; keys limit changes them), on top of its tenant's (tenant.yaml
+spec.limits); keys usage shows the spend against each.`,
 	}
 	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(), newKeysListCmd(), newKeysRevokeCmd(), newKeysUsageCmd(), newKeysLimitCmd())
 	return cmd
