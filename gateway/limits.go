@@ -34,6 +34,9 @@ type Limits struct {
 	Grace time.Duration
 	// FlushInterval is how often counted tokens reach the store and shared counts come back.
 	FlushInterval time.Duration
+	// Timeout bounds a call to Redis on the check path (default 100 ms); past it the replica
+	// takes the store for down and decides from the counts it knows.
+	Timeout time.Duration
 	// MaxStale is how old a replica's view of a shared token count may be at a check before
 	// the check reads it from the store (default 2 s).
 	MaxStale time.Duration
@@ -51,12 +54,13 @@ func wireLimits(ctx context.Context, cfg *xds.Config, l Limits, idx *keys.Index,
 		Keys:          idx.Limits,
 		Now:           l.Now,
 		MaxStale:      l.MaxStale,
+		SyncTimeout:   l.Timeout,
 		Grace:         l.Grace,
 		FlushInterval: l.FlushInterval,
 		Log:           log,
 	}
 	if l.Redis != "" {
-		st, err := limits.NewRedis(limits.RedisOptions{Addr: l.Redis, Password: os.Getenv(RedisPasswordEnv)})
+		st, err := limits.NewRedis(limits.RedisOptions{Addr: l.Redis, Password: os.Getenv(RedisPasswordEnv), IOTimeout: l.Timeout})
 		if err != nil {
 			return nil, err
 		}
@@ -96,8 +100,8 @@ func wireLimits(ctx context.Context, cfg *xds.Config, l Limits, idx *keys.Index,
 
 // Validate checks the limits' settings.
 func (l Limits) Validate() error {
-	if l.Grace < 0 || l.FlushInterval < 0 || l.TenantsInterval < 0 {
-		return errors.New("limits: grace, flush and tenants intervals must not be negative")
+	if l.Grace < 0 || l.FlushInterval < 0 || l.TenantsInterval < 0 || l.Timeout < 0 || l.MaxStale < 0 {
+		return errors.New("limits: durations must not be negative")
 	}
 	return nil
 }

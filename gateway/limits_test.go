@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/auth/keys"
@@ -132,7 +136,10 @@ func (w *world) gateway(ctx context.Context, i int, dir string) (string, string)
 				FlushInterval: 20 * time.Millisecond, Now: w.clock.Now,
 				// Every check reads the token counts it uses, so that each step's headers are
 				// exact; the default (2 s) lets a replica answer from a view up to that old.
-				MaxStale: time.Nanosecond}},
+				MaxStale: time.Nanosecond,
+				// The default 100 ms is tight for a machine as loaded as the test machines get:
+				// a timeout would (rightly) switch a replica to its own counts.
+				Timeout: 2 * time.Second}},
 	}
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg) }()
@@ -174,6 +181,15 @@ func (w *world) key(tenant string, l *v1alpha1.RateLimits) (string, string) {
 	}
 	time.Sleep(500 * time.Millisecond) // the gateways reload the key store file every 200 ms
 	return key, id
+}
+
+// hostTransport sends every request with the endpoint's host name (no DNS here).
+type hostTransport string
+
+func (h hostTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Host = string(h)
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 type answer struct {
@@ -227,10 +243,33 @@ func (w *world) status(i int, q string) limits.StatusReport {
 	return rep
 }
 
-// settle waits for counted tokens to reach Redis and come back to every replica: the
-// propagation delay of the documented overshoot (here two 20 ms flushes; Envoy's own 1 s
-// access-log buffer is not in the stand-in).
-func settle() { time.Sleep(150 * time.Millisecond) }
+// usedReaches waits until the key's first limit shows at least want used on every replica's
+// /v1/limits (Redis's count plus what that replica counted and has not pushed): the tokens of
+// the requests before have propagated (the stand-in logs at once, a replica counts them, its
+// flush pushes them). It returns the least any replica shows.
+func (w *world) usedReaches(id string, want int64) int64 {
+	w.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		least := int64(-1)
+		for i := range w.admins {
+			rep := w.status(i, "key="+id)
+			if len(rep.Limits) == 0 {
+				w.t.Fatalf("replica %d: no limits for key %s", i, id)
+			}
+			if u := rep.Limits[0].Used; least < 0 || u < least {
+				least = u
+			}
+		}
+		if least >= want {
+			return least
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("key %s: used never reached %d on every replica (least %d)", id, want, least)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
 
 // TestLimitsThroughEnvoyStandIn: 3 gateway replicas, one Redis, two stand-ins for Envoy,
 // replica doubles. Envoy itself does not run here (no binary); see package envoystandin.
@@ -275,6 +314,26 @@ func TestLimitsThroughEnvoyStandIn(t *testing.T) {
 		}
 	})
 
+	t.Run("openai-go reads the headers and the 429", func(t *testing.T) {
+		key, _ := w.key("acme", &v1alpha1.RateLimits{RequestsPerMinute: &v1alpha1.Limit{Value: 1}})
+		c := openai.NewClient(option.WithBaseURL(w.envoys[0].URL()+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0),
+			option.WithHTTPClient(&http.Client{Transport: hostTransport("chat.acme." + testDomain)}))
+		params := openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}}
+		var raw *http.Response
+		if _, err := c.Chat.Completions.New(context.Background(), params, option.WithResponseInto(&raw)); err != nil {
+			t.Fatalf("first: %v", err)
+		}
+		if raw.Header.Get(limits.HeaderRemainingRequests) != "0" || raw.Header.Get(limits.HeaderLimitRequests) != "1" {
+			t.Fatalf("first: headers %v", raw.Header)
+		}
+		_, err := c.Chat.Completions.New(context.Background(), params)
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests || apiErr.Code != "rate_limit_exceeded" ||
+			apiErr.Type != "requests" || apiErr.Response.Header.Get("Retry-After") == "" {
+			t.Fatalf("second: %v", err)
+		}
+	})
+
 	t.Run("a tenant's limit caps all its keys together", func(t *testing.T) {
 		k1, _ := w.key("globex", nil)
 		k2, _ := w.key("globex", &v1alpha1.RateLimits{RequestsPerMinute: &v1alpha1.Limit{Value: 100}})
@@ -310,7 +369,7 @@ func TestLimitsThroughEnvoyStandIn(t *testing.T) {
 			if a.code != http.StatusOK || num(t, a.header, limits.HeaderRemainingTokens) != rem {
 				t.Fatalf("request %d: %d, remaining tokens %q, want %d (%s)", i, a.code, a.header.Get(limits.HeaderRemainingTokens), rem, a.body)
 			}
-			settle()
+			w.usedReaches(id, int64(7*(i+1)))
 		}
 		a := w.chat("acme/chat", key, hello)
 		if a.code != http.StatusTooManyRequests || !strings.Contains(a.body, `"insufficient_quota"`) ||
@@ -348,9 +407,7 @@ func TestLimitsThroughEnvoyStandIn(t *testing.T) {
 				}
 			}
 			resp.Body.Close()
-			time.Sleep(300 * time.Millisecond) // the stand-in notices the abort at its next write
-			settle()
-			used := w.status(1, "key="+id).Limits[0].Used - before
+			used := w.usedReaches(id, before+1) - before
 			// 5 events in, about 3 to 8 content events passed; a whole answer is 43 prompt +
 			// 43 completion tokens.
 			if used < 3 || used >= 86 {
@@ -373,8 +430,7 @@ func TestLimitsThroughEnvoyStandIn(t *testing.T) {
 		time.AfterFunc(200*time.Millisecond, func() { w.doubles["acme/long"].Close() })
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		settle()
-		used := w.status(0, "key="+id).Limits[0].Used
+		used := w.usedReaches(id, 1)
 		if used < 40 || used >= 86 || strings.Contains(string(b), "[DONE]") {
 			t.Fatalf("killed mid-stream: counted %d tokens; got %d bytes", used, len(b))
 		}

@@ -183,6 +183,7 @@ func registerLimitFlags(fs *pflag.FlagSet, l *gateway.Limits) {
 	fs.DurationVar(&l.Grace, "limits-grace", 30*time.Second,
 		"how long the last counts are enforced while Redis is unreachable, before each tenant's onStoreDown (open or closed) applies")
 	fs.DurationVar(&l.FlushInterval, "limits-flush-interval", 100*time.Millisecond, "how often counted tokens reach Redis and the shared counts are read back")
+	fs.DurationVar(&l.Timeout, "limits-timeout", 100*time.Millisecond, "bound of a call to Redis on the key check's path; past it the replica decides from the counts it knows")
 	fs.DurationVar(&l.MaxStale, "limits-max-stale", 2*time.Second, "how old a replica's view of a key's shared token count may be before a check reads it from Redis")
 	fs.BoolVar(&l.PerKeyMetrics, "limits-per-key-metrics", false, "add a key_id label to the limited-requests metric (one series per limited key)")
 }
