@@ -6,10 +6,10 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 
-	"github.com/inferplane/inferplane/generator/bench"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/generator/render/rendertest"
+	"github.com/inferplane/inferplane/hack/bench"
 )
 
 // TestHelmMatchesRender is the fairness check of the benchmark: for a sample of tenants (every
