@@ -97,11 +97,9 @@ func BenchmarkHelmTenant(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	vals := make([]map[string]any, len(tenants))
-	for i, tp := range tenants {
-		if vals[i], err = bench.Values(tp, render.Options{}); err != nil {
-			b.Fatal(err)
-		}
+	vals, err := bench.ValuesOf(tenants, render.Options{})
+	if err != nil {
+		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	i := 0

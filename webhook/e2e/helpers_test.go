@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferplane/inferplane/e2e/kubeenv"
+	"github.com/inferplane/inferplane/internal/testnet"
 	pt "github.com/inferplane/inferplane/policy/policytest"
 	"github.com/inferplane/inferplane/webhook"
 	"github.com/inferplane/inferplane/webhook/webhooktest"
@@ -29,7 +30,7 @@ var env *kubeenv.Env
 
 func TestMain(m *testing.M) { os.Exit(kubeenv.Main(m, &env)) }
 
-func freePort(t testing.TB) int { return webhooktest.FreePort(t) }
+func freePort(t testing.TB) int { return testnet.FreePort(t) }
 
 // testLogger writes warnings and errors to stderr; the webhook's denials are logged at info.
 func testLogger() logr.Logger {

@@ -6,7 +6,6 @@ package webhooktest
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/inferplane/inferplane/internal/testnet"
 	"github.com/inferplane/inferplane/policy"
 	"github.com/inferplane/inferplane/webhook"
 	"github.com/inferplane/inferplane/webhook/install"
@@ -61,9 +61,9 @@ type Server struct {
 // stops the server when the test ends.
 func Serve(t testing.TB, cfg *rest.Config, o webhook.ServeOptions, log logr.Logger) *Server {
 	t.Helper()
-	port, mport, pport := o.Port, FreePort(t), FreePort(t)
+	port, mport, pport := o.Port, testnet.FreePort(t), testnet.FreePort(t)
 	if port == 0 {
-		port = FreePort(t)
+		port = testnet.FreePort(t)
 	}
 	if o.CertDir == "" {
 		o.CertDir = t.TempDir()
@@ -157,17 +157,6 @@ func Register(t testing.TB, c client.Client, name, url string, ca []byte, probe 
 	if err != nil {
 		t.Fatalf("the API server never called the webhook; last answer: %v", last)
 	}
-}
-
-// FreePort is a TCP port free on 127.0.0.1 a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func probe(url string) int {

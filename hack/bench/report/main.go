@@ -33,11 +33,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	values := make([]map[string]any, len(tenants))
-	for i, tp := range tenants {
-		if values[i], err = bench.Values(tp, render.Options{}); err != nil {
-			log.Fatal(err)
-		}
+	values, err := bench.ValuesOf(tenants, render.Options{})
+	if err != nil {
+		log.Fatal(err)
 	}
 
 	sampled, sampleFiles := checkSample(c, tenants, values)
