@@ -36,7 +36,8 @@ func newValidateCmd() *cobra.Command {
 object, such as vcluster.yaml). It is what the webhook would say if the objects were applied
 together: only objects labelled inferplane.io/tenant are checked, the others pass. An input job
 file (<tenant>/jobs/<job>.yaml, as generate reads it) carries no such label: its tenant is taken
-from its folder and it is checked as generate would render it.
+from its folder; with --tenants it is judged exactly as generate judges it (the same master and
+rules, in the same words), without, as the webhook would judge it once rendered.
 
 Policy data (Tenants, NodeTypes, ModelMasters) comes from the PATHs themselves, then from
 --tenants (the generator's input tree: nodetypes/, masters/, <tenant>/tenant.yaml), then, with
