@@ -2,12 +2,13 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferplane/inferplane/auth/extauthz"
 	"github.com/inferplane/inferplane/auth/keys"
@@ -98,10 +99,16 @@ func wireLimits(ctx context.Context, cfg *xds.Config, l Limits, idx *keys.Index,
 	return func() { cancel(); <-done }, nil
 }
 
-// Validate checks the limits' settings.
-func (l Limits) Validate() error {
-	if l.Grace < 0 || l.FlushInterval < 0 || l.TenantsInterval < 0 || l.Timeout < 0 || l.MaxStale < 0 {
-		return errors.New("limits: durations must not be negative")
+// Validate checks the limits' settings, as field errors under path.
+func (l Limits) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"grace", l.Grace}, {"flushInterval", l.FlushInterval}, {"tenantsInterval", l.TenantsInterval}, {"timeout", l.Timeout}, {"maxStale", l.MaxStale}} {
+		if f.d < 0 {
+			errs = append(errs, field.Invalid(path.Child(f.name), f.d.String(), "must not be negative"))
+		}
 	}
-	return nil
+	return errs
 }

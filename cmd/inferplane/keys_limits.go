@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -15,6 +14,7 @@ import (
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/auth/limits"
+	"github.com/inferplane/inferplane/lifecycle/gateway"
 )
 
 // limitFlags are a key's limits on the command line (keys create, keys limit).
@@ -156,19 +156,14 @@ store (within a second); what the key spent in the current windows still counts.
 // fetchLimits reads the spend against limits from one server (the counts are shared by every
 // replica, so one answers for all).
 func fetchLimits(cmd *cobra.Command, server, tenant, key string) (limits.StatusReport, error) {
-	q := url.Values{}
-	if tenant != "" {
-		q.Set("tenant", tenant)
-	}
-	if key != "" {
-		q.Set("key", key)
-	}
-	var rep limits.StatusReport
-	err := serverGetJSON(cmd.Context(), server, limits.Path, q, &rep)
+	rep, err := gateway.Client{BaseURL: server}.Limits(cmd.Context(), tenant, key)
 	if err != nil && strings.Contains(err.Error(), "404 Not Found") {
 		return limits.StatusReport{}, nil // a server from before limits: usage only
 	}
-	return rep, err
+	if err != nil {
+		return rep, gatewayErr(err)
+	}
+	return rep, nil
 }
 
 func printLimits(w io.Writer, rep limits.StatusReport) error {

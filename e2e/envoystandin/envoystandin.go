@@ -38,6 +38,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/inferplane/inferplane/auth/extauthz"
+	"github.com/inferplane/inferplane/internal/envoymeta"
 	"github.com/inferplane/inferplane/usage/envoylua"
 	"github.com/inferplane/inferplane/xds"
 )
@@ -234,14 +235,14 @@ func (p *Proxy) proxy(w http.ResponseWriter, r *http.Request, upstream string, r
 func (p *Proxy) log(r *http.Request, start time.Time, code int, authz *structpb.Struct, md map[string]float64) {
 	meta := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
 	if authz != nil {
-		meta.FilterMetadata[extauthz.MetadataNamespace] = authz
+		meta.FilterMetadata[envoymeta.AuthzNamespace] = authz
 	}
 	if len(md) > 0 {
 		u := &structpb.Struct{Fields: map[string]*structpb.Value{}}
 		for k, v := range md {
 			u.Fields[k] = structpb.NewNumberValue(v)
 		}
-		meta.FilterMetadata[envoylua.MetadataNamespace] = u
+		meta.FilterMetadata[envoymeta.UsageNamespace] = u
 	}
 	took := time.Since(start)
 	e := &datav3.HTTPAccessLogEntry{
@@ -314,7 +315,7 @@ func newUsageScript(status int, ctype string) *usageScript {
 		panic("usage.lua: " + err.Error())
 	}
 	L.SetGlobal("standin_set", L.NewFunction(func(L *lua.LState) int {
-		if L.CheckString(1) == envoylua.MetadataNamespace {
+		if L.CheckString(1) == envoymeta.UsageNamespace {
 			if n, ok := L.Get(3).(lua.LNumber); ok {
 				s.mu.Lock()
 				s.md[L.CheckString(2)] = float64(n)
