@@ -65,7 +65,8 @@ type TenantAccess struct {
 	// User is a user's email address, as the identity provider's verified email claim says it.
 	// +kubebuilder:validation:MinLength=1
 	// +optional
-	User string     `json:"user,omitempty"`
+	User string `json:"user,omitempty"`
+	// Role is what the group's members or the user may do.
 	Role TenantRole `json:"role"`
 }
 
