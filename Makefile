@@ -33,11 +33,11 @@ vet: fmt
 
 # vet (among the builds of the tests' binaries, once kube-apiserver has compiled the k8s.io
 # packages both need), unit tests and the e2e tests against the real API server and the real
-# Argo CD, then a check that no test process outlived the tests.
+# Argo CD and Dex, then a check that no test process outlived the tests.
 test: fmt
 	@bins=$$(mktemp) && trap 'rm -f $$bins' EXIT && \
 	hack/testbins.sh $(GO) vet ./... > $$bins && \
-	env $$(cat $$bins) INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_REQUIRE_GITOPS=1 $(GO) test -count=1 -timeout 30m ./...
+	env $$(cat $$bins) INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_REQUIRE_GITOPS=1 INFERPLANE_REQUIRE_DEX=1 $(GO) test -count=1 -timeout 30m ./...
 	@hack/check-strays.sh
 
 # Only the GitOps tests: Argo CD syncing generated repositories (e2e/argocd) and KubeVirt's own
