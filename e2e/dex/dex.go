@@ -59,6 +59,8 @@ type Client struct {
 type User struct {
 	Email, Password, Name string
 	Groups                []string
+	// EmailUnverified makes Dex say email_verified: false for the user.
+	EmailUnverified bool
 }
 
 // Options say what a Dex is set up with.
@@ -264,7 +266,7 @@ func configFor(issuer string, port int, o Options) ([]byte, error) {
 		}
 		c.StaticPasswords = append(c.StaticPasswords, map[string]any{
 			"email": u.Email, "hash": string(hash), "username": u.Name,
-			"userID": fmt.Sprintf("user-%d", i), "groups": u.Groups,
+			"userID": fmt.Sprintf("user-%d", i), "groups": u.Groups, "emailVerified": !u.EmailUnverified,
 		})
 	}
 	return json.MarshalIndent(c, "", "  ")
