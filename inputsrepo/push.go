@@ -24,28 +24,28 @@ import (
 func (r *Repo) push(ctx context.Context, old, commit plumbing.Hash, objs []plumbing.Hash) (err error) {
 	ep, err := transport.NewEndpoint(r.opts.URL)
 	if err != nil {
-		return r.remoteErr("push", err)
+		return r.remoteErr(ctx, "push", err)
 	}
 	cl, err := client.NewClient(ep)
 	if err != nil {
-		return r.remoteErr("push", err)
+		return r.remoteErr(ctx, "push", err)
 	}
 	sess, err := cl.NewReceivePackSession(ep, r.auth)
 	if err != nil {
-		return r.remoteErr("push", err)
+		return r.remoteErr(ctx, "push", err)
 	}
 	defer func() {
 		if cerr := sess.Close(); cerr != nil && err == nil {
-			err = r.remoteErr("push", cerr)
+			err = r.remoteErr(ctx, "push", cerr)
 		}
 	}()
 	adv, err := sess.AdvertisedReferencesContext(ctx)
 	if err != nil {
-		return r.remoteErr("push", err)
+		return r.remoteErr(ctx, "push", err)
 	}
 	refs, err := adv.AllReferences()
 	if err != nil {
-		return r.remoteErr("push", err)
+		return r.remoteErr(ctx, "push", err)
 	}
 	cur := plumbing.ZeroHash
 	if ref, ok := refs[r.branch]; ok {
@@ -68,10 +68,10 @@ func (r *Repo) push(ctx context.Context, old, commit plumbing.Hash, objs []plumb
 	if err != nil {
 		_ = rd.CloseWithError(err)
 		<-done
-		return r.remoteErr("push", err)
+		return r.remoteErr(ctx, "push", err)
 	}
 	if err := <-done; err != nil {
-		return r.remoteErr("push", err)
+		return r.remoteErr(ctx, "push", err)
 	}
 	if status != nil {
 		if err := status.Error(); err != nil {
@@ -90,5 +90,5 @@ func (r *Repo) refused(ctx context.Context, old plumbing.Hash, err error) error 
 	if _, ferr := r.fetch(ctx); ferr == nil && r.movedFrom(old) {
 		return errStale
 	}
-	return r.remoteErr("push", errors.Join(errors.New("the remote refused the update"), err))
+	return r.remoteErr(ctx, "push", errors.Join(errors.New("the remote refused the update"), err))
 }

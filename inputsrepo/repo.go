@@ -94,16 +94,11 @@ func Open(opts Options) (*Repo, error) {
 		return nil, errors.New("the inputs repository URL is empty (--inputs-repo)")
 	}
 	u, err := url.Parse(opts.URL)
-	if err != nil {
-		return nil, fmt.Errorf("the inputs repository URL does not parse: %s", publish.Redact(opts.URL))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "file") {
+		return nil, fmt.Errorf("the inputs repository URL %s: expected https://, http:// or file://", publish.Redact(opts.URL))
 	}
 	if u.User != nil {
 		return nil, fmt.Errorf("the inputs repository URL %s carries credentials; they would reach logs: put them in a credentials file (--inputs-credentials-file)", publish.Redact(opts.URL))
-	}
-	switch u.Scheme {
-	case "https", "http", "file":
-	default:
-		return nil, fmt.Errorf("the inputs repository URL %s: expected https://, http:// or file://", publish.Redact(opts.URL))
 	}
 	opts.Branch = cmp.Or(opts.Branch, DefaultBranch)
 	if opts.Committer.Name == "" {
@@ -185,7 +180,7 @@ func (r *Repo) fetch(ctx context.Context) (*object.Commit, error) {
 	case errors.Is(err, transport.ErrEmptyRemoteRepository), errors.As(err, &noMatch):
 		return nil, nil
 	default:
-		return nil, r.remoteErr("fetch", err)
+		return nil, r.remoteErr(ctx, "fetch", err)
 	}
 	ref, err := repo.Reference(r.remote, true)
 	if errors.Is(err, plumbing.ErrReferenceNotFound) {
@@ -206,12 +201,20 @@ func (r *Repo) fetch(ctx context.Context) (*object.Commit, error) {
 
 // remoteErr says what failed against which repository, with no credential in it: the URL
 // carries none (Open refuses it) and the error is go-git's, which never quotes the password.
-func (r *Repo) remoteErr(op string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s %s of %s: %w", op, r.opts.Branch, publish.Redact(r.opts.URL), err)
+// When the context ended, the error also is the context's (go-git keeps only its text).
+func (r *Repo) remoteErr(ctx context.Context, op string, err error) error {
+	e := fmt.Errorf("%s %s of %s: %v", op, r.opts.Branch, publish.Redact(r.opts.URL), err)
+	if cerr := ctx.Err(); cerr != nil {
+		return &withCause{err: e, cause: cerr}
 	}
-	return fmt.Errorf("%s %s of %s: %v", op, r.opts.Branch, publish.Redact(r.opts.URL), err)
+	return e
 }
+
+// withCause is an error that reads as err and also is cause.
+type withCause struct{ err, cause error }
+
+func (e *withCause) Error() string   { return e.err.Error() }
+func (e *withCause) Unwrap() []error { return []error{e.err, e.cause} }
 
 // Snapshot is the inputs at one commit.
 type Snapshot struct {
