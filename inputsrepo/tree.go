@@ -165,8 +165,7 @@ func (t *Tree) ReadDir(name string) ([]fs.DirEntry, error) {
 		if !ok {
 			continue
 		}
-		child, deeper, isDeeper := strings.Cut(rest, "/")
-		_ = deeper
+		child, _, isDeeper := strings.Cut(rest, "/")
 		touched[child] = true
 		if !isDeeper && data != nil {
 			entries[child] = dirEntry{name: child, t: t, path: p}
