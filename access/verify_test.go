@@ -91,6 +91,11 @@ func TestVerifyAgainstDex(t *testing.T) {
 		assert.Equal(t, "Dana", id.Name)
 		assert.Equal(t, []string{"acme-ml", "acme-all"}, id.Groups)
 	})
+	t.Run("another groups claim: here a string claim, read as one group", func(t *testing.T) {
+		id, err := verifierFor(t, d, VerifierConfig{GroupsClaim: "email"}).Verify(ctx, good)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"dana@acme.example"}, id.Groups)
+	})
 	t.Run("no token", func(t *testing.T) {
 		_, err := v.Verify(ctx, "")
 		require.ErrorIs(t, err, ErrNoToken)
