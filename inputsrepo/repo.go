@@ -67,6 +67,9 @@ type Options struct {
 	// IdempotencyWindow is how far back the history is searched for an idempotency key
 	// (default 24 h of commit time, and never more than 10,000 commits).
 	IdempotencyWindow time.Duration
+	// RecloneAfter bounds the memory a clone takes: after this many writes (default 10,000)
+	// the next one clones afresh, dropping the objects of every commit it fetched and made.
+	RecloneAfter int
 }
 
 // Repo is one replica's clone of the inputs. Its writes run one at a time (a replica's
@@ -77,9 +80,10 @@ type Repo struct {
 	branch plumbing.ReferenceName
 	remote plumbing.ReferenceName
 
-	mu   sync.Mutex // one write (or fetch) at a time
-	repo *git.Repository
-	keys *keyIndex
+	mu     sync.Mutex // one write (or fetch) at a time
+	repo   *git.Repository
+	writes int // since the last clone
+	keys   *keyIndex
 	// objMu guards the object storage between a fetch or a write and the snapshots being read.
 	objMu sync.RWMutex
 }
@@ -113,6 +117,7 @@ func Open(opts Options) (*Repo, error) {
 	opts.Attempts = cmp.Or(opts.Attempts, 8)
 	opts.Backoff = cmp.Or(opts.Backoff, 20*time.Millisecond)
 	opts.IdempotencyWindow = cmp.Or(opts.IdempotencyWindow, 24*time.Hour)
+	opts.RecloneAfter = cmp.Or(opts.RecloneAfter, 10000)
 	r := &Repo{
 		opts:   opts,
 		branch: plumbing.NewBranchReferenceName(opts.Branch),

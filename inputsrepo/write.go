@@ -84,6 +84,11 @@ func (r *Repo) Write(ctx context.Context, ch Change) (Result, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.writes >= r.opts.RecloneAfter {
+		// Snapshots handed out before keep reading the old storage, which they hold.
+		r.repo, r.writes = nil, 0
+	}
+	r.writes++
 	key := ""
 	if ch.IdempotencyKey != "" {
 		key = hashKey(ch.IdempotencyKey)

@@ -413,3 +413,22 @@ func TestOpenRefusesBadOptions(t *testing.T) {
 	_, err := Open(Options{URL: "file:///x"})
 	assert.NoError(t, err)
 }
+
+// A replica that clones afresh (RecloneAfter) goes on writing, and still finds the keys.
+func TestReclone(t *testing.T) {
+	ctx := context.Background()
+	bare, o := fileRemote(t)
+	o.RecloneAfter = 1
+	r := open(t, o)
+	first, err := r.Write(ctx, Change{Author: dana, Message: "acme: create job a", Apply: addJob("acme", "a"), IdempotencyKey: "a"})
+	require.NoError(t, err)
+	old := r.repo
+	_, err = r.Write(ctx, Change{Author: dana, Message: "acme: create job b", Apply: addJob("acme", "b")})
+	require.NoError(t, err)
+	assert.NotSame(t, old, r.repo, "cloned afresh")
+	again, err := r.Write(ctx, Change{Author: dana, Message: "acme: create job a", Apply: addJob("acme", "a"), IdempotencyKey: "a"})
+	require.NoError(t, err)
+	assert.True(t, again.Replayed)
+	assert.Equal(t, first.Commit, again.Commit)
+	assert.Len(t, remoteLog(t, bare), 3)
+}

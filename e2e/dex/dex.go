@@ -144,11 +144,12 @@ func (d *Dex) run() error {
 	}
 	d.proc = p
 	deadline := time.Now().Add(30 * time.Second)
+	client := &http.Client{Timeout: 2 * time.Second}
 	for time.Now().Before(deadline) {
 		if ok, _ := p.Exited(); ok {
 			return proc.ErrExited(p)
 		}
-		resp, err := http.Get(d.Issuer + "/.well-known/openid-configuration")
+		resp, err := client.Get(d.Issuer + "/.well-known/openid-configuration")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
