@@ -292,3 +292,29 @@ func entryHash(t *object.Tree, p string) plumbing.Hash {
 	}
 	return e.Hash
 }
+
+// IsAncestor says whether inputs commit a is b or one of b's ancestors (both fetched): for a
+// render that finds its tenant's repository already rendered from a newer inputs commit than
+// its own, and so has nothing to do. The walk is bounded like every walk of the history.
+func (r *Repo) IsAncestor(a, b string) (bool, error) {
+	if r.repo == nil {
+		return false, errors.New("inputsrepo: nothing fetched yet")
+	}
+	want := plumbing.NewHash(a)
+	c, err := object.GetCommit(r.objects(), plumbing.NewHash(b))
+	if err != nil {
+		return false, fmt.Errorf("inputs commit %s: %w", b, err)
+	}
+	for n := 0; n < maxScan; n++ {
+		if c.Hash == want {
+			return true, nil
+		}
+		if len(c.ParentHashes) == 0 {
+			return false, nil
+		}
+		if c, err = object.GetCommit(r.objects(), c.ParentHashes[0]); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}

@@ -194,4 +194,13 @@ func TestChanged(t *testing.T) {
 	}
 	_, err = r.Changed("0123456789012345678901234567890123456789", w.Commit, []string{"recipes"})
 	assert.Error(t, err)
+
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{{before.Commit, w.Commit, true}, {w.Commit, w.Commit, true}, {w.Commit, before.Commit, false}} {
+		got, err := r.IsAncestor(c.a, c.b)
+		require.NoError(t, err)
+		assert.Equal(t, c.want, got, "%s ancestor of %s", c.a, c.b)
+	}
 }
