@@ -16,11 +16,8 @@ import (
 	"testing"
 )
 
-// User is the user name the server expects with its token (any name is accepted; the token is
-// what counts, as on git hosts that take a token as the password).
-const User = "inferplane"
-
-// Server is a running git HTTP server.
+// Server is a running git HTTP server. Clients send the token as the password of HTTP basic
+// auth; any user name is accepted, as git hosts do with tokens.
 type Server struct {
 	// URL is the base URL; a repository is at URL + "/" + name + ".git".
 	URL   string
