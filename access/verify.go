@@ -1,6 +1,7 @@
 package access
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -120,7 +121,7 @@ func (v *Verifier) idVerifier(ctx context.Context) (*oidc.IDTokenVerifier, error
 	// The provider's key set keeps this context's client for its later fetches (go-oidc ignores
 	// its cancellation), so it is a background one, not the request's.
 	bg := oidc.ClientContext(context.Background(), v.cfg.HTTPClient)
-	dctx, cancel := context.WithTimeout(bg, v.cfg.HTTPClient.Timeout)
+	dctx, cancel := context.WithTimeout(bg, cmp.Or(v.cfg.HTTPClient.Timeout, 10*time.Second))
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel) // a request that gives up stops its discovery
 	defer stop()
