@@ -3,6 +3,7 @@ package access
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http/httptest"
 	"strings"
@@ -253,4 +254,38 @@ func TestNewVerifierConfig(t *testing.T) {
 	assert.Contains(t, err.Error(), "--oidc-client-id")
 	_, err = NewVerifier(VerifierConfig{Issuer: "dex.example", ClientID: "x"})
 	assert.ErrorContains(t, err, "not an http(s) URL")
+}
+
+// Dex rotating its signing key while running (every second, looked at every 30 s): a token
+// signed with the new key verifies (the verifier fetches the keys for the new key id), and one
+// signed before still does (Dex keeps the old key for verification until its tokens expire).
+func TestVerifyDexRotatesItsKey(t *testing.T) {
+	ctx := context.Background()
+	d := dex.Start(t, dex.Options{
+		Clients:     []dex.Client{{ID: "inferplane", Secret: "api-secret"}},
+		Users:       users,
+		KeyRotation: time.Second,
+	})
+	v := verifierFor(t, d, VerifierConfig{})
+	before := signIn(t, d, "inferplane", "dana@acme.example")
+	_, err := v.Verify(ctx, before)
+	require.NoError(t, err)
+	kid := func(jwt string) string {
+		header, err := base64.RawURLEncoding.DecodeString(strings.Split(jwt, ".")[0])
+		require.NoError(t, err)
+		var h struct {
+			Kid string `json:"kid"`
+		}
+		require.NoError(t, json.Unmarshal(header, &h))
+		return h.Kid
+	}
+	var after string
+	require.Eventually(t, func() bool {
+		after = signIn(t, d, "inferplane", "dana@acme.example")
+		return kid(after) != kid(before)
+	}, 75*time.Second, time.Second, "Dex did not rotate its key")
+	_, err = v.Verify(ctx, after)
+	require.NoError(t, err, "a token signed with the new key")
+	_, err = v.Verify(ctx, before)
+	require.NoError(t, err, "a token signed with the previous key, which Dex still publishes")
 }

@@ -70,6 +70,10 @@ type Options struct {
 	Users   []User
 	// IDTokenTTL is how long tokens are valid (Dex's default, 24 h, when zero).
 	IDTokenTTL time.Duration
+	// KeyRotation is how often Dex rotates its signing key (its default, 6 h, when zero). Dex
+	// looks every 30 s, so a rotation comes within 30 s of the period; the previous key keeps
+	// verifying the tokens it signed.
+	KeyRotation time.Duration
 }
 
 // Dex is a running Dex.
@@ -248,8 +252,12 @@ func configFor(issuer string, port int, o Options) ([]byte, error) {
 		Connectors:       []connector{{Type: "authproxy", ID: ProxyConnector, Name: "proxy", Config: map[string]any{}}},
 		StaticPasswords:  []map[string]any{},
 	}
+	c.Expiry = map[string]any{}
 	if o.IDTokenTTL > 0 {
-		c.Expiry = map[string]any{"idTokens": o.IDTokenTTL.String()}
+		c.Expiry["idTokens"] = o.IDTokenTTL.String()
+	}
+	if o.KeyRotation > 0 {
+		c.Expiry["signingKeys"] = o.KeyRotation.String()
 	}
 	for _, cl := range o.Clients {
 		m := map[string]any{"id": cl.ID, "name": cl.ID, "redirectURIs": cl.RedirectURIs}
