@@ -11,7 +11,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
-// TrailerRequest is the commit trailer that records a write's idempotency key (hashed).
+// TrailerRequest is the commit trailer that records a write's idempotency key (hashed) and,
+// after a space, the hash of the request it came with, when the caller gave one.
 const TrailerRequest = "Inferplane-Request"
 
 // maxScan bounds every walk back through the history.
@@ -54,8 +55,9 @@ type keyIndex struct {
 }
 
 type keyed struct {
-	commit plumbing.Hash
-	when   time.Time
+	commit  plumbing.Hash
+	when    time.Time
+	request string // the request's hash, "" when none was recorded
 }
 
 func newKeyIndex() *keyIndex { return &keyIndex{commits: map[string]keyed{}} }
@@ -81,8 +83,9 @@ func (k *keyIndex) update(head *object.Commit, since time.Time) error {
 		if when.Before(since) {
 			break
 		}
-		if key := Trailers(c.Message)[TrailerRequest]; key != "" {
-			found[key] = keyed{commit: c.Hash, when: when} // walking back: the oldest wins
+		if v := Trailers(c.Message)[TrailerRequest]; v != "" {
+			key, request, _ := strings.Cut(v, " ")
+			found[key] = keyed{commit: c.Hash, when: when, request: request} // walking back: the oldest wins
 		}
 		if len(c.ParentHashes) == 0 {
 			break
@@ -109,13 +112,13 @@ func (k *keyIndex) update(head *object.Commit, since time.Time) error {
 	return nil
 }
 
-// find returns the commit that recorded key, unless it is older than since.
-func (k *keyIndex) find(key string, since time.Time) (plumbing.Hash, bool) {
+// find returns what recorded key, unless it is older than since.
+func (k *keyIndex) find(key string, since time.Time) (keyed, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	v, ok := k.commits[key]
 	if !ok || v.when.Before(since) {
-		return plumbing.ZeroHash, false
+		return keyed{}, false
 	}
-	return v.commit, true
+	return v, true
 }

@@ -37,6 +37,9 @@ type Change struct {
 	// nothing. Scope it to the caller and the tenant (e.g. issuer, subject, tenant and the
 	// client's Idempotency-Key): it is hashed, so its text never reaches git.
 	IdempotencyKey string
+	// Request, with a key, is what the request asked (e.g. its method, path and body): a key
+	// found with another request is a *KeyReusedError, not a replay. It is hashed too.
+	Request string
 }
 
 // Result is what a write did.
@@ -70,6 +73,14 @@ type CheckError struct{ Err error }
 func (e *CheckError) Error() string { return "refused by the check: " + e.Err.Error() }
 func (e *CheckError) Unwrap() error { return e.Err }
 
+// KeyReusedError is an idempotency key sent again with another request (an HTTP 422): the
+// key's first request was written in Commit, and this one is not.
+type KeyReusedError struct{ Commit string }
+
+func (e *KeyReusedError) Error() string {
+	return "the idempotency key was used for another request (commit " + e.Commit + "): send a new key with a new request"
+}
+
 // ErrBusy is a write that lost the race to other writers Options.Attempts times in a row (an
 // HTTP 503 with Retry-After): nothing of it was pushed.
 var ErrBusy = errors.New("the inputs branch kept moving: other writers pushed first on every attempt")
@@ -89,12 +100,15 @@ func (r *Repo) Write(ctx context.Context, ch Change) (Result, error) {
 		r.repo, r.writes = nil, 0
 	}
 	r.writes++
-	key := ""
+	key, request := "", ""
 	if ch.IdempotencyKey != "" {
 		key = hashKey(ch.IdempotencyKey)
+		if ch.Request != "" {
+			request = hashKey(ch.Request)
+		}
 	}
 	for attempt := 1; ; attempt++ {
-		res, err := r.attempt(ctx, ch, key)
+		res, err := r.attempt(ctx, ch, key, request)
 		res.Attempts = attempt
 		if !errors.Is(err, errStale) {
 			return res, err
@@ -114,14 +128,17 @@ func (r *Repo) Write(ctx context.Context, ch Change) (Result, error) {
 var errStale = errors.New("the branch moved")
 
 // attempt is one fetch, apply, check, commit and push.
-func (r *Repo) attempt(ctx context.Context, ch Change, key string) (Result, error) {
+func (r *Repo) attempt(ctx context.Context, ch Change, key, request string) (Result, error) {
 	head, err := r.fetch(ctx)
 	if err != nil {
 		return Result{}, err
 	}
 	if key != "" {
-		if c, ok := r.keys.find(key, r.opts.Now().Add(-r.opts.IdempotencyWindow)); ok {
-			return Result{Commit: c.String(), Replayed: true}, nil
+		if k, ok := r.keys.find(key, r.opts.Now().Add(-r.opts.IdempotencyWindow)); ok {
+			if k.request != "" && request != "" && k.request != request {
+				return Result{}, &KeyReusedError{Commit: k.commit.String()}
+			}
+			return Result{Commit: k.commit.String(), Replayed: true}, nil
 		}
 	}
 	snap, err := r.snapshot(head)
@@ -147,7 +164,7 @@ func (r *Repo) attempt(ctx context.Context, ch Change, key string) (Result, erro
 			return Result{}, &CheckError{Err: err}
 		}
 	}
-	commit, err := r.commit(ch, key, head, treeHash)
+	commit, err := r.commit(ch, strings.TrimSpace(key+" "+request), head, treeHash)
 	if err != nil {
 		return Result{}, err
 	}
@@ -177,15 +194,15 @@ func (r *Repo) attempt(ctx context.Context, ch Change, key string) (Result, erro
 	return Result{}, err
 }
 
-// commit stores the commit object of a change.
-func (r *Repo) commit(ch Change, key string, head *object.Commit, tree plumbing.Hash) (plumbing.Hash, error) {
+// commit stores the commit object of a change; request is the TrailerRequest value ("" none).
+func (r *Repo) commit(ch Change, request string, head *object.Commit, tree plumbing.Hash) (plumbing.Hash, error) {
 	now := r.opts.Now()
 	author := object.Signature{Name: ch.Author.Name, Email: ch.Author.Email, When: now}
 	committer := r.opts.Committer
 	committer.When = now
 	msg := strings.TrimRight(ch.Message, "\n") + "\n"
-	if key != "" {
-		msg += "\n" + TrailerRequest + ": " + key + "\n"
+	if request != "" {
+		msg += "\n" + TrailerRequest + ": " + request + "\n"
 	}
 	c := &object.Commit{Author: author, Committer: committer, Message: msg, TreeHash: tree}
 	if head != nil {

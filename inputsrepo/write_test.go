@@ -289,15 +289,32 @@ func TestIdempotencyKey(t *testing.T) {
 	require.NoError(t, err, "the retry is not a conflict: it is the same request")
 	assert.True(t, again.Replayed)
 	assert.Equal(t, first.Commit, again.Commit)
-	other, err := b.Write(ctx, create)
+	onB, err := b.Write(ctx, create)
 	require.NoError(t, err)
-	assert.True(t, other.Replayed)
-	assert.Equal(t, first.Commit, other.Commit)
+	assert.True(t, onB.Replayed)
+	assert.Equal(t, first.Commit, onB.Commit)
 	assert.Len(t, remoteLog(t, bare), 2)
 	// The trailer holds the key's hash, not its text.
 	msg := gitserver.Git(t, bare, "log", "-1", "--format=%B", "main")
 	assert.Contains(t, msg, TrailerRequest+": "+hashKey("dex|dana|acme|7b0e1f"))
 	assert.NotContains(t, msg, "dana|acme")
+
+	// The same key with another request is refused, not replayed; with the same request it is
+	// replayed.
+	withBody := Change{Author: dana, Message: "acme: create job phi-3", Apply: addJob("acme", "phi-3"),
+		IdempotencyKey: "dex|dana|acme|third", Request: `POST /api/v1/tenants/acme/jobs {"name":"phi-3"}`}
+	first3, err := a.Write(ctx, withBody)
+	require.NoError(t, err)
+	same, err := b.Write(ctx, withBody)
+	require.NoError(t, err)
+	assert.True(t, same.Replayed)
+	other := withBody
+	other.Request = `POST /api/v1/tenants/acme/jobs {"name":"phi-4"}`
+	_, err = b.Write(ctx, other)
+	var reused *KeyReusedError
+	require.ErrorAs(t, err, &reused)
+	assert.Equal(t, first3.Commit, reused.Commit)
+	assert.Len(t, remoteLog(t, bare), 3)
 
 	// Two replicas get the same request at once: one commit.
 	twice := create
@@ -315,7 +332,7 @@ func TestIdempotencyKey(t *testing.T) {
 	// push (Replayed), or, when both built the same commit in the same second, finds its own
 	// commit already on the remote.
 	assert.Equal(t, res[0].Commit, res[1].Commit, "%+v", res)
-	assert.Len(t, remoteLog(t, bare), 3)
+	assert.Len(t, remoteLog(t, bare), 4)
 }
 
 // A writer cancelled after its commit is made but before the push: nothing reaches the remote.
