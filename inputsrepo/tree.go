@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -21,10 +22,13 @@ import (
 // Tree is the inputs at one commit with a change applied on top, as a change function sees
 // it: read it as an fs.FS (what the check gets too), change it with WriteFile, Remove and
 // RemoveAll. Nothing touches a disk: the commit's objects are read from memory and the changes
-// are kept beside them until the write turns them into a commit. Not safe for concurrent use.
+// are kept beside them until the write turns them into a commit. Reads are safe for concurrent
+// use (the generator reads files in parallel); changes are not, nor reads beside them.
 type Tree struct {
-	s    storer.EncodedObjectStorer
-	root *object.Tree // nil for a repository without a commit yet
+	s storer.EncodedObjectStorer
+	// lookups guards root: go-git's trees cache their lookups in a map of their own.
+	lookups sync.Mutex
+	root    *object.Tree // nil for a repository without a commit yet
 	// changes: path -> new content, or nil for a deleted file.
 	changes map[string][]byte
 }
@@ -117,6 +121,8 @@ func (t *Tree) baseFile(name string) (*object.File, error) {
 	if t.root == nil || !fs.ValidPath(name) || name == "." {
 		return nil, fs.ErrNotExist
 	}
+	t.lookups.Lock()
+	defer t.lookups.Unlock()
 	f, err := t.root.File(name)
 	if err != nil {
 		return nil, fs.ErrNotExist
@@ -132,6 +138,8 @@ func (t *Tree) baseDir(name string) *object.Tree {
 	if name == "." {
 		return t.root
 	}
+	t.lookups.Lock()
+	defer t.lookups.Unlock()
 	sub, err := t.root.Tree(name)
 	if err != nil {
 		return nil
@@ -336,6 +344,8 @@ func (d *dir) ReadDir(n int) ([]fs.DirEntry, error) {
 // it touches, not the size of the repository. An empty result (every file removed) is an
 // error: a commit of nothing is never what a change meant.
 func (t *Tree) write() (plumbing.Hash, []plumbing.Hash, error) {
+	t.lookups.Lock()
+	defer t.lookups.Unlock()
 	w := &treeWriter{s: t.s}
 	h, empty, err := w.dir(t.root, "", t.changes)
 	if err != nil {
