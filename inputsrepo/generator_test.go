@@ -83,6 +83,6 @@ spec:
 	probs := problem.Problems(ce.Err)
 	require.NotEmpty(t, probs, "the generator's own problems: %v", ce.Err)
 	assert.Equal(t, "tenants/acme/tenant.yaml", probs[0].File)
-	assert.Equal(t, "spec.gpuQuota", probs[0].Field())
+	assert.Equal(t, "spec.gpuQuota", probs[0].Err.Field)
 	assert.Equal(t, before, remoteLog(t, dir), "nothing committed")
 }
