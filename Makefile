@@ -9,8 +9,13 @@ BIN      := bin/inferplane
 
 all: build
 
+# The build's version (hack/version.sh, internal/version): the release tag vX.Y.Z when HEAD is
+# exactly at one and the tree is clean, else dev-<commit>[-dirty]; `make build VERSION=v1.2.3`
+# stamps a release version of your choosing. `inferplane version` prints it.
+VERSION ?=
+
 build:
-	$(GO) build -o $(BIN) ./cmd/inferplane
+	$(GO) build -ldflags "$$(VERSION='$(VERSION)' hack/version.sh)" -o $(BIN) ./cmd/inferplane
 
 # The real kube-apiserver and etcd the e2e tests run: built once into .cache/kubebin.
 kubebin:
