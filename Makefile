@@ -75,18 +75,19 @@ unit:
 bench: bench-generator bench-webhook bench-xds bench-keys bench-recipes
 
 # 1,000 tenants x 5 jobs rendered by generator/render and by Helm's engine (same objects,
-# checked on a sample first), in one run; prints both times and the ratio.
+# checked on a sample first), in one run; prints both times and the ratio. Helm lives in the
+# hack/bench module only: it never reaches inferplane's own build.
 bench-generator:
-	INFERPLANE_BENCH=1 $(GO) test ./generator/bench/ -run '^TestBenchReport$$' -count=1 -v -timeout 30m
-	$(GO) test ./generator/bench/ -run '^$$' -bench . -benchtime 2s -benchmem
+	cd hack/bench && $(GO) test -count=1 ./ && $(GO) run ./report
+	cd hack/bench && $(GO) test ./ -run '^$$' -bench . -benchtime 2s -benchmem | $(GO) run ./ratio RenderTenant=HelmTenant
 
 # Recipes (docs/recipes.md): `recipe show` and `recipe list` on the bundled corpus (173 recipes)
 # as whole processes beside the floor of any inferplane process (`recipe --help`), then their
 # work (one recipe parsed and derived; what a listing reads) against the whole tree parsed.
 bench-recipes:
-	INFERPLANE_BENCH=1 $(GO) test ./cmd/inferplane/ -run '^TestRecipeCommandTimings$$' -count=1 -v
-	INFERPLANE_BENCH=1 $(GO) test ./generator/recipe/ -run '^TestBenchRecipesReport$$' -count=1 -v
-	$(GO) test ./generator/recipe/ -run '^$$' -bench 'Show|List|LoadDir|Derive' -benchmem -count 1
+	cd hack/bench && $(GO) run ./recipecmds -repo ../..
+	$(GO) test ./generator/recipe/ -run '^$$' -bench 'Show|List|LoadDir|Derive' -benchmem -count 1 | \
+		(cd hack/bench && $(GO) run ./ratio Show=ShowWholeTree List=LoadDir)
 
 # Admission webhook (docs/webhook.md): the handler (decode, decide, encode) as Go benchmarks with
 # p50/p99, then the load run through the real API server: dry-run creates of a guarded VM, 50

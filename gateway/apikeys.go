@@ -13,11 +13,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 
-	"github.com/inferplane/inferplane/auth/envoyfilters"
 	"github.com/inferplane/inferplane/auth/extauthz"
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/gateway/envoyfilters"
 	"github.com/inferplane/inferplane/usage"
 	"github.com/inferplane/inferplane/xds"
 )
@@ -46,17 +47,26 @@ type APIKeys struct {
 }
 
 // Validate checks what can be checked before anything starts.
-func (k APIKeys) Validate() error {
+func (k APIKeys) Validate() error { return k.check(field.NewPath("apiKeys"), "").ToAggregate() }
+
+// check is Validate as field errors under path; grpcAddress is the xDS server's gRPC address,
+// which Envoy reaches the services at unless ServicesAddress says otherwise.
+func (k APIKeys) check(path *field.Path, grpcAddress string) field.ErrorList {
 	if k.Disabled {
 		return nil
 	}
+	var errs field.ErrorList
 	if k.UsageSaveInterval <= 0 {
-		return fmt.Errorf("usage save interval %s: want a positive duration such as 30s", k.UsageSaveInterval)
+		errs = append(errs, field.Invalid(path.Child("usageSaveInterval"), k.UsageSaveInterval.String(), "want a positive duration such as 30s"))
 	}
 	if k.Namespace != "" && k.File != "" {
-		return errors.New("a key store file and a key store namespace choose different stores: give one")
+		errs = append(errs, field.Forbidden(path.Child("namespace"), "a key store file and a key store namespace choose different stores: give one"))
 	}
-	return nil
+	if _, port, err := net.SplitHostPort(grpcAddress); k.ServicesAddress == "" && err == nil && port == "0" {
+		errs = append(errs, field.Required(path.Child("servicesAddress"),
+			"needed when the gRPC address picks a free port (:0): Envoy must know where to reach the key check"))
+	}
+	return errs
 }
 
 // lateReplicas is the usage view's replica source: the xDS server's controller, which exists

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/inferplane/inferplane/internal/warning"
 	"github.com/inferplane/inferplane/xds/discovery"
 	"github.com/inferplane/inferplane/xds/health"
 	"github.com/inferplane/inferplane/xds/internal/adstest"
@@ -212,7 +213,7 @@ func TestControllerDecidesWhoServes(t *testing.T) {
 
 func TestControllerPublishesWithoutReplicas(t *testing.T) {
 	h := newHarness(t, nil)
-	h.updates <- discovery.Update{Problems: []discovery.Problem{{Object: "VirtualMachineInstance/acme/x", Reason: "skipped: test"}}}
+	h.updates <- discovery.Update{Problems: []warning.Warning{{Object: "VirtualMachineInstance/acme/x", Reason: "skipped: test"}}}
 	h.eventually(func(c int, _ [][]string, _ map[string][]string) bool { return c == 1 }, "an empty configuration is published at once")
 	assert.True(t, h.c.Ready())
 	problems, lastErr := h.c.Problems()

@@ -3,7 +3,7 @@
 //
 // Envoy calls Check for every request to an endpoint that requires a key. The endpoint's
 // tenant and job arrive as context extensions that the virtual host's per-filter config sets
-// (see auth/envoyfilters), so nothing here parses host names. A request is allowed with the
+// (see gateway/envoyfilters), so nothing here parses host names. A request is allowed with the
 // tenant and key id added as upstream headers and the key's header removed, so the key never
 // reaches the model replica; it is denied with 401 (missing, malformed or unknown key) or 403
 // (revoked, expired, another tenant's or another endpoint's key: the caller is told only that
@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/internal/envoymeta"
 )
 
 // Context extension names the per-virtual-host config sets and headers the service adds.
@@ -39,11 +40,11 @@ const (
 	HeaderKeyID  = "x-inferplane-key-id"
 
 	// MetadataNamespace is where Envoy puts the CheckResponse's dynamic metadata, which the
-	// access log carries to the usage service; the keys below live in it.
-	MetadataNamespace = "envoy.filters.http.ext_authz"
-	MetaTenant        = "tenant"
-	MetaJob           = "job"
-	MetaKeyID         = "key_id"
+	// access log carries to the usage service; the keys below live in it (internal/envoymeta).
+	MetadataNamespace = envoymeta.AuthzNamespace
+	MetaTenant        = envoymeta.AuthzTenant
+	MetaJob           = envoymeta.AuthzJob
+	MetaKeyID         = envoymeta.AuthzKeyID
 )
 
 // CredentialHeaders are the request headers a key may come in; all are removed upstream.

@@ -2,25 +2,23 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/internal/kubeconfig"
+	"github.com/inferplane/inferplane/lifecycle/gateway"
 	"github.com/inferplane/inferplane/usage"
 )
 
@@ -74,7 +72,7 @@ func (f *storeFlags) open(mustExist bool) (keys.Store, string, error) {
 		if f.file != "" {
 			return nil, "", usageErr(errors.New("--store-file and --namespace choose different stores: pass one"))
 		}
-		cfg, err := kubeRESTConfig(f.kubeconfig, f.context)
+		cfg, err := kubeconfig.Load(f.kubeconfig, f.context)
 		if err != nil {
 			return nil, "", err
 		}
@@ -161,13 +159,17 @@ nothing was checked.`,
   inferplane keys create --tenant acme --endpoint qwen3-32b --name ci -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkKeyFlags(tenant, endpoint, output); err != nil {
-				return err
+			if output != "text" && output != "json" {
+				return usageErr(fmt.Errorf("-o %q: want text or json", output))
 			}
 			now := time.Now().UTC()
-			exp, err := parseExpiry(expires, now)
+			exp, err := keys.ParseExpiry(expires, now)
 			if err != nil {
 				return usageErr(fmt.Errorf("--expires: %w", err))
+			}
+			req := keys.Request{Tenant: tenant, Endpoint: endpoint, Name: name, ExpiresAt: exp}
+			if errs := req.Check(now); len(errs) > 0 {
+				return usageErr(flagErrors(errs, nil, ""))
 			}
 			secret, err := keys.LoadSecret(secretFile)
 			if err != nil {
@@ -178,7 +180,7 @@ nothing was checked.`,
 				return usageErr(err)
 			}
 			if !kc.force {
-				if err := kc.check(cmd, tenant, endpoint); err != nil {
+				if err := kc.check(cmd, req); err != nil {
 					return err
 				}
 			}
@@ -186,13 +188,8 @@ nothing was checked.`,
 			if err != nil {
 				return err
 			}
-			key, id, err := keys.Generate(nil)
+			key, rec, err := keys.Issue(cmd.Context(), store, h, req, now)
 			if err != nil {
-				return err
-			}
-			rec := keys.Record{ID: id, Tenant: tenant, Endpoint: endpoint, Name: name, Hash: h.Hex(key),
-				CreatedAt: now.Truncate(time.Second), ExpiresAt: exp}
-			if err := store.Create(cmd.Context(), rec); err != nil {
 				return err
 			}
 			return printCreated(cmd, output, key, rec, where, now)
@@ -209,19 +206,6 @@ nothing was checked.`,
 	fl.StringVarP(&output, "output", "o", "text", "text (the key alone on stdout) or json")
 	_ = cmd.MarkFlagRequired("tenant")
 	return cmd
-}
-
-func checkKeyFlags(tenant, endpoint, output string) error {
-	if msgs := validation.IsDNS1123Label(tenant); tenant == "" || len(msgs) > 0 {
-		return usageErr(fmt.Errorf("--tenant %q: want a tenant name (a DNS label): %s", tenant, strings.Join(msgs, "; ")))
-	}
-	if msgs := validation.IsDNS1123Subdomain(endpoint); endpoint != "" && len(msgs) > 0 {
-		return usageErr(fmt.Errorf("--endpoint %q: want a job name: %s", endpoint, strings.Join(msgs, "; ")))
-	}
-	if output != "text" && output != "json" {
-		return usageErr(fmt.Errorf("-o %q: want text or json", output))
-	}
-	return nil
 }
 
 // printCreated shows the new key once: alone on stdout (text) or with its record (json), and
@@ -246,34 +230,6 @@ func printCreated(cmd *cobra.Command, output, key string, rec keys.Record, where
 		rec.ID, scope, expiry, where)
 	_, err := fmt.Fprintln(out, key)
 	return err
-}
-
-// parseExpiry reads "", a duration (with a "d" for days), a date or an RFC 3339 time.
-func parseExpiry(s string, now time.Time) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return time.Time{}, nil
-	}
-	var t time.Time
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil {
-			return t, fmt.Errorf("%q: want a number of days such as 30d", s)
-		}
-		t = now.Add(time.Duration(n) * 24 * time.Hour)
-	} else if d, err := time.ParseDuration(s); err == nil {
-		t = now.Add(d)
-	} else if d, err := time.Parse("2006-01-02", s); err == nil {
-		t = d
-	} else if d, err := time.Parse(time.RFC3339, s); err == nil {
-		t = d
-	} else {
-		return t, fmt.Errorf("%q: want a duration (720h, 30d), a date (2027-01-31) or an RFC 3339 time", s)
-	}
-	if !t.After(now) {
-		return t, fmt.Errorf("%q is not in the future", s)
-	}
-	return t.UTC().Truncate(time.Second), nil
 }
 
 // keyView is a record as the CLI shows it: with its status, without its hash.
@@ -366,6 +322,10 @@ The record stays, listed as revoked, so usage recorded against the id keeps its 
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			for _, id := range ids {
+				if kid, err := keys.ParseID(id); err == nil {
+					// Not echoed: it is a secret.
+					return usageErr(fmt.Errorf("that is a key, not a key id: its id is %s (keys revoke %s)", kid, kid))
+				}
 				if !keys.ValidID(id) {
 					return usageErr(fmt.Errorf("%q is not a key id (16 hex digits, as `keys list` shows)", id))
 				}
@@ -433,9 +393,9 @@ command rather than print a partial sum.`,
 			var rep usage.UsageReport
 			lists := make([][]usage.KeyUsage, 0, len(servers))
 			for _, server := range servers {
-				var one usage.UsageReport
-				if err := serverGetJSON(cmd.Context(), server, usage.UsagePath, q, &one); err != nil {
-					return err
+				one, err := gateway.Client{BaseURL: server}.Usage(cmd.Context(), q)
+				if err != nil {
+					return gatewayErr(err)
 				}
 				if rep.From.IsZero() {
 					rep.From, rep.To = one.From, one.To
@@ -480,41 +440,17 @@ func serverURLDefault() string {
 	return defaultServerURL
 }
 
-// getJSON fetches base+path?q and decodes it; errors name the URL and the server's message.
-func serverGetJSON(ctx context.Context, base, path string, q url.Values, v any) error {
-	u, err := url.Parse(strings.TrimRight(base, "/") + path)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usageErr(fmt.Errorf("--server %q: want a URL such as %s", base, defaultServerURL))
-	}
-	u.RawQuery = q.Encode()
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+// gatewayErr words an error of the gateway's admin API (lifecycle/gateway) for the command
+// line: a bad --server is a usage error, and an unreachable one says how to point at another.
+func gatewayErr(err error) error {
+	var ue *gateway.UnreachableError
+	switch {
+	case errors.Is(err, gateway.ErrBadURL):
+		return usageErr(fmt.Errorf("--server: %w", err))
+	case errors.As(err, &ue):
 		return fmt.Errorf("reach the xDS server: %w (is `inferplane xds serve` running there? set --server or $%s)", err, envServerURL)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("%s: %w", u, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%s: %s: %s", u, resp.Status, e.Error)
-		}
-		return fmt.Errorf("%s: %s", u, resp.Status)
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("%s: not the expected JSON: %w", u, err)
-	}
-	return nil
+	return err
 }
 
 func keysJSON(w io.Writer, v any) error {

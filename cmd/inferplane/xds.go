@@ -1,12 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 
 	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/gateway"
+	"github.com/inferplane/inferplane/internal/kubeconfig"
 	"github.com/inferplane/inferplane/xds"
 	"github.com/inferplane/inferplane/xds/bootstrap"
 	"github.com/inferplane/inferplane/xds/health"
@@ -203,50 +201,26 @@ func (f *xdsServeFlags) config(cmd *cobra.Command) (gateway.Config, error) {
 		}
 		cfg.TLS.Selector = sel
 	}
-	kubeconfig, kubeCtx := f.kubeconfig, f.kubeCtx
-	cfg.Kube = func() (*rest.Config, error) { return kubeRESTConfig(kubeconfig, kubeCtx) }
+	path, kubeCtx := f.kubeconfig, f.kubeCtx
+	cfg.Kube = func() (*rest.Config, error) { return kubeconfig.Load(path, kubeCtx) }
 	cfg.APIKeys.DefaultFile = defaultKeysFile()
-	if err := r.Validate(); err != nil {
-		return cfg, fmt.Errorf("--domain/--listener-*: %w", err)
-	}
-	if err := cfg.XDS.Health.Validate(); err != nil {
-		return cfg, fmt.Errorf("--probe-*: %w", err)
-	}
-	s := cfg.Source
-	switch {
-	case !slices.Contains(gateway.Sources, s.Kind):
-		return cfg, fmt.Errorf("--source %q: expected one of %s", s.Kind, strings.Join(gateway.Sources, ", "))
-	case s.Kind == gateway.SourceFile && s.File == "":
-		return cfg, errors.New("--source file needs --file")
-	case s.Kind != gateway.SourceFile && s.File != "":
-		return cfg, errors.New("--file is for --source file")
-	case s.Kind == gateway.SourceClusters && (len(s.Namespaces) > 0 || s.AllowForeignNamespace):
-		return cfg, errors.New("--namespace and --allow-foreign-namespace are for --source kube: --source clusters watches each tenant's own namespace in its cluster")
-	}
 	if cfg.Source.Clusters, err = f.registry.options(); err != nil {
 		return cfg, err
 	}
-	if err := apiKeyFlagsCheck(cfg.APIKeys, cfg.XDS.GRPCAddress); err != nil {
-		return cfg, err
+	if errs := cfg.Check(); len(errs) > 0 {
+		return cfg, flagErrors(errs, gatewayFlags, "")
 	}
-	return cfg, cfg.Validate()
+	return cfg, nil
 }
 
-// apiKeyFlagsCheck names the flag of each key-store setting that cannot work.
-func apiKeyFlagsCheck(k gateway.APIKeys, grpcAddress string) error {
-	if k.Disabled {
-		return nil
-	}
-	if k.UsageSaveInterval <= 0 {
-		return fmt.Errorf("--usage-save-interval %s: want a positive duration such as 30s", k.UsageSaveInterval)
-	}
-	if k.File != "" && k.Namespace != "" {
-		return errors.New("--keys-file and --keys-namespace choose different key stores: pass one")
-	}
-	if _, port, err := net.SplitHostPort(grpcAddress); k.ServicesAddress == "" && err == nil && port == "0" {
-		return errors.New("--services-address is needed when --grpc-address picks a free port (:0): Envoy must know where to reach the key check")
-	}
-	return nil
+// gatewayFlags name the flag of each setting of gateway.Config.Check.
+var gatewayFlags = map[string]string{
+	"xds.resources": "--domain/--listener-*", "xds.health": "--probe-*",
+	"source.kind": "--source", "source.file": "--file", "source.namespaces": "--namespace/--allow-foreign-namespace",
+	"source.clusters":           "--argocd-namespace/--vcluster-namespace",
+	"apiKeys.usageSaveInterval": "--usage-save-interval",
+	"apiKeys.namespace":         "--keys-namespace",
+	"apiKeys.servicesAddress":   "--services-address",
 }
 
 func newXDSBootstrapCmd() *cobra.Command {

@@ -54,7 +54,7 @@ func TestXDSCommandErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"xds", "serve", "--source", "file", "--domain", "x.test"}, 2, "--source file needs --file"},
+		{[]string{"xds", "serve", "--source", "file", "--domain", "x.test"}, 2, "--file is required: the file source reads replicas from one"},
 		{[]string{"xds", "serve", "--source", "nfs", "--domain", "x.test"}, 2, `--source "nfs": expected one of kube, clusters, file`},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "Bad_Domain"}, 2, `domain "Bad_Domain"`},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--probe-timeout", "5s"}, 2, "probe timeout 5s: must not exceed the interval 2s"},
@@ -64,11 +64,11 @@ func TestXDSCommandErrors(t *testing.T) {
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--secret-file", eps + ".missing"}, 1,
 			"read the key secret"},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--secret-file", secret,
-			"--keys-file", eps, "--keys-namespace", "keys"}, 2, "--keys-file and --keys-namespace choose different key stores"},
+			"--keys-file", eps, "--keys-namespace", "keys"}, 2, "--keys-namespace: a key store file and a key store namespace choose different stores"},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--secret-file", secret,
-			"--keys-file", filepath.Join(filepath.Dir(eps), "keys.db"), "--grpc-address", "127.0.0.1:0"}, 2, "--services-address is needed"},
+			"--keys-file", filepath.Join(filepath.Dir(eps), "keys.db"), "--grpc-address", "127.0.0.1:0"}, 2, "--services-address is required: needed when the gRPC address picks a free port (:0)"},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--secret-file", secret,
-			"--usage-save-interval", "0s"}, 2, "--usage-save-interval 0s: want a positive duration"},
+			"--usage-save-interval", "0s"}, 2, `--usage-save-interval "0s": want a positive duration`},
 		{[]string{"xds", "bootstrap", "--api", "grpc"}, 2, `--api "grpc": expected sotw or delta`},
 		{[]string{"xds", "bootstrap", "--node-id", "a", "--xds-address", "nohost"}, 2, `xds address "nohost": expected host:port`},
 	}

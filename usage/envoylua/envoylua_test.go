@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/inferplane/inferplane/internal/envoymeta"
 )
 
 // These tests run usage.lua in gopher-lua (a Lua 5.1 VM, the language LuaJIT implements)
@@ -124,7 +126,7 @@ func TestUsageSplitAnywhere(t *testing.T) {
 }
 
 func TestScriptNamesMetadata(t *testing.T) {
-	for _, s := range []string{`"` + MetadataNamespace + `"`, `"` + PromptTokens + `"`, `"` + CompletionTokens + `"`} {
+	for _, s := range []string{`"` + envoymeta.UsageNamespace + `"`, `"` + envoymeta.PromptTokens + `"`, `"` + envoymeta.CompletionTokens + `"`} {
 		if !strings.Contains(Script, s) {
 			t.Errorf("usage.lua does not mention %s", s)
 		}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/inferplane/inferplane/clusters"
+	"github.com/inferplane/inferplane/internal/warning"
 )
 
 // ClusterRegistry reports the tenant clusters, in full, every time they change
@@ -55,7 +56,7 @@ type Clusters struct {
 
 	mu       sync.Mutex
 	watches  map[string]*tenantWatch // by tenant
-	registry []clusters.Problem
+	registry []warning.Warning
 	metric   *prometheus.GaugeVec
 }
 
@@ -390,7 +391,7 @@ func (s *Clusters) merged() Update {
 	defer s.mu.Unlock()
 	var u Update
 	for _, p := range s.registry {
-		u.Problems = append(u.Problems, Problem{Object: "Secret/" + p.Secret, Reason: p.Reason})
+		u.Problems = append(u.Problems, p)
 	}
 	counts := map[string]int{}
 	for _, tenant := range slices.Sorted(maps.Keys(s.watches)) {
@@ -400,19 +401,19 @@ func (s *Clusters) merged() Update {
 		cluster := "tenant cluster " + tenant
 		switch state {
 		case StateUnreachable, StateRotating, StateFailing:
-			u.Problems = append(u.Problems, Problem{Object: cluster, Reason: clusterProblem(state, w.cluster.Secret, errText)})
+			u.Problems = append(u.Problems, warning.Warning{Object: cluster, Reason: clusterProblem(state, w.cluster.Secret, errText)})
 		}
 		cur := w.serving()
 		if cur == nil {
 			continue
 		}
 		for _, p := range cur.Problems {
-			u.Problems = append(u.Problems, Problem{Object: cluster + ": " + p.Object, Reason: p.Reason})
+			u.Problems = append(u.Problems, warning.Warning{Object: cluster + ": " + p.Object, Reason: p.Reason})
 		}
 		for _, r := range cur.Replicas {
 			if r.Tenant != tenant {
 				// A cluster serves its own tenant only, whatever its VMIs claim.
-				u.Problems = append(u.Problems, Problem{Object: cluster + ": VirtualMachineInstance/" + r.Key(),
+				u.Problems = append(u.Problems, warning.Warning{Object: cluster + ": VirtualMachineInstance/" + r.Key(),
 					Reason: fmt.Sprintf("skipped: labelled tenant %s in the cluster of tenant %s", r.Tenant, tenant)})
 				continue
 			}

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package bench_test
+package main
 
 import "time"
 

@@ -1,11 +1,14 @@
-package recipe
+// Package vllmargs reads and merges vLLM serving command lines: the one parser of its flags
+// for recipe derivation, the plan, the policy's GPU rules and the renderer. A flag is a token
+// starting with "-" that is not a number; "--flag=value" and "--flag value" are the same flag.
+package vllmargs
 
 import (
 	"strconv"
 	"strings"
 )
 
-// MergeArgs concatenates argument lists and keeps only the last occurrence of every flag,
+// Merge concatenates argument lists and keeps only the last occurrence of every flag,
 // the way the upstream command builder does, so a later source (variant, hardware, feature,
 // a job's extra args) overrides an earlier one without leaving a stale pair behind.
 //
@@ -14,7 +17,7 @@ import (
 // otherwise the flag is a boolean. `--flag=value` and `--flag value` are the same flag.
 // Tokens that follow no flag are positional and always kept. The surviving units keep the
 // position of their last occurrence, and the order of everything else is unchanged.
-func MergeArgs(lists ...[]string) []string {
+func Merge(lists ...[]string) []string {
 	var all []string
 	for _, l := range lists {
 		all = append(all, l...)
@@ -26,7 +29,7 @@ func MergeArgs(lists ...[]string) []string {
 	units := make([]unit, 0, len(all))
 	for i := 0; i < len(all); i++ {
 		tok := all[i]
-		if !isFlag(tok) {
+		if !IsFlag(tok) {
 			units = append(units, unit{tokens: []string{tok}})
 			continue
 		}
@@ -34,7 +37,7 @@ func MergeArgs(lists ...[]string) []string {
 			units = append(units, unit{flag: name, tokens: []string{tok}})
 			continue
 		}
-		if i+1 < len(all) && !isFlag(all[i+1]) {
+		if i+1 < len(all) && !IsFlag(all[i+1]) {
 			units = append(units, unit{flag: tok, tokens: []string{tok, all[i+1]}})
 			i++
 			continue
@@ -59,8 +62,8 @@ func MergeArgs(lists ...[]string) []string {
 	return out
 }
 
-// isFlag reports whether tok names a flag (and is not, say, the value -1).
-func isFlag(tok string) bool {
+// IsFlag reports whether tok names a flag (and is not, say, the value -1).
+func IsFlag(tok string) bool {
 	if len(tok) < 2 || tok[0] != '-' {
 		return false
 	}
@@ -70,13 +73,13 @@ func isFlag(tok string) bool {
 	return true
 }
 
-// ArgValue returns the value the last occurrence of flag has in args (`--flag v` or
+// Value returns the value the last occurrence of flag has in args (`--flag v` or
 // `--flag=v`), and whether the flag is present with a value.
-func ArgValue(args []string, flag string) (string, bool) {
+func Value(args []string, flag string) (string, bool) {
 	val, found := "", false
 	for i := 0; i < len(args); i++ {
 		tok := args[i]
-		if tok == flag && i+1 < len(args) && !isFlag(args[i+1]) {
+		if tok == flag && i+1 < len(args) && !IsFlag(args[i+1]) {
 			val, found = args[i+1], true
 			i++
 		} else if v, ok := strings.CutPrefix(tok, flag+"="); ok {

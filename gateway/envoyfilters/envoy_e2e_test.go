@@ -33,6 +33,7 @@ import (
 
 	"github.com/inferplane/inferplane/auth/extauthz"
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/internal/testnet"
 	"github.com/inferplane/inferplane/usage"
 	"github.com/inferplane/inferplane/xds/resources"
 )
@@ -108,15 +109,7 @@ func sockAddr(host string, port uint32) *corev3.Address {
 		Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}}}}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testnet.FreePort(t) }
 
 // replicaDouble is a test double of a vLLM replica (not vLLM): chat completions, JSON or SSE
 // with usage, and it records the credential headers it was sent.

@@ -1,14 +1,14 @@
-package recipe_test
+package vllmargs_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/inferplane/inferplane/generator/recipe"
+	"github.com/inferplane/inferplane/internal/vllmargs"
 )
 
-func TestMergeArgs(t *testing.T) {
+func TestMerge(t *testing.T) {
 	tests := []struct {
 		name string
 		in   [][]string
@@ -29,21 +29,21 @@ func TestMergeArgs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, recipe.MergeArgs(tc.in...))
+			assert.Equal(t, tc.want, vllmargs.Merge(tc.in...))
 		})
 	}
 }
 
-func TestArgValue(t *testing.T) {
+func TestValue(t *testing.T) {
 	args := []string{"--tool-call-parser", "hermes", "--reasoning-parser=qwen3", "--enable-auto-tool-choice", "--tool-call-parser", "pythonic"}
-	v, ok := recipe.ArgValue(args, "--tool-call-parser")
+	v, ok := vllmargs.Value(args, "--tool-call-parser")
 	assert.True(t, ok)
 	assert.Equal(t, "pythonic", v, "the last occurrence counts")
-	v, ok = recipe.ArgValue(args, "--reasoning-parser")
+	v, ok = vllmargs.Value(args, "--reasoning-parser")
 	assert.True(t, ok)
 	assert.Equal(t, "qwen3", v)
-	_, ok = recipe.ArgValue(args, "--enable-auto-tool-choice")
+	_, ok = vllmargs.Value(args, "--enable-auto-tool-choice")
 	assert.False(t, ok, "a boolean flag has no value")
-	_, ok = recipe.ArgValue(args, "--chat-template")
+	_, ok = vllmargs.Value(args, "--chat-template")
 	assert.False(t, ok)
 }

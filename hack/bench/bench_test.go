@@ -6,10 +6,10 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 
-	"github.com/inferplane/inferplane/generator/bench"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/generator/render/rendertest"
+	"github.com/inferplane/inferplane/hack/bench"
 )
 
 // TestHelmMatchesRender is the fairness check of the benchmark: for a sample of tenants (every
@@ -97,11 +97,9 @@ func BenchmarkHelmTenant(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	vals := make([]map[string]any, len(tenants))
-	for i, tp := range tenants {
-		if vals[i], err = bench.Values(tp, render.Options{}); err != nil {
-			b.Fatal(err)
-		}
+	vals, err := bench.ValuesOf(tenants, render.Options{})
+	if err != nil {
+		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	i := 0

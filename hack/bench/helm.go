@@ -43,6 +43,19 @@ func Chart() (*chart.Chart, error) {
 
 // Values turns a tenant plan into the chart's values. Everything the Go render computes from
 // the plan with more than string and list handling (VM sizes, defaults) is computed here,
+// ValuesOf is Values of every tenant, in order: the untimed preparation of a Helm run.
+func ValuesOf(tenants []plan.TenantPlan, opts render.Options) ([]map[string]any, error) {
+	out := make([]map[string]any, len(tenants))
+	for i, tp := range tenants {
+		v, err := Values(tp, opts)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
 // outside the timed part, which only favours Helm.
 func Values(tp plan.TenantPlan, opts render.Options) (map[string]any, error) {
 	t := tp.Tenant

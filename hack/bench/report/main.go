@@ -1,34 +1,29 @@
-package bench_test
+// Command report renders 1,000 tenants x 5 jobs (generated in memory) with the generator's
+// render and with Helm's template engine from the equivalent chart (package bench), in the same
+// run and with the same number of workers, after checking on a sample that both produce the
+// same objects, and prints the times and the ratio (make bench-generator). It asserts no
+// timing: the figures are a report.
+package main
 
 import (
 	"fmt"
-	"os"
+	"log"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
-	"github.com/inferplane/inferplane/generator/bench"
+	"helm.sh/helm/v3/pkg/chart"
+
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/generator/render/rendertest"
+	"github.com/inferplane/inferplane/hack/bench"
 )
 
-// EnvReport turns TestBenchReport on (make bench-generator sets it): it renders 5,000 jobs
-// twice, which does not belong in every `make test`.
-const EnvReport = "INFERPLANE_BENCH"
-
-// TestBenchReport renders 1,000 tenants x 5 jobs (generated in memory) with package render and
-// with Helm's template engine from the equivalent chart, in the same run and with the same
-// number of workers, after checking on a sample that both produce the same objects. It prints
-// the times and the ratio; it asserts no timing (the figures go in the report, not in a pass).
-func TestBenchReport(t *testing.T) {
-	if os.Getenv(EnvReport) != "1" {
-		t.Skipf("SKIPPED: set %s=1 (make bench-generator) to run the 5,000-job render benchmark", EnvReport)
-	}
+func main() {
 	const nTenants, jobsPerTenant = 1000, 5
 	tenants := rendertest.Many(nTenants, jobsPerTenant)
 	workers := runtime.GOMAXPROCS(0)
@@ -36,41 +31,14 @@ func TestBenchReport(t *testing.T) {
 	// Untimed preparation for Helm: the chart and each tenant's values.
 	c, err := bench.Chart()
 	if err != nil {
-		t.Fatal(err)
+		log.Fatal(err)
 	}
-	values := make([]map[string]any, len(tenants))
-	for i, tp := range tenants {
-		if values[i], err = bench.Values(tp, render.Options{}); err != nil {
-			t.Fatal(err)
-		}
+	values, err := bench.ValuesOf(tenants, render.Options{})
+	if err != nil {
+		log.Fatal(err)
 	}
 
-	// Fairness: a sample spread over the run renders the same files and objects both ways.
-	sampled, sampleFiles := 0, 0
-	for i := 0; i < len(tenants); i += len(tenants) / 20 {
-		files, err := render.Tenant(tenants[i], render.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		goDocs, err := bench.RenderDocuments(files)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := bench.RenderHelm(c, values[i], tenants[i].Tenant.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		helmDocs, err := bench.HelmDocuments(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diffs := bench.Equivalent(helmDocs, goDocs); len(diffs) > 0 {
-			t.Fatalf("%s: the Helm chart does not render the same objects, the comparison would be unfair:\n%s",
-				tenants[i].Tenant.Name, strings.Join(diffs, "\n"))
-		}
-		sampled++
-		sampleFiles += len(files)
-	}
+	sampled, sampleFiles := checkSample(c, tenants, values)
 
 	// Warm both paths up (template parsing caches, allocator), then time each over all tenants.
 	goRun := func(tp *plan.TenantPlan, _ int) (int, int, error) {
@@ -104,12 +72,12 @@ func TestBenchReport(t *testing.T) {
 	for range rounds {
 		runtime.GC()
 		c := processCPU()
-		d, f, b := timeAll(t, tenants, workers, goRun)
+		d, f, b := timeAll(tenants, workers, goRun)
 		goCPU = append(goCPU, processCPU()-c)
 		goWall, goFiles, goBytes = append(goWall, d), f, b
 		runtime.GC()
 		c = processCPU()
-		d, _, b = timeAll(t, tenants, workers, helmRun)
+		d, _, b = timeAll(tenants, workers, helmRun)
 		helmCPU = append(helmCPU, processCPU()-c)
 		helmWall, helmBytes = append(helmWall, d), b
 	}
@@ -133,6 +101,36 @@ func TestBenchReport(t *testing.T) {
 		jobs, verdict(best(goWall) < 2*time.Second), verdict(wallRatio >= 10), verdict(cpuRatio >= 10))
 }
 
+// checkSample is the fairness check: a sample spread over the run renders the same files and
+// objects both ways. It returns the tenants and files compared.
+func checkSample(c *chart.Chart, tenants []plan.TenantPlan, values []map[string]any) (sampled, files int) {
+	for i := 0; i < len(tenants); i += len(tenants) / 20 {
+		rendered, err := render.Tenant(tenants[i], render.Options{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		goDocs, err := bench.RenderDocuments(rendered)
+		if err != nil {
+			log.Fatal(err)
+		}
+		out, err := bench.RenderHelm(c, values[i], tenants[i].Tenant.Name)
+		if err != nil {
+			log.Fatal(err)
+		}
+		helmDocs, err := bench.HelmDocuments(out)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if diffs := bench.Equivalent(helmDocs, goDocs); len(diffs) > 0 {
+			log.Fatalf("%s: the Helm chart does not render the same objects, the comparison would be unfair:\n%s",
+				tenants[i].Tenant.Name, strings.Join(diffs, "\n"))
+		}
+		sampled++
+		files += len(rendered)
+	}
+	return sampled, files
+}
+
 func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
@@ -148,7 +146,7 @@ func verdict(ok bool) string {
 
 // timeAll renders every tenant with workers goroutines and returns the wall time, files and
 // bytes.
-func timeAll(t *testing.T, tenants []plan.TenantPlan, workers int,
+func timeAll(tenants []plan.TenantPlan, workers int,
 	run func(*plan.TenantPlan, int) (int, int, error)) (time.Duration, int, int) {
 	var next, files, bytes atomic.Int64
 	var wg sync.WaitGroup
@@ -177,7 +175,7 @@ func timeAll(t *testing.T, tenants []plan.TenantPlan, workers int,
 	elapsed := time.Since(start)
 	close(errs)
 	for err := range errs {
-		t.Fatal(err)
+		log.Fatal(err)
 	}
 	return elapsed, int(files.Load()), int(bytes.Load())
 }
