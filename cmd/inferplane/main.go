@@ -50,6 +50,7 @@ syncs with an admission webhook, and routes customers' traffic through Envoy to 
 		newChatCmd(),
 		newTranscribeCmd(),
 		newModelsCmd(),
+		newVersionCmd(),
 	)
 	return root
 }

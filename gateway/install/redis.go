@@ -37,9 +37,10 @@ func tenantLimitsVolume(o Options) corev1.Volume {
 		LocalObjectReference: corev1.LocalObjectReference{Name: o.Name + "-tenant-limits"}, Items: items}}}
 }
 
-// DefaultRedisImage is the store of the rate limits' shared counts.
+// DefaultRedisImage is the store of the rate limits' shared counts: an exact release, never a
+// tag that moves.
 const (
-	DefaultRedisImage = "docker.io/library/redis:7.4"
+	DefaultRedisImage = "docker.io/library/redis:7.4.2"
 	RedisPort         = 6379
 )
 
