@@ -1,0 +1,94 @@
+package console
+
+import (
+	"net/http"
+	"time"
+)
+
+// Ranges are the usage page's periods, by their query value.
+var ranges = []struct {
+	Value, Label string
+	Span         time.Duration
+}{
+	{"24h", "Last 24 hours", 24 * time.Hour},
+	{"7d", "Last 7 days", 7 * 24 * time.Hour},
+	{"30d", "Last 30 days", 30 * 24 * time.Hour},
+}
+
+// chart is what usage.js draws with uPlot: one x value per hour (Unix seconds) and a series of
+// values per key or endpoint, each as long as X.
+type chart struct {
+	Title  string        `json:"title"`
+	Unit   string        `json:"unit"`
+	X      []int64       `json:"x"`
+	Series []chartSeries `json:"series"`
+}
+
+type chartSeries struct {
+	Label  string   `json:"label"`
+	Values []uint64 `json:"values"`
+}
+
+type usageData struct {
+	Range  string
+	Ranges any
+	Usage  *Usage
+	Health *Health
+	Charts []chart
+	Err    string
+}
+
+// usage is usage per key and endpoint as charts over a chosen range (uPlot, with a table of
+// the same figures for screen readers and without script), and each endpoint's health.
+func (h *Handler) usage(c *call) {
+	d := usageData{Range: "24h", Ranges: ranges}
+	span := ranges[0].Span
+	for _, rg := range ranges {
+		if rg.Value == c.r.URL.Query().Get("range") {
+			d.Range, span = rg.Value, rg.Span
+		}
+	}
+	to := h.now().UTC().Truncate(time.Hour).Add(time.Hour)
+	from := to.Add(-span)
+	u, err := h.opts.Backend.Usage(c.r.Context(), c.id, c.tenant, from, to)
+	if err != nil {
+		h.backendError(c.w, c.r, err)
+		return
+	}
+	health, err := h.opts.Backend.Health(c.r.Context(), c.id, c.tenant)
+	if err != nil {
+		h.backendError(c.w, c.r, err)
+		return
+	}
+	d.Usage, d.Health = u, health
+	d.Charts = []chart{
+		hourly("Requests per hour, per key", "requests", from, to, u.Keys, func(c Counts) uint64 { return c.Requests }),
+		hourly("Tokens per hour (in + out), per key", "tokens", from, to, u.Keys, func(c Counts) uint64 { return c.TokensIn + c.TokensOut }),
+		hourly("Requests per hour, per endpoint", "requests", from, to, u.Endpoints, func(c Counts) uint64 { return c.Requests }),
+		hourly("Tokens per hour (in + out), per endpoint", "tokens", from, to, u.Endpoints, func(c Counts) uint64 { return c.TokensIn + c.TokensOut }),
+	}
+	v := h.viewFor(c, "Usage and health", "usage", d)
+	v.Scripts = []string{"vendor/uPlot.iife.min.js", "usage.js"}
+	v.Styles = []string{"vendor/uPlot.min.css"}
+	h.render(c.w, c.r, http.StatusOK, "usage", v)
+}
+
+// hourly lays series out on every hour of [from, to), hours without counts at 0.
+func hourly(title, unit string, from, to time.Time, series []Series, value func(Counts) uint64) chart {
+	c := chart{Title: title, Unit: unit}
+	index := map[int64]int{}
+	for t := from; t.Before(to); t = t.Add(time.Hour) {
+		index[t.Unix()] = len(c.X)
+		c.X = append(c.X, t.Unix())
+	}
+	for _, s := range series {
+		cs := chartSeries{Label: s.Name, Values: make([]uint64, len(c.X))}
+		for _, hc := range s.Hours {
+			if i, ok := index[hc.Hour.UTC().Truncate(time.Hour).Unix()]; ok {
+				cs.Values[i] += value(hc.Counts)
+			}
+		}
+		c.Series = append(c.Series, cs)
+	}
+	return c
+}
