@@ -32,9 +32,9 @@ import (
 
 // The users of the tests' Dex, and the groups that give them their roles in the example data.
 var (
-	dana = dex.User{Email: "dana@acme.example", Password: "pw-dana", Name: "Dana", Groups: []string{"acme-ml"}}      // acme developer
-	vic  = dex.User{Email: "vic@acme.example", Password: "pw-vic", Name: "Vic", Groups: []string{"acme-all"}}         // acme viewer
-	gus  = dex.User{Email: "gus@globex.example", Password: "pw-gus", Name: "Gus", Groups: []string{"globex-ml"}}      // globex developer
+	dana = dex.User{Email: "dana@acme.example", Password: "pw-dana", Name: "Dana", Groups: []string{"acme-ml"}}               // acme developer
+	vic  = dex.User{Email: "vic@acme.example", Password: "pw-vic", Name: "Vic", Groups: []string{"acme-all"}}                 // acme viewer
+	gus  = dex.User{Email: "gus@globex.example", Password: "pw-gus", Name: "Gus", Groups: []string{"globex-ml"}}              // globex developer
 	ops  = dex.User{Email: "ops@platform.example", Password: "pw-ops", Name: "Ops", Groups: []string{consoletest.AdminGroup}} // operator
 )
 
