@@ -225,7 +225,7 @@ func (h *Handler) routes() {
 	t("GET /t/{tenant}/playground", access.Read, h.playground)
 	t("POST /t/{tenant}/playground/{job}/chat", access.Read, h.playgroundChat)
 	t("POST /t/{tenant}/playground/{job}/transcribe", access.Read, h.playgroundTranscribe)
-	m.HandleFunc("/", h.notFound)
+	m.HandleFunc("GET /", h.notFound)
 	h.mux = m
 }
 

@@ -70,6 +70,8 @@ func (e *env) logs() []byte {
 
 type envOptions struct {
 	idTokenTTL time.Duration
+	// dexSessions: Dex's auth sessions, which its refresh_token grant needs (dex.Options).
+	dexSessions bool
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -87,7 +89,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.dex = dex.Start(t, dex.Options{
 		Clients:    []dex.Client{{ID: clientID, Secret: secret, RedirectURIs: []string{"http://" + addr + "/auth/callback"}}},
 		Users:      []dex.User{dana, vic, gus, ops},
-		IDTokenTTL: o.idTokenTTL,
+		IDTokenTTL: o.idTokenTTL, Sessions: o.dexSessions,
 	})
 	v, err := access.NewVerifier(access.VerifierConfig{Issuer: e.dex.Issuer, ClientID: clientID})
 	if err != nil {
@@ -150,20 +152,18 @@ func shots(t *testing.T) string {
 	return t.TempDir()
 }
 
-// check is what every page gets: axe-core finds no serious or critical violation, every control
-// is reachable by keyboard, and a screenshot is written.
+// check is what every page gets: a screenshot (before anything moves the focus), axe-core
+// finds no serious or critical violation, and every control is reachable by keyboard.
 func check(t *testing.T, p *browser.Page, dir, name string) {
 	t.Helper()
+	path := filepath.Join(dir, name+".png")
+	p.Screenshot(path)
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 1000 || string(b[1:4]) != "PNG" {
+		t.Errorf("%s: not a PNG screenshot (%d bytes, %v)", path, len(b), err)
+	}
 	p.AssertAccessible(name)
 	p.AssertKeyboardReachable(name)
-	if dir != "" {
-		path := filepath.Join(dir, name+".png")
-		p.Screenshot(path)
-		b, err := os.ReadFile(path)
-		if err != nil || len(b) < 1000 || string(b[1:4]) != "PNG" {
-			t.Errorf("%s: not a PNG screenshot (%d bytes, %v)", path, len(b), err)
-		}
-	}
 }
 
 // text is the page's visible text.

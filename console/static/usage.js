@@ -16,6 +16,6 @@
       continue;
     }
     const width = Math.max(320, el.clientWidth || 560);
-    new uPlot({ width: width, height: 240, series: series, axes: [{}, { label: c.unit }], scales: { x: { time: true } } }, data, el);
+    new uPlot({ width: width, height: 240, series: series, axes: [{}, { label: c.unit, size: 70 }], scales: { x: { time: true } } }, data, el);
   }
 })();
