@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,9 +22,10 @@ import (
 // them, so an adapter is a copy; what the API does not have yet (Key.LastUsed, usage per
 // endpoint, Fleet) is said at each type.
 type Backend interface {
-	// Tenants are every tenant of the inputs: the console derives the caller's memberships
-	// (access.Policy.Memberships) and its role per tenant (access.Policy.Decide) from them.
-	Tenants(ctx context.Context) ([]*v1alpha1.Tenant, error)
+	// Me is the caller's role in each tenant it may use, and whether it is the operator (the
+	// API's GET /me): the console shows or hides controls by role, and answers 404 for a
+	// tenant not listed.
+	Me(ctx context.Context, id access.Identity) (*Me, error)
 
 	// ListJobs is the tenant's jobs with their readiness stage, reason and since.
 	ListJobs(ctx context.Context, id access.Identity, tenant string) ([]Job, error)
@@ -88,6 +90,20 @@ func (p *Problem) Error() string {
 		b.WriteString("; " + f.Message)
 	}
 	return b.String()
+}
+
+// Me is what the caller may use (apiv1.Me).
+type Me struct {
+	// Operator is a member of the operator's admin groups (admin in every tenant).
+	Operator bool
+	// Tenants are the tenants the caller has a role in, with the role.
+	Tenants []access.Membership
+}
+
+// allows says whether a role may take an action (access.Needs: viewer < developer < admin).
+func allows(role v1alpha1.TenantRole, a access.Action) bool {
+	need := access.Needs(a)
+	return role != "" && need != "" && slices.Index(v1alpha1.TenantRoles, role) >= slices.Index(v1alpha1.TenantRoles, need)
 }
 
 // Stages are the readiness stages, from worst to best (lifecycle's).

@@ -36,8 +36,6 @@ import (
 type Options struct {
 	// Backend serves the data (the product API's service layer; consoletest.Backend in tests).
 	Backend Backend
-	// Policy is the operator's part of the access rules (admin groups), as the API's.
-	Policy access.Policy
 
 	// OIDC signs users in; nil only with Dev.
 	OIDC *OIDC

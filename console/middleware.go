@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -146,14 +147,13 @@ func (h *Handler) csrf(next http.Handler) http.Handler {
 
 // call is one request to a tenant's page: who asks, in which tenant, with what role.
 type call struct {
-	w        http.ResponseWriter
-	r        *http.Request
-	sess     *session
-	id       access.Identity
-	tenant   string
-	obj      *v1alpha1.Tenant
-	decision access.Decision
-	tenants  []*v1alpha1.Tenant
+	w      http.ResponseWriter
+	r      *http.Request
+	sess   *session
+	id     access.Identity
+	tenant string
+	// role is the caller's role in tenant.
+	role     v1alpha1.TenantRole
 	members  []access.Membership
 	operator bool
 }
@@ -161,7 +161,7 @@ type call struct {
 // can says whether the caller may take the action in the call's tenant (to show or hide a
 // control; the Backend decides again).
 func (h *Handler) can(c *call, a access.Action) bool {
-	return h.opts.Policy.Decide(c.id, c.tenant, c.obj, a).Allowed
+	return allows(c.role, a)
 }
 
 type tenantHandler func(*call)
@@ -181,14 +181,11 @@ func (h *Handler) tenant(a access.Action, fn tenantHandler) http.Handler {
 			h.notFound(w, r)
 			return
 		}
-		for _, t := range c.tenants {
-			if t.Name == c.tenant {
-				c.obj = t
-			}
-		}
-		c.decision = h.opts.Policy.Decide(c.id, c.tenant, c.obj, a)
-		if !c.decision.Allowed {
-			h.fail(w, r, http.StatusForbidden, c.decision.Reason+".")
+		c.role = c.members[i].Role
+		// A page the role cannot use is refused here; a write goes to the backend, whose
+		// refusal (the API's words) is what the caller sees.
+		if r.Method == http.MethodGet && !allows(c.role, a) {
+			h.fail(w, r, http.StatusForbidden, fmt.Sprintf("Your role in %s is %s; this needs %s.", c.tenant, c.role, access.Needs(a)))
 			return
 		}
 		fn(c)
@@ -199,13 +196,11 @@ func (h *Handler) tenant(a access.Action, fn tenantHandler) http.Handler {
 func (h *Handler) newCall(w http.ResponseWriter, r *http.Request) (*call, bool) {
 	s := sessionOf(r.Context())
 	c := &call{w: w, r: r, sess: s, id: s.Identity.identity()}
-	tenants, err := h.opts.Backend.Tenants(r.Context())
+	me, err := h.opts.Backend.Me(r.Context(), c.id)
 	if err != nil {
 		h.backendError(w, r, err)
 		return nil, false
 	}
-	c.tenants = tenants
-	c.members = h.opts.Policy.Memberships(c.id, tenants)
-	c.operator = h.opts.Policy.IsOperator(c.id)
+	c.members, c.operator = me.Tenants, me.Operator
 	return c, true
 }

@@ -12,12 +12,12 @@ import (
 	"math"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/inferplane/inferplane/access"
-	"github.com/inferplane/inferplane/api/v1alpha1"
 )
 
 //go:embed templates
@@ -97,16 +97,11 @@ func (h *Handler) viewFor(c *call, title, section string, data any) *view {
 	if v.NavTenant == "" && len(c.members) > 0 {
 		v.NavTenant = c.members[0].Tenant
 	}
-	if v.NavTenant != "" {
-		var obj *v1alpha1.Tenant
-		for _, t := range c.tenants {
-			if t.Name == v.NavTenant {
-				obj = t
-			}
-		}
-		v.Role = string(h.opts.Policy.RoleIn(c.id, obj))
-		v.Can.WriteJobs = h.opts.Policy.Decide(c.id, v.NavTenant, obj, access.WriteJobs).Allowed
-		v.Can.WriteKeys = h.opts.Policy.Decide(c.id, v.NavTenant, obj, access.WriteKeys).Allowed
+	if i := slices.IndexFunc(c.members, func(m access.Membership) bool { return m.Tenant == v.NavTenant }); i >= 0 {
+		role := c.members[i].Role
+		v.Role = string(role)
+		v.Can.WriteJobs = allows(role, access.WriteJobs)
+		v.Can.WriteKeys = allows(role, access.WriteKeys)
 	}
 	return v
 }
@@ -148,7 +143,6 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 	v := &view{Title: http.StatusText(status), Status: status, Message: msg}
 	if s := sessionOf(r.Context()); s != nil {
 		v.Signed, v.User, v.CSRF = true, s.Identity.identity(), s.CSRF
-		v.Operator = h.opts.Policy.IsOperator(v.User)
 	}
 	h.render(w, r, status, "error", v)
 }

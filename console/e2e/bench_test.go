@@ -30,7 +30,7 @@ const (
 func BenchmarkJobsPage(b *testing.B) {
 	backend := consoletest.Example(time.Now())
 	srv := consoletest.Start(b, func(addr string) console.Options {
-		return console.Options{Backend: backend, Policy: backend.Policy, Dev: true, ListenAddr: addr, SessionKeys: [][]byte{consoletest.Key()}}
+		return console.Options{Backend: backend, Dev: true, ListenAddr: addr, SessionKeys: [][]byte{consoletest.Key()}}
 	})
 	br := browser.Start(b, browser.Options{})
 	var kb, ms, worstKB, worstMs float64

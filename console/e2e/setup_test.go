@@ -97,7 +97,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	}
 	e.gateway = startGateway(t)
 	e.srv = startOn(t, addr, console.Options{
-		Backend: e.backend, Policy: e.backend.Policy,
+		Backend:     e.backend,
 		OIDC:        &console.OIDC{Issuer: e.dex.Issuer, ClientID: clientID, ClientSecret: secret, Verifier: v},
 		ExternalURL: "http://" + addr, SessionKeys: [][]byte{consoletest.Key()},
 		LiveInterval: 300 * time.Millisecond, Gateway: e.gateway.transport(),
