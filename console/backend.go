@@ -298,6 +298,9 @@ type Fleet struct {
 	Tenants []FleetTenant
 	// GPUs are in use per node type, over every tenant.
 	GPUs []GPUUse
+	// QuotaUnknown: the backend does not know the tenants' quotas (the product API does not
+	// report them), so none is shown rather than "none set".
+	QuotaUnknown bool
 }
 
 // FleetTenant is one tenant's jobs per stage and GPUs against its quota.
