@@ -572,3 +572,20 @@ func TestOIDCErrors(t *testing.T) {
 		assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 	})
 }
+
+// TestUsageWithoutGateways: when the backend cannot read usage or health (the API knows no
+// gateway: a 503 problem), the page still shows, saying why in each section.
+func TestUsageWithoutGateways(t *testing.T) {
+	f := newFixture(t)
+	dana := f.signIn(t, "dana@acme.example", "acme-ml")
+	f.backend.SetUnavailable("Health", &console.Problem{Status: http.StatusServiceUnavailable, Detail: "this API server knows no gateway"})
+	body := f.get(t, dana, "/t/acme/usage", http.StatusOK)
+	assert.Contains(t, body, "Health cannot be read now: this API server knows no gateway")
+	assert.Contains(t, body, `class="chart"`)
+	f.backend.SetUnavailable("Usage", &console.Problem{Status: http.StatusBadGateway, Detail: "a gateway replica could not be read"})
+	body = f.get(t, dana, "/t/acme/usage", http.StatusOK)
+	assert.Contains(t, body, "Usage cannot be read now: a gateway replica could not be read")
+	assert.NotContains(t, body, `class="chart"`)
+	f.backend.SetUnavailable("Usage", &console.Problem{Status: http.StatusForbidden, Detail: "no"})
+	f.get(t, dana, "/t/acme/usage", http.StatusForbidden)
+}

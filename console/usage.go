@@ -1,6 +1,8 @@
 package console
 
 import (
+	"cmp"
+	"errors"
 	"net/http"
 	"time"
 )
@@ -36,6 +38,9 @@ type usageData struct {
 	Health *Health
 	Charts []chart
 	Err    string
+	// UsageErr and HealthErr say why usage or health cannot be read (the gateways are not
+	// configured or do not answer): the rest of the page is still shown.
+	UsageErr, HealthErr string
 }
 
 // usage is usage per key and endpoint as charts over a chosen range (uPlot, with a table of
@@ -51,16 +56,17 @@ func (h *Handler) usage(c *call) {
 	to := h.now().UTC().Truncate(time.Hour).Add(time.Hour)
 	from := to.Add(-span)
 	u, err := h.opts.Backend.Usage(c.r.Context(), c.id, c.tenant, from, to)
-	if err != nil {
+	if d.UsageErr, err = unavailable(err); err != nil {
 		h.backendError(c.w, c.r, err)
 		return
 	}
 	health, err := h.opts.Backend.Health(c.r.Context(), c.id, c.tenant)
-	if err != nil {
+	if d.HealthErr, err = unavailable(err); err != nil {
 		h.backendError(c.w, c.r, err)
 		return
 	}
-	d.Usage, d.Health = u, health
+	d.Usage, d.Health = cmp.Or(u, &Usage{}), cmp.Or(health, &Health{})
+	u = d.Usage
 	d.Charts = []chart{
 		hourly("Requests per hour, per key", "requests", from, to, u.Keys, func(c Counts) uint64 { return c.Requests }),
 		hourly("Tokens per hour (in + out), per key", "tokens", from, to, u.Keys, func(c Counts) uint64 { return c.TokensIn + c.TokensOut }),
@@ -71,6 +77,16 @@ func (h *Handler) usage(c *call) {
 	v.Scripts = []string{"vendor/uPlot.iife.min.js", "usage.js"}
 	v.Styles = []string{"vendor/uPlot.min.css"}
 	h.render(c.w, c.r, http.StatusOK, "usage", v)
+}
+
+// unavailable splits a backend's refusal because something it reads is not there (a 5xx
+// problem: no gateway configured, a gateway down) from other errors, which fail the page.
+func unavailable(err error) (string, error) {
+	var p *Problem
+	if errors.As(err, &p) && p.Status >= 500 {
+		return problemText(p), nil
+	}
+	return "", err
 }
 
 // hourly lays series out on every hour of [from, to), hours without counts at 0.

@@ -42,13 +42,17 @@ type Backend struct {
 	// Calls counts the writes that reached the double, by method: tests check that a refused
 	// request never got here.
 	calls map[string]int
+	// unavailable makes Usage or Health (by method name) refuse with a problem, as the API does
+	// when it knows no gateway.
+	unavailable map[string]*console.Problem
 }
 
 // New is an empty double with these tenants.
 func New(policy access.Policy, tenants ...*v1alpha1.Tenant) *Backend {
 	return &Backend{Policy: policy, Domain: "inference.test", Now: time.Now, tenants: tenants,
 		jobs: map[string][]*console.JobDetail{}, models: map[string]*console.ModelList{}, keys: map[string][]console.Key{},
-		usage: map[string]*console.Usage{}, health: map[string]*console.Health{}, calls: map[string]int{}}
+		usage: map[string]*console.Usage{}, health: map[string]*console.Health{}, calls: map[string]int{},
+		unavailable: map[string]*console.Problem{}}
 }
 
 // Tenant makes a tenant object with an access list and a GPU quota.
@@ -369,6 +373,13 @@ func (b *Backend) SetUsage(tenant string, u *console.Usage) {
 	b.usage[tenant] = u
 }
 
+// SetUnavailable makes Usage or Health (method) answer p until called with nil.
+func (b *Backend) SetUnavailable(method string, p *console.Problem) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.unavailable[method] = p
+}
+
 func (b *Backend) SetHealth(tenant string, h *console.Health) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -380,6 +391,9 @@ func (b *Backend) Usage(_ context.Context, id access.Identity, tenant string, fr
 	defer b.mu.Unlock()
 	if err := b.decide(id, tenant, access.Read); err != nil {
 		return nil, err
+	}
+	if p := b.unavailable["Usage"]; p != nil {
+		return nil, p
 	}
 	u := &console.Usage{From: from, To: to}
 	if all := b.usage[tenant]; all != nil {
@@ -411,6 +425,9 @@ func (b *Backend) Health(_ context.Context, id access.Identity, tenant string) (
 	defer b.mu.Unlock()
 	if err := b.decide(id, tenant, access.Read); err != nil {
 		return nil, err
+	}
+	if p := b.unavailable["Health"]; p != nil {
+		return nil, p
 	}
 	if h := b.health[tenant]; h != nil {
 		return h, nil
