@@ -318,3 +318,21 @@ func (r *Repo) IsAncestor(a, b string) (bool, error) {
 	}
 	return false, nil
 }
+
+// RenderedFrom reads a tenant repository's head commit and the inputs commit its trailer names
+// ("" for none), uncached: for a render whose push was refused, to see whether another replica
+// already rendered newer inputs (IsAncestor).
+func RenderedFrom(ctx context.Context, t publish.Target) (head, inputs string, err error) {
+	if t.URL == "" {
+		return renderedFromDir(t)
+	}
+	h, err := remoteHead(ctx, t)
+	if err != nil || h.IsZero() {
+		return "", "", err
+	}
+	c, err := fetchCommit(ctx, t)
+	if err != nil {
+		return "", "", err
+	}
+	return c.Hash.String(), Trailers(c.Message)[TrailerInputs], nil
+}
