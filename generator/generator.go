@@ -22,6 +22,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/inputs"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/problem"
@@ -377,11 +378,18 @@ func renderOptions(opts Options, tp *plan.TenantPlan) render.Options {
 // targetOf is where a tenant's repository lives, with its credentials read from the
 // environment variables the tenant names.
 func targetOf(tp *plan.TenantPlan, file, outDir string, getenv func(string) string) (publish.Target, problem.List) {
+	return TargetOf(&tp.Tenant, file, outDir, getenv)
+}
+
+// TargetOf is where tenant t's repository lives (outDir/<tenant> as the work tree; its
+// spec.git remote, if any), with the credentials its spec.git.auth names read through getenv;
+// problems name file (its tenant.yaml).
+func TargetOf(tn *v1alpha1.Tenant, file, outDir string, getenv func(string) string) (publish.Target, problem.List) {
 	var probs problem.List
-	g := tp.Tenant.Spec.Git
+	g := tn.Spec.Git
 	t := publish.Target{
-		Name:   tp.Tenant.Name,
-		Dir:    filepath.Join(outDir, tp.Tenant.Name),
+		Name:   tn.Name,
+		Dir:    filepath.Join(outDir, tn.Name),
 		URL:    g.URL,
 		Branch: cmp.Or(g.Branch, publish.DefaultBranch),
 	}
