@@ -19,12 +19,12 @@ import (
 
 // Path parameters, with the rules huma checks before a handler runs (a name that is no DNS
 // label could never be a tenant or a job).
-type tenantParam struct {
+type TenantParam struct {
 	Tenant string `path:"tenant" doc:"The tenant" pattern:"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" maxLength:"63"`
 }
 
-type jobParams struct {
-	tenantParam
+type JobParams struct {
+	TenantParam
 	Job string `path:"job" doc:"The job" pattern:"^[a-z]([-a-z0-9]*[a-z0-9])?$" maxLength:"63"`
 }
 
@@ -67,7 +67,7 @@ func findJob(tp *plan.TenantPlan, job string) *plan.JobPlan {
 	return nil
 }
 
-func (s *Server) listJobs(ctx context.Context, in *tenantParam) (*body[apiv1.JobList], error) {
+func (s *Server) listJobs(ctx context.Context, in *TenantParam) (*body[apiv1.JobList], error) {
 	v, _, err := s.authorize(ctx, in.Tenant, access.Read)
 	if err != nil {
 		return nil, err
@@ -108,7 +108,7 @@ func (s *Server) jobAt(ctx context.Context, tenant, job string, a access.Action)
 	}
 }
 
-func (s *Server) getJob(ctx context.Context, in *jobParams) (*body[apiv1.JobDetail], error) {
+func (s *Server) getJob(ctx context.Context, in *JobParams) (*body[apiv1.JobDetail], error) {
 	v, tp, jp, err := s.jobAt(ctx, in.Tenant, in.Job, access.Read)
 	if err != nil {
 		return nil, err
@@ -224,7 +224,7 @@ func unknown(j lifecycle.Job, reason string) lifecycle.JobStatus {
 }
 
 type restartInput struct {
-	jobParams
+	JobParams
 	Body apiv1.Restart
 }
 

@@ -22,7 +22,7 @@ import (
 )
 
 type createJobInput struct {
-	tenantParam
+	TenantParam
 	IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"Makes a retried create write once"`
 	Body           apiv1.JobCreate
 }
@@ -104,7 +104,7 @@ func (s *Server) applyCreate(ctx context.Context, t *inputsrepo.Tree, tenant str
 	return t.WriteFile(p, data)
 }
 
-type deleteJobInput struct{ jobParams }
+type deleteJobInput struct{ JobParams }
 
 func (s *Server) deleteJob(ctx context.Context, in *deleteJobInput) (*body[apiv1.JobDeleted], error) {
 	if _, _, _, err := s.jobAt(ctx, in.Tenant, in.Job, access.WriteJobs); err != nil {
@@ -142,7 +142,7 @@ func (s *Server) jobFileIn(ctx context.Context, t *inputsrepo.Tree, tenant, job 
 }
 
 type replicasInput struct {
-	jobParams
+	JobParams
 	Body apiv1.ReplicasChange
 }
 

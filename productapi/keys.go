@@ -18,7 +18,7 @@ import (
 )
 
 type createKeyInput struct {
-	tenantParam
+	TenantParam
 	IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"A retry with the same key, to the same replica within 10 minutes, gets the first answer"`
 	Body           apiv1.KeyCreate
 }
@@ -95,7 +95,7 @@ func keyView(r keys.Record, now time.Time) apiv1.Key {
 		CreatedAt: r.CreatedAt.UTC(), ExpiresAt: timePtr(r.ExpiresAt), RevokedAt: timePtr(r.RevokedAt)}
 }
 
-func (s *Server) listKeys(ctx context.Context, in *tenantParam) (*body[apiv1.KeyList], error) {
+func (s *Server) listKeys(ctx context.Context, in *TenantParam) (*body[apiv1.KeyList], error) {
 	if _, _, err := s.authorize(ctx, in.Tenant, access.Read); err != nil {
 		return nil, err
 	}
@@ -118,12 +118,12 @@ func (s *Server) listKeys(ctx context.Context, in *tenantParam) (*body[apiv1.Key
 	return &body[apiv1.KeyList]{Body: out}, nil
 }
 
-type keyParams struct {
-	tenantParam
+type KeyParams struct {
+	TenantParam
 	ID string `path:"id" doc:"The key's id (16 hex digits)" pattern:"^[0-9a-f]{16}$"`
 }
 
-func (s *Server) revokeKey(ctx context.Context, in *keyParams) (*body[apiv1.Key], error) {
+func (s *Server) revokeKey(ctx context.Context, in *KeyParams) (*body[apiv1.Key], error) {
 	if _, _, err := s.authorize(ctx, in.Tenant, access.WriteKeys); err != nil {
 		return nil, err
 	}

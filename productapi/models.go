@@ -18,7 +18,7 @@ import (
 // modelEntry is a model with its choices (computed once per version of the inputs it reads).
 type modelEntry = apiv1.Model
 
-func (s *Server) listModels(ctx context.Context, in *tenantParam) (*body[apiv1.ModelList], error) {
+func (s *Server) listModels(ctx context.Context, in *TenantParam) (*body[apiv1.ModelList], error) {
 	v, t, err := s.authorize(ctx, in.Tenant, access.Read)
 	if err != nil {
 		return nil, err

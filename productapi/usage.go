@@ -21,7 +21,7 @@ import (
 )
 
 type usageInput struct {
-	tenantParam
+	TenantParam
 	Since    string `query:"since" doc:"A duration back from now (24h) or an RFC 3339 time; default 24h"`
 	Until    string `query:"until" doc:"An RFC 3339 time; default now"`
 	Key      string `query:"key" doc:"Only this key's usage" pattern:"^([0-9a-f]{16})?$"`
@@ -101,7 +101,7 @@ func cmpOr(a, b string) string {
 
 // listEndpoints is the health of the tenant's endpoints summed over every gateway replica:
 // requests, errors and denials add up, the status is the worst, latencies the worst replica's.
-func (s *Server) listEndpoints(ctx context.Context, in *tenantParam) (*body[apiv1.EndpointList], error) {
+func (s *Server) listEndpoints(ctx context.Context, in *TenantParam) (*body[apiv1.EndpointList], error) {
 	if _, _, err := s.authorize(ctx, in.Tenant, access.Read); err != nil {
 		return nil, err
 	}
