@@ -156,7 +156,7 @@ func (c *Client) RevokeKey(ctx context.Context, tenant, id string) (apiv1.Key, e
 // UsageQuery narrows a usage report.
 type UsageQuery struct {
 	// Since is a duration back from now (24h) or a time; empty: 24h.
-	Since, Until string
+	Since, Until  string
 	Key, Endpoint string
 }
 
