@@ -70,7 +70,17 @@ func TestCreateListDeleteWithoutClusters(t *testing.T) {
 	r := apitest.Remotes{Dir: t.TempDir()}
 	inputs := apitest.BundledInputs(t, r)
 	rep := startReplica(t, r, inputs, people, productapi.Options{Domain: "models.example.com"})
-	dana := client.New(rep.url, client.StaticToken("dana"))
+	doc, err := apitest.NewOpenAPI(apitest.Fetch(t, rep.url))
+	require.NoError(t, err)
+	as := func(tok string) *client.Client {
+		c := client.New(rep.url, client.StaticToken(tok))
+		if tok == "" {
+			c.Token = nil
+		}
+		c.Inspect = doc.Inspector(t)
+		return c
+	}
+	dana := as("dana")
 
 	me, err := dana.Me(ctx)
 	require.NoError(t, err)
@@ -124,15 +134,15 @@ func TestCreateListDeleteWithoutClusters(t *testing.T) {
 	require.ErrorAs(t, err, &ce2)
 	assert.Equal(t, ce.Problem.Detail[:len("you have no role in tenant")], ce2.Problem.Detail[:len("you have no role in tenant")])
 
-	_, err = client.New(rep.url, client.StaticToken("vera")).CreateJob(ctx, "acme", apiv1.JobCreate{Name: "x", Model: "Qwen/Qwen3-32B"}, client.WriteOptions{})
+	_, err = as("vera").CreateJob(ctx, "acme", apiv1.JobCreate{Name: "x", Model: "Qwen/Qwen3-32B"}, client.WriteOptions{})
 	assert.True(t, client.IsStatus(err, http.StatusForbidden), "%v", err)
 
-	_, err = client.New(rep.url, nil).ListJobs(ctx, "acme")
+	_, err = as("").ListJobs(ctx, "acme")
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, http.StatusUnauthorized, ce.Status)
 	assert.Equal(t, `Bearer realm="inferplane"`, ce.Challenge)
 
-	ops := client.New(rep.url, client.StaticToken("ops"))
+	ops := as("ops")
 	sc, err := ops.SetReplicas(ctx, "acme", "chat", 3)
 	require.NoError(t, err)
 	assert.Equal(t, int32(3), sc.Job.Replicas)
@@ -147,4 +157,28 @@ func TestCreateListDeleteWithoutClusters(t *testing.T) {
 	out := gitserver.Git(t, r.Path("acme"), "ls-tree", "-r", "--name-only", "main")
 	assert.NotContains(t, out, "jobs/chat/")
 	_ = filepath.Join
+	t.Logf("answers checked against the OpenAPI document: %v", doc.Checked)
+}
+
+// The OpenAPI check is no rubber stamp: an answer with a field the document does not have, or
+// a wrong type, or an undeclared status, is refused.
+func TestOpenAPICheckRefuses(t *testing.T) {
+	r := apitest.Remotes{Dir: t.TempDir()}
+	rep := startReplica(t, r, apitest.BundledInputs(t, r), people, productapi.Options{})
+	doc, err := apitest.NewOpenAPI(apitest.Fetch(t, rep.url))
+	require.NoError(t, err)
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/me", nil)
+	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}}
+	good := `{"issuer":"i","subject":"s","emailVerified":false,"groups":[],"operator":false,"tenants":[]}`
+	require.NoError(t, doc.Check(req, resp, []byte(good)))
+	for _, bad := range []string{
+		`{"issuer":"i","subject":"s","emailVerified":false,"groups":[],"operator":false,"tenants":[],"extra":1}`,
+		`{"issuer":"i","subject":"s","emailVerified":"no","groups":[],"operator":false,"tenants":[]}`,
+		`{"issuer":"i","subject":"s","emailVerified":false,"groups":[],"operator":false,"tenants":[{"tenant":"a","role":"owner"}]}`,
+	} {
+		assert.Error(t, doc.Check(req, resp, []byte(bad)), bad)
+	}
+	resp.StatusCode = 418
+	resp.Header.Set("Content-Type", "text/plain")
+	assert.Error(t, doc.Check(req, resp, []byte("teapot")))
 }
