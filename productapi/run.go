@@ -13,9 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/rest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/inferplane/inferplane/access"
 	"github.com/inferplane/inferplane/auth/keys"
@@ -76,6 +78,8 @@ type Config struct {
 // refused, requests in flight (a write renders and pushes) get ShutdownTimeout.
 func Serve(ctx context.Context, c Config) error {
 	log := cmp.Or(c.Logger, slog.Default())
+	// The Kubernetes libraries' own logs (watches failing and retrying) go to the same log.
+	ctrllog.SetLogger(logr.FromSlogHandler(log.Handler()))
 	o, cleanup, err := c.options(ctx, log)
 	if err != nil {
 		return err
