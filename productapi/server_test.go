@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -48,7 +49,12 @@ type replica struct {
 
 func startReplica(t *testing.T, r apitest.Remotes, inputsURL string, v productapi.Verifier, o productapi.Options) replica {
 	t.Helper()
-	repo, err := inputsrepo.Open(inputsrepo.Options{URL: inputsURL})
+	opts := inputsrepo.Options{URL: inputsURL}
+	if r.Server != nil {
+		opts.CredentialsFile = filepath.Join(t.TempDir(), "credentials")
+		require.NoError(t, os.WriteFile(opts.CredentialsFile, []byte(r.Server.Token), 0o600))
+	}
+	repo, err := inputsrepo.Open(opts)
 	require.NoError(t, err)
 	o.Inputs, o.Verifier, o.WorkDir, o.Getenv = repo, v, t.TempDir(), r.Getenv
 	if o.ReconcileInterval == 0 {
@@ -156,7 +162,6 @@ func TestCreateListDeleteWithoutClusters(t *testing.T) {
 	assert.True(t, client.IsStatus(err, http.StatusNotFound), "%v", err)
 	out := gitserver.Git(t, r.Path("acme"), "ls-tree", "-r", "--name-only", "main")
 	assert.NotContains(t, out, "jobs/chat/")
-	_ = filepath.Join
 	t.Logf("answers checked against the OpenAPI document: %v", doc.Checked)
 }
 

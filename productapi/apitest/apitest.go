@@ -139,9 +139,12 @@ kind: Tenant
 metadata:
   name: ` + name + `
 spec:
+  tier: h100-dedicated
   allowedNodeTypes:
   - metal3.gpu-h100
   gpuQuota: 1000
+  argoCD:
+    connector: argocd-main
   access:
   - group: ` + name + `-dev
     role: developer

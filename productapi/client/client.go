@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +43,10 @@ type Client struct {
 	// Inspect, when set, sees every answer before it is decoded (the tests check each against
 	// the OpenAPI document).
 	Inspect func(req *http.Request, resp *http.Response, body []byte)
+	// Retries is how often a 503 with Retry-After is retried (the server says so only when
+	// nothing was written: another replica kept pushing first, or the inputs were not fetched
+	// yet); 0 means 3, negative none.
+	Retries int
 }
 
 // New is a client of the server at baseURL.
@@ -179,6 +184,29 @@ func (c *Client) Endpoints(ctx context.Context, tenant string) (apiv1.EndpointLi
 }
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in any, idem string, out any) error {
+	retries := c.Retries
+	if retries == 0 {
+		retries = 3
+	}
+	for attempt := 0; ; attempt++ {
+		err := c.once(ctx, method, path, q, in, idem, out)
+		var e *Error
+		if attempt >= retries || !errors.As(err, &e) || e.Status != http.StatusServiceUnavailable || e.RetryAfter == "" {
+			return err
+		}
+		wait := time.Second
+		if n, perr := strconv.Atoi(e.RetryAfter); perr == nil && n >= 0 {
+			wait = time.Duration(n) * time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (c *Client) once(ctx context.Context, method, path string, q url.Values, in any, idem string, out any) error {
 	u := c.BaseURL + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
