@@ -1,17 +1,22 @@
 package productapi_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io/fs"
 	"maps"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,6 +25,7 @@ import (
 	"github.com/inferplane/inferplane/e2e/gitserver"
 	"github.com/inferplane/inferplane/generator"
 	"github.com/inferplane/inferplane/generator/publish"
+	"github.com/inferplane/inferplane/inputsrepo"
 	"github.com/inferplane/inferplane/productapi"
 	"github.com/inferplane/inferplane/productapi/apitest"
 	"github.com/inferplane/inferplane/productapi/apiv1"
@@ -59,9 +65,9 @@ func TestConcurrentWritesOverThreeReplicas(t *testing.T) {
 		reps = append(reps, startReplica(t, r, inputs, fleetTokens{}, productapi.Options{}))
 	}
 
-	// 20 clients, 10 requests each: 6 creates of jobs of its own, then 3 deletes of its own and
-	// 1 of its neighbour's (which races the neighbour's create and delete), spread over the
-	// replicas.
+	// 20 clients, 10 requests each, spread over the replicas: 6 creates of jobs of its own, then
+	// 3 deletes of its own and 1 of the job j2 of the other client of its tenant, which that
+	// client deletes too (one of the two wins; the other gets 404 or 409).
 	var mu sync.Mutex
 	var outs []outcome
 	var wg sync.WaitGroup
@@ -92,8 +98,8 @@ func TestConcurrentWritesOverThreeReplicas(t *testing.T) {
 				w, err := cl.CreateJob(ctx, tenant, apiv1.JobCreate{Name: name(c, i), Model: "Qwen/Qwen3-32B"}, client.WriteOptions{IdempotencyKey: name(c, i)})
 				record(outcome{op: "create", tenant: tenant, job: name(c, i), write: w.Write}, err)
 			}
-			neighbour := (c + 10) % 20 // the other client of the same tenant
-			for _, job := range []string{name(c, 0), name(c, 1), name(neighbour, 2), name(c, 3)} {
+			neighbour := (c + 10) % 20                                                             // the other client of the same tenant
+			for _, job := range []string{name(c, 0), name(c, 2), name(neighbour, 2), name(c, 3)} { // j2: both clients delete it
 				d, err := other.DeleteJob(ctx, tenant, job)
 				record(outcome{op: "delete", tenant: tenant, job: job, write: d.Write}, err)
 			}
@@ -190,4 +196,132 @@ func assertRepositoriesAsGenerated(t *testing.T, r apitest.Remotes, inputsDir st
 	}
 	_ = fs.ValidPath
 	_ = os.Getenv
+}
+
+// The replica process of the kill test: this test binary run again with these variables set.
+const (
+	envHelperInputs = "PRODUCTAPI_HELPER_INPUTS"
+	envHelperCreds  = "PRODUCTAPI_HELPER_CREDENTIALS"
+	envHelperToken  = "PRODUCTAPI_HELPER_GIT_TOKEN"
+	envHelperListen = "PRODUCTAPI_HELPER_LISTEN"
+)
+
+// TestHelperReplica is not a test: it is the body of the replica process the kill test starts
+// (`api serve`'s own wiring, productapi.Serve); it returns at once in a normal run.
+func TestHelperReplica(t *testing.T) {
+	inputs := os.Getenv(envHelperInputs)
+	if inputs == "" {
+		return
+	}
+	token := os.Getenv(envHelperToken)
+	err := productapi.Serve(context.Background(), productapi.Config{
+		Listen: os.Getenv(envHelperListen), Verifier: fleetTokens{},
+		Inputs:            inputsrepo.Options{URL: inputs, CredentialsFile: os.Getenv(envHelperCreds)},
+		ReconcileInterval: -1,
+		Listening:         func(addr string) { fmt.Println("LISTENING", addr) },
+		TenantCredentialsDir: func() string {
+			dir := t.TempDir()
+			_ = os.WriteFile(filepath.Join(dir, apitest.TokenEnv), []byte(token), 0o600)
+			return dir
+		}(),
+	})
+	t.Fatal(err)
+}
+
+// A replica killed (SIGKILL) while 20 creates are in flight through it loses nothing and
+// half-applies nothing: each client retries its create with the same Idempotency-Key on a
+// surviving replica and gets 2xx; each job is in exactly one commit; after the survivor's
+// reconcile every tenant repository is what generate renders.
+func TestReplicaKilledMidWrite(t *testing.T) {
+	ctx := context.Background()
+	gs := gitserver.Start(t, "kill-token")
+	r := apitest.Remotes{Server: gs}
+	inputs, tenants := apitest.Fleet(t, r, 4, 0, 4)
+	creds := filepath.Join(t.TempDir(), "credentials")
+	require.NoError(t, os.WriteFile(creds, []byte(gs.Token), 0o600))
+	listen := freeAddr(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperReplica$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envHelperInputs+"="+inputs, envHelperCreds+"="+creds, envHelperToken+"="+gs.Token, envHelperListen+"="+listen)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	require.True(t, sc.Scan(), "the replica process starts")
+	require.True(t, strings.HasPrefix(sc.Text(), "LISTENING"), sc.Text())
+	victim := "http://" + listen
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(victim + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == 200
+	}, 30*time.Second, 50*time.Millisecond)
+	survivor := startReplica(t, r, inputs, fleetTokens{}, productapi.Options{})
+
+	// Kill the replica once a few of its pushes (inputs and tenants) have landed.
+	before := gs.Pushes.Load()
+	killed := make(chan struct{})
+	go func() {
+		for gs.Pushes.Load() < before+5 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		_ = cmd.Process.Kill()
+		close(killed)
+	}()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	firstTry := map[int]int{}
+	for c := range 20 {
+		wg.Go(func() {
+			tenant := tenants[c%4]
+			job := apiv1.JobCreate{Name: fmt.Sprintf("k%02d", c), Model: "Qwen/Qwen3-32B"}
+			key := client.WriteOptions{IdempotencyKey: "kill-" + job.Name}
+			_, err := client.New(victim, client.StaticToken("dev-"+tenant)).CreateJob(ctx, tenant, job, key)
+			status := 200
+			if err != nil {
+				status = -1
+				var e *client.Error
+				if errorsAs(err, &e) {
+					status = e.Status
+				}
+				// The client retries with the same key on another replica.
+				_, err = client.New(survivor.url, client.StaticToken("dev-"+tenant)).CreateJob(ctx, tenant, job, key)
+				assert.NoError(t, err, "retry of %s/%s", tenant, job.Name)
+			}
+			mu.Lock()
+			firstTry[status]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	<-killed
+	t.Logf("first tries: %v (-1: the connection broke)", firstTry)
+	assert.NotZero(t, firstTry[-1], "some requests were cut by the kill")
+
+	// Each job is in exactly one commit.
+	log := gitserver.Git(t, r.Path("inputs"), "log", "--format=%s", "main")
+	for c := range 20 {
+		assert.Equal(t, 1, strings.Count(log, fmt.Sprintf("create job k%02d ", c)), "job k%02d:\n%s", c, log)
+	}
+	inputsDir := filepath.Join(t.TempDir(), "inputs")
+	gitserver.Git(t, "", "clone", "-q", r.Path("inputs"), inputsDir)
+	for c := range 20 {
+		assert.FileExists(t, filepath.Join(inputsDir, "tenants", tenants[c%4], "jobs", fmt.Sprintf("k%02d.yaml", c)))
+	}
+	assert.Equal(t, "", strings.TrimSpace(gitserver.Git(t, r.Path("inputs"), "fsck", "--strict", "--no-progress")), "the remote is whole")
+	// A tenant the dead replica committed but did not render heals in the survivor's reconcile.
+	for _, o := range survivor.srv.Reconcile(ctx) {
+		assert.NoError(t, o.Err, o.Tenant)
+	}
+	assertRepositoriesAsGenerated(t, r, inputsDir, tenants)
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
 }
