@@ -5,8 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/inferplane/inferplane/access"
 	"github.com/inferplane/inferplane/e2e/gitserver"
-	"github.com/inferplane/inferplane/inputsrepo"
 	"github.com/inferplane/inferplane/productapi"
 	"github.com/inferplane/inferplane/productapi/apitest"
 	"github.com/inferplane/inferplane/productapi/apiv1"
@@ -49,26 +46,8 @@ type replica struct {
 
 func startReplica(t *testing.T, r apitest.Remotes, inputsURL string, v productapi.Verifier, o productapi.Options) replica {
 	t.Helper()
-	opts := inputsrepo.Options{URL: inputsURL}
-	if r.Server != nil {
-		opts.CredentialsFile = filepath.Join(t.TempDir(), "credentials")
-		require.NoError(t, os.WriteFile(opts.CredentialsFile, []byte(r.Server.Token), 0o600))
-	}
-	repo, err := inputsrepo.Open(opts)
-	require.NoError(t, err)
-	o.Inputs, o.Verifier, o.WorkDir, o.Getenv = repo, v, t.TempDir(), r.Getenv
-	if o.ReconcileInterval == 0 {
-		o.ReconcileInterval = -1
-	}
-	if o.NoClusterReason == "" {
-		o.NoClusterReason = "this API server runs without a host cluster (api serve without --kubeconfig)"
-	}
-	s, err := productapi.New(o)
-	require.NoError(t, err)
-	require.NoError(t, s.Refresh(context.Background()))
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
-	return replica{srv: s, url: hs.URL}
+	rep := apitest.StartReplica(t, r, inputsURL, v, o)
+	return replica{srv: rep.Server, url: rep.URL}
 }
 
 func TestCreateListDeleteWithoutClusters(t *testing.T) {

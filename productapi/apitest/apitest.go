@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/inferplane/inferplane/e2e/gitserver"
+	"github.com/inferplane/inferplane/inputsrepo"
+	"github.com/inferplane/inferplane/productapi"
 )
 
 // TokenEnv is the variable the tenants' spec.git.auth names for their repositories' token.
@@ -172,4 +175,46 @@ func Ctx(t testing.TB) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// Replica is a product API replica served over loopback HTTP.
+type Replica struct {
+	Server *productapi.Server
+	URL    string
+}
+
+// StartReplica runs a replica over its own clone of the inputs at inputsURL (with the git
+// server's token when r has one) and its own work folder, signed in by v, with o's other
+// options; it has fetched the inputs once it returns. Its reconcile loop does not run unless o
+// says so (tests call Reconcile).
+func StartReplica(t testing.TB, r Remotes, inputsURL string, v productapi.Verifier, o productapi.Options) Replica {
+	t.Helper()
+	opts := inputsrepo.Options{URL: inputsURL}
+	if r.Server != nil {
+		opts.CredentialsFile = filepath.Join(t.TempDir(), "credentials")
+		if err := os.WriteFile(opts.CredentialsFile, []byte(r.Server.Token), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repo, err := inputsrepo.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Inputs, o.Verifier, o.WorkDir, o.Getenv = repo, v, t.TempDir(), r.Getenv
+	if o.ReconcileInterval == 0 {
+		o.ReconcileInterval = -1
+	}
+	if o.NoClusterReason == "" {
+		o.NoClusterReason = "this API server runs without a host cluster (api serve without --kubeconfig)"
+	}
+	s, err := productapi.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	return Replica{Server: s, URL: hs.URL}
 }
