@@ -272,9 +272,10 @@ func (w *Watcher) applications(ctx context.Context, t cluster.Tenant) (map[strin
 			return nil, nil, err
 		}
 		c, err := cache.New(w.Host, cache.Options{
-			Scheme:            k8sruntime.NewScheme(),
-			DefaultNamespaces: map[string]cache.Config{t.ArgoCDNamespace: {}},
-			ByObject:          map[client.Object]cache.ByObject{app: {Label: labels.NewSelector().Add(*sel)}},
+			Scheme:                       k8sruntime.NewScheme(),
+			DefaultUnsafeDisableDeepCopy: ptr(true), // read only: a list shares the cache's objects
+			DefaultNamespaces:            map[string]cache.Config{t.ArgoCDNamespace: {}},
+			ByObject:                     map[client.Object]cache.ByObject{app: {Label: labels.NewSelector().Add(*sel)}},
 		})
 		return c, []client.Object{app}, err
 	})
@@ -298,8 +299,9 @@ func (w *Watcher) tenantCache(ctx context.Context, t cluster.Tenant) (cache.Cach
 	c, err := w.get(ctx, key, func() (cache.Cache, []client.Object, error) {
 		mine := labels.SelectorFromSet(labels.Set{v1alpha1.LabelTenant: t.Name})
 		c, err := cache.New(rest.CopyConfig(cl.Config), cache.Options{
-			Scheme:            cluster.Scheme(),
-			DefaultNamespaces: map[string]cache.Config{t.Namespace: {}},
+			Scheme:                       cluster.Scheme(),
+			DefaultUnsafeDisableDeepCopy: ptr(true), // read only: a list shares the cache's objects
+			DefaultNamespaces:            map[string]cache.Config{t.Namespace: {}},
 			ByObject: map[client.Object]cache.ByObject{
 				&kubevirtv1.VirtualMachine{}:         {Label: mine},
 				&kubevirtv1.VirtualMachineInstance{}: {Label: mine},
@@ -327,3 +329,5 @@ func (w *Watcher) Restart(ctx context.Context, t cluster.Tenant, job string, rep
 	}
 	return cluster.Restart(ctx, rest.CopyConfig(cl.Config), t, job, replica)
 }
+
+func ptr[T any](v T) *T { return &v }
