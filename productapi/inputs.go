@@ -31,8 +31,8 @@ type view struct {
 	tree   *inputsrepo.Tree
 }
 
-// Refresh fetches the inputs' head for reads. Writes refresh at once; Run every
-// RefreshInterval.
+// Refresh fetches the inputs' head for reads. Writes advance the view to their own commit
+// at once (advance); Run refreshes every RefreshInterval.
 func (s *Server) Refresh(ctx context.Context) error {
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
@@ -45,6 +45,36 @@ func (s *Server) Refresh(ctx context.Context) error {
 	}
 	s.ready.Store(true)
 	return nil
+}
+
+// advance makes reads see a commit this replica's write made (or found, replayed), without a
+// fetch; a view already at a later commit stays (another write or fetch got there first).
+// When the order of the two cannot be told (the clone was renewed), it fetches the head.
+func (s *Server) advance(ctx context.Context, snap inputsrepo.Snapshot) error {
+	if snap.Files == nil || snap.Commit == "" {
+		return s.Refresh(ctx)
+	}
+	s.refreshMu.Lock()
+	cur := s.view.Load()
+	switch {
+	case cur != nil && cur.commit == snap.Commit:
+	case cur == nil || cur.commit == "" || s.follows(cur.commit, snap.Commit):
+		s.view.Store(&view{commit: snap.Commit, tree: snap.Files})
+	case s.follows(snap.Commit, cur.commit):
+		// Reads are already further.
+	default:
+		s.refreshMu.Unlock()
+		return s.Refresh(ctx)
+	}
+	s.refreshMu.Unlock()
+	return nil
+}
+
+// follows says whether inputs commit b is a (the write's commit is usually the view's child:
+// a short walk) or comes after it.
+func (s *Server) follows(a, b string) bool {
+	ok, err := s.opts.Inputs.IsAncestor(a, b)
+	return err == nil && ok
 }
 
 // current is the last fetched view; nil before the first fetch.

@@ -67,7 +67,7 @@ func (s *Server) write(ctx context.Context, ch change) (apiv1.Write, error) {
 	s.metrics.writes.WithLabelValues(map[bool]string{true: "replayed", false: "committed"}[res.Replayed]).Inc()
 	s.log.Info("inputs committed", "tenant", ch.tenant, "by", id.Subject, "message", ch.message, "commit", short(res.Commit),
 		"attempts", res.Attempts, "replayed", res.Replayed, "unchanged", res.Unchanged)
-	if err := s.Refresh(ctx); err != nil {
+	if err := s.advance(ctx, res.Snapshot); err != nil {
 		s.log.Warn("inputs: fetch after a write failed", "error", err)
 	}
 	if res.Replayed || res.Unchanged {
