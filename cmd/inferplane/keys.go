@@ -16,7 +16,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/internal/kubeconfig"
 	"github.com/inferplane/inferplane/lifecycle/gateway"
 	"github.com/inferplane/inferplane/usage"
@@ -100,9 +102,13 @@ HMAC-SHA256 under the server secret, never the key.
 
 Keys live in a bbolt file (--store-file, the default) or, for clusters with several xDS
 server replicas, as APIKey objects in a Kubernetes namespace (--namespace). The server
-secret is read from --secret-file or $` + keys.SecretEnv + `; create one with "keys secret".`,
+secret is read from --secret-file or $` + keys.SecretEnv + `; create one with "keys secret".
+
+A key can carry rate limits and token budgets of its own (keys create --requests-per-minute,
+--tokens-per-day, ...; keys limit changes them), on top of its tenant's (tenant.yaml
+spec.limits); keys usage shows the spend against each.`,
 	}
-	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(), newKeysListCmd(), newKeysRevokeCmd(), newKeysUsageCmd())
+	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(), newKeysListCmd(), newKeysRevokeCmd(), newKeysUsageCmd(), newKeysLimitCmd())
 	return cmd
 }
 
@@ -134,6 +140,7 @@ func newKeysCreateCmd() *cobra.Command {
 	var (
 		sf                                                  storeFlags
 		kc                                                  keyCheck
+		lf                                                  limitFlags
 		tenant, endpoint, name, expires, secretFile, output string
 	)
 	cmd := &cobra.Command{
@@ -151,9 +158,15 @@ the generator's input tree: <tenant>/jobs/<job>.yaml) or, when there is none, am
 endpoints a running xDS server knows (--server or $INFERPLANE_SERVER). A name that matches
 nothing is refused with the closest known names; --force skips the check (a key for a tenant
 not deployed yet). With neither a folder nor a server, the key is created with a warning that
-nothing was checked.`,
+nothing was checked.
+
+` + limitsHelp,
 		Example: `  # A key for every endpoint of tenant acme, valid 30 days
   inferplane keys create --tenant acme --expires 30d
+
+  # A trial key: 20 requests a minute, 100,000 tokens a day, 1M a month (warning only)
+  inferplane keys create --tenant acme --requests-per-minute 20 --tokens-per-day 100000 \
+    --tokens-per-month 1000000 --soft tpmo
 
   # A key for one endpoint, as JSON (the key and its record)
   inferplane keys create --tenant acme --endpoint qwen3-32b --name ci -o json`,
@@ -162,12 +175,16 @@ nothing was checked.`,
 			if output != "text" && output != "json" {
 				return usageErr(fmt.Errorf("-o %q: want text or json", output))
 			}
+			lim, err := lf.spec()
+			if err != nil {
+				return err
+			}
 			now := time.Now().UTC()
 			exp, err := keys.ParseExpiry(expires, now)
 			if err != nil {
 				return usageErr(fmt.Errorf("--expires: %w", err))
 			}
-			req := keys.Request{Tenant: tenant, Endpoint: endpoint, Name: name, ExpiresAt: exp}
+			req := keys.Request{Tenant: tenant, Endpoint: endpoint, Name: name, ExpiresAt: exp, Limits: lim}
 			if errs := req.Check(now); len(errs) > 0 {
 				return usageErr(flagErrors(errs, nil, ""))
 			}
@@ -197,6 +214,7 @@ nothing was checked.`,
 	}
 	sf.register(cmd)
 	kc.register(cmd)
+	lf.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&tenant, "tenant", "", "tenant the key belongs to (required)")
 	fl.StringVar(&endpoint, "endpoint", "", "limit the key to this job endpoint (default: every endpoint of the tenant)")
@@ -226,8 +244,8 @@ func printCreated(cmd *cobra.Command, output, key string, rec keys.Record, where
 	if !rec.ExpiresAt.IsZero() {
 		expiry = "expires " + rec.ExpiresAt.Format(time.RFC3339)
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "Created key %s for %s (%s) in %s.\nThis is the only time the key is shown: store it now.\n",
-		rec.ID, scope, expiry, where)
+	fmt.Fprintf(cmd.ErrOrStderr(), "Created key %s for %s (%s; %s) in %s.\nThis is the only time the key is shown: store it now.\n",
+		rec.ID, scope, expiry, describeLimits(rec.Limits), where)
 	_, err := fmt.Fprintln(out, key)
 	return err
 }
@@ -242,11 +260,13 @@ type keyView struct {
 	CreatedAt time.Time   `json:"createdAt"`
 	ExpiresAt time.Time   `json:"expiresAt,omitzero"`
 	RevokedAt time.Time   `json:"revokedAt,omitzero"`
+	// Limits are the key's own limits.
+	Limits *v1alpha1.RateLimits `json:"limits,omitempty"`
 }
 
 func keyViewOf(r keys.Record, now time.Time) keyView {
 	return keyView{ID: r.ID, Tenant: r.Tenant, Endpoint: r.Endpoint, Name: r.Name, Status: r.Status(now),
-		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt}
+		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt, Limits: r.Limits}
 }
 
 func newKeysListCmd() *cobra.Command {
@@ -370,7 +390,11 @@ running xDS server (` + usage.UsagePath + `), which counts it from Envoy's acces
 Each server counts the access logs of the Envoys connected to it. With several server
 replicas, repeat --server once per replica (each replica's own address, not a load-balanced
 Service): the figures are summed per key and hour. A server that cannot be reached fails the
-command rather than print a partial sum.`,
+command rather than print a partial sum.
+
+Then the spend against each limit of the tenant and its keys in the current windows (used, of,
+remaining, when it resets), from the first server's /v1/limits: the counts are shared by every
+replica.`,
 		Example: `  inferplane keys usage --tenant acme --since 24h
   inferplane keys usage --server http://10.0.0.5:9090 --server http://10.0.0.6:9090 -o json`,
 		Args: cobra.NoArgs,
@@ -403,8 +427,16 @@ command rather than print a partial sum.`,
 				lists = append(lists, one.Keys)
 			}
 			rep.Keys = usage.MergeUsage(lists...)
+			// Limits are counted in the store every replica shares: one server answers for all.
+			lim, err := fetchLimits(cmd, servers[0], tenant, key)
+			if err != nil {
+				return err
+			}
 			if output == "json" {
-				return keysJSON(cmd.OutOrStdout(), rep)
+				return keysJSON(cmd.OutOrStdout(), struct {
+					usage.UsageReport
+					Limits []limits.LimitStatus `json:"limits"`
+				}{rep, lim.Limits})
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', tabwriter.AlignRight)
 			if hourly {
@@ -420,7 +452,10 @@ command rather than print a partial sum.`,
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t\n", k.KeyID, k.Tenant, strings.Join(k.Endpoints, ","), k.Total.Requests, k.Total.TokensIn, k.Total.TokensOut)
 				}
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return printLimits(cmd.OutOrStdout(), lim)
 		},
 	}
 	fl := cmd.Flags()
