@@ -5,7 +5,7 @@ GO       ?= go
 BIN      := bin/inferplane
 
 .PHONY: all build image test test-argocd vet fmt unit kubebin testbins bench bench-generator bench-webhook bench-xds \
-        bench-keys bench-recipes bench-api bench-console console-screenshots generate verify-generate clean
+        bench-keys bench-recipes bench-api bench-console console console-screenshots generate verify-generate clean
 
 all: build
 
@@ -86,12 +86,17 @@ bench-console:
 	INFERPLANE_REQUIRE_BROWSER=1 $(GO) test ./console/e2e/ -run '^$$' -bench 'JobsPage' -benchtime 20x -count 1
 	@echo "bench-console: machine load while measuring: $$(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) on $$(nproc) CPUs"
 
+# The web console on the bundled examples, on this machine (hack/console-demo.sh): api serve
+# with the development sign-in at http://127.0.0.1:8080 (CONSOLE_LISTEN=host:port for another).
+console:
+	@hack/console-demo.sh
+
 # The console's screenshots in docs/console/, taken by its browser tests (docs/console.md).
 console-screenshots:
 	@hack/chromium.sh > /dev/null
 	@bins=$$(mktemp) && trap 'rm -f $$bins' EXIT && hack/testbins.sh > $$bins && \
 	env $$(cat $$bins) INFERPLANE_REQUIRE_DEX=1 INFERPLANE_REQUIRE_BROWSER=1 INFERPLANE_SCREENSHOTS=$(CURDIR)/docs/console \
-		$(GO) test -count=1 -run 'TestConsole$$' ./console/e2e/
+		$(GO) test -count=1 -run 'TestConsole$$|TestConsoleOnProductAPI|TestConsoleDemo' ./console/e2e/
 
 # 1,000 tenants x 5 jobs rendered by generator/render and by Helm's engine (same objects,
 # checked on a sample first), in one run; prints both times and the ratio. Helm lives in the
