@@ -83,7 +83,7 @@ bench: bench-generator bench-webhook bench-xds bench-keys bench-recipes bench-co
 # budget (150 KB, 300 ms).
 bench-console:
 	@hack/chromium.sh > /dev/null
-	INFERPLANE_REQUIRE_BROWSER=1 $(GO) test ./console/e2e/ -run '^$$' -bench 'JobsPage' -benchtime 20x -count 1
+	INFERPLANE_REQUIRE_BROWSER=1 $(GO) test ./console/e2e/ -run '^$$' -bench 'JobsPage' -benchtime 20x -count 1 -timeout 30m
 	@echo "bench-console: machine load while measuring: $$(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) on $$(nproc) CPUs"
 
 # The web console on the bundled examples, on this machine (hack/console-demo.sh): api serve
@@ -96,7 +96,7 @@ console-screenshots:
 	@hack/chromium.sh > /dev/null
 	@bins=$$(mktemp) && trap 'rm -f $$bins' EXIT && hack/testbins.sh > $$bins && \
 	env $$(cat $$bins) INFERPLANE_REQUIRE_DEX=1 INFERPLANE_REQUIRE_BROWSER=1 INFERPLANE_SCREENSHOTS=$(CURDIR)/docs/console \
-		$(GO) test -count=1 -run 'TestConsole$$|TestConsoleOnProductAPI|TestConsoleDemo' ./console/e2e/
+		$(GO) test -count=1 -timeout 30m -run 'TestConsole$$|TestConsoleOnProductAPI|TestConsoleDemo' ./console/e2e/
 
 # 1,000 tenants x 5 jobs rendered by generator/render and by Helm's engine (same objects,
 # checked on a sample first), in one run; prints both times and the ratio. Helm lives in the

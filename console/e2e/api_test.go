@@ -127,7 +127,10 @@ func TestConsoleOnProductAPI(t *testing.T) {
 		if !strings.Contains(msg, "spec.gpuCount") || !strings.Contains(msg, "tenants/acme/jobs/forced.yaml") {
 			t.Errorf("the API's refusal of the GPU count is not beside the field: %q", msg)
 		}
-		check(t, p, dir, "api-create-refused")
+		// The API lists every recipe: the page is long, so the picture is of the window.
+		p.ScreenshotViewport(filepath.Join(dir, "api-create-refused.png"))
+		p.AssertAccessible("api-create-refused")
+		p.AssertKeyboardReachable("api-create-refused")
 		before := gitLog(t, e.inputs)
 
 		p.Navigate(e.srv.URL + "/t/acme/jobs/new")

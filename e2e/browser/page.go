@@ -257,6 +257,19 @@ func (p *Page) Screenshot(path string) {
 	}
 }
 
+// ScreenshotViewport writes a PNG of what the window shows (a page too long for a full
+// screenshot to be worth its bytes).
+func (p *Page) ScreenshotViewport(path string) {
+	p.t.Helper()
+	png := Run(p, chromedp.CaptureScreenshot())
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		p.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
 // AllowConsoleError lets console errors containing substr pass (a test that provokes a 404 or
 // a refusal on purpose).
 func (p *Page) AllowConsoleError(substr string) {
