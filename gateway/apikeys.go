@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/inferplane/inferplane/auth/envoyfilters"
 	"github.com/inferplane/inferplane/auth/extauthz"
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/gateway/keycheck"
 	"github.com/inferplane/inferplane/usage"
 	"github.com/inferplane/inferplane/xds"
 )
@@ -39,6 +41,10 @@ type APIKeys struct {
 	// ServicesAddress is host:port at which Envoy reaches this process's gRPC port; empty:
 	// 127.0.0.1 and the port of the xDS server's gRPC address (Envoy on the same machine).
 	ServicesAddress string
+	// KeyChecks are host:port of the key check processes (`inferplane keys serve`, package
+	// gateway/keycheck). When set, Envoy's checks go to them and this process checks no key
+	// itself: it reads no key store and needs no secret (usage is still counted here).
+	KeyChecks []string
 	// UsageFile keeps per-key usage across restarts (default: next to the key store file;
 	// none with Namespace); "-" keeps it in memory only.
 	UsageFile         string
@@ -55,6 +61,9 @@ func (k APIKeys) Validate() error {
 	}
 	if k.Namespace != "" && k.File != "" {
 		return errors.New("a key store file and a key store namespace choose different stores: give one")
+	}
+	if len(k.KeyChecks) > 0 && (k.Namespace != "" || k.File != "" || k.SecretFile != "") {
+		return errors.New("with key check processes of their own, the xDS server reads no key store and no secret: give neither")
 	}
 	return nil
 }
@@ -85,28 +94,23 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, k APIKeys, kube func() (*
 	if err := k.Validate(); err != nil {
 		return finish, err
 	}
-	secret, err := keys.LoadSecret(k.SecretFile)
-	if err != nil {
-		return finish, err
-	}
-	hasher, err := keys.NewHasher(secret)
-	if err != nil {
-		return finish, err
-	}
-	idx, usageFile, err := loadKeys(ctx, k, kube, log)
-	if err != nil {
-		return finish, err
-	}
 	services, err := servicesAddress(k.ServicesAddress, cfg.GRPCAddress)
 	if err != nil {
 		return finish, err
 	}
-	filters, err := envoyfilters.New(envoyfilters.Config{Address: services, MaxRequests: cfg.Resources.MaxRequests})
+	filters, err := envoyfilters.New(envoyfilters.Config{Address: services, KeyChecks: k.KeyChecks, MaxRequests: cfg.Resources.MaxRequests})
 	if err != nil {
 		return finish, fmt.Errorf("services address: %w", err)
 	}
-
-	authz := extauthz.New(&keys.Verifier{Hasher: hasher, Index: idx}, log)
+	var authz *extauthz.Server
+	usageFile, keyCount := k.UsageFile, 0
+	if len(k.KeyChecks) == 0 {
+		authz, usageFile, err = keyCheck(ctx, k, kube, log)
+		if err != nil {
+			return finish, err
+		}
+		keyCount = authz.Verifier.Index.Len()
+	}
 	replicas := &lateReplicas{}
 	agg := usage.NewAggregator(usage.Options{Replicas: replicas})
 	finish, err = keepUsage(ctx, agg, usageFile, k.UsageSaveInterval, log)
@@ -116,15 +120,18 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, k APIKeys, kube func() (*
 	als := usage.NewService(agg, usage.HostResolver(cfg.Resources.Domain), log)
 
 	cfg.Filters = filters
-	cfg.GRPCServices = append(cfg.GRPCServices, func(s *grpc.Server) { authz.Register(s) }, func(s *grpc.Server) { als.Register(s) })
+	if cfg.Registry == nil {
+		cfg.Registry = xds.NewRegistry()
+	}
+	cfg.GRPCServices = append(cfg.GRPCServices, func(s *grpc.Server) { als.Register(s) })
+	if authz != nil {
+		cfg.GRPCServices = append(cfg.GRPCServices, func(s *grpc.Server) { authz.Register(s) })
+		cfg.Registry.MustRegister(authz.Collectors()...)
+	}
 	if cfg.HTTPHandlers == nil {
 		cfg.HTTPHandlers = map[string]http.Handler{}
 	}
 	cfg.HTTPHandlers["/v1/"] = usage.Handler(agg)
-	if cfg.Registry == nil {
-		cfg.Registry = xds.NewRegistry()
-	}
-	cfg.Registry.MustRegister(authz.Collectors()...)
 	cfg.Registry.MustRegister(agg.Collector())
 	started := cfg.Started
 	cfg.Started = func(r xds.Running) {
@@ -133,39 +140,46 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, k APIKeys, kube func() (*
 			started(r)
 		}
 	}
-	log.Info("API keys on", "keys", idx.Len(), "services", services)
+	if authz == nil {
+		log.Info("API keys on, checked by the key check processes", "keyChecks", k.KeyChecks, "usage", services)
+	} else {
+		log.Info("API keys on", "keys", keyCount, "services", services)
+	}
 	return finish, nil
 }
 
-// loadKeys reads the key store into a new index that follows its changes, and says which
-// usage file goes with it ("" for none).
-func loadKeys(ctx context.Context, k APIKeys, kube func() (*rest.Config, error), log *slog.Logger) (*keys.Index, string, error) {
-	var syncer keys.Syncer
+// keyCheck is the key check served in this process: the secret, and the key store read into
+// an index that follows its changes. It says which usage file goes with the store ("" for
+// none).
+func keyCheck(ctx context.Context, k APIKeys, kube func() (*rest.Config, error), log *slog.Logger) (*extauthz.Server, string, error) {
+	secret, err := keys.LoadSecret(k.SecretFile)
+	if err != nil {
+		return nil, "", err
+	}
+	hasher, err := keys.NewHasher(secret)
+	if err != nil {
+		return nil, "", err
+	}
+	store := keycheck.Store{Namespace: k.Namespace}
 	usageFile := k.UsageFile
-	if k.Namespace != "" {
-		rc, err := kube()
-		if err != nil {
-			return nil, "", fmt.Errorf("kubernetes client configuration for the key store: %w", err)
+	if k.Namespace == "" {
+		store.File = cmp.Or(k.File, k.DefaultFile)
+		if usageFile == "" && store.File != "" {
+			usageFile = strings.TrimSuffix(store.File, filepath.Ext(store.File)) + ".usage.json"
 		}
-		syncer = &keys.KubeSyncer{Config: rc, Namespace: k.Namespace}
-	} else {
-		path := k.File
-		if path == "" {
-			path = k.DefaultFile
-		}
-		if path == "" {
-			return nil, "", errors.New("no key store: give a key store file or namespace")
-		}
-		syncer = &keys.FileSyncer{Store: keys.NewFileStore(path), Log: log}
-		if usageFile == "" {
-			usageFile = strings.TrimSuffix(path, filepath.Ext(path)) + ".usage.json"
-		}
+	}
+	if err := store.Validate(); err != nil {
+		return nil, "", err
+	}
+	syncer, _, err := store.Syncer(kube, log)
+	if err != nil {
+		return nil, "", err
 	}
 	idx := keys.NewIndex()
 	if err := syncer.Sync(ctx, idx); err != nil {
 		return nil, "", fmt.Errorf("load API keys: %w", err)
 	}
-	return idx, usageFile, nil
+	return extauthz.New(&keys.Verifier{Hasher: hasher, Index: idx}, log), usageFile, nil
 }
 
 // servicesAddress is where Envoy reaches the key check and the access-log service.
