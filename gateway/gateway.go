@@ -46,10 +46,17 @@ type Source struct {
 	AllowForeignNamespace bool
 	// Clusters selects the registry's Secrets (SourceClusters); ClusterSyncTimeout bounds how
 	// long the first configuration waits for every tenant cluster to be read, and
-	// ClusterCheckInterval is how often each cluster's API server is checked.
+	// ClusterCheckInterval is how often each cluster's API server is checked (each check at
+	// most ClusterCheckTimeout).
 	Clusters             clusters.Options
 	ClusterSyncTimeout   time.Duration
 	ClusterCheckInterval time.Duration
+	ClusterCheckTimeout  time.Duration
+	// LastKnownGood is the file that keeps each tenant cluster's last replica set across
+	// restarts (SourceClusters; "" keeps none); a set is served for at most
+	// LastKnownGoodMaxAge after its cluster last answered.
+	LastKnownGood       string
+	LastKnownGoodMaxAge time.Duration
 }
 
 // TLS chooses the certificates Envoy terminates TLS with: kubernetes.io/tls Secrets of these
@@ -95,6 +102,11 @@ func (c Config) Validate() error {
 		}
 		if s.Kind == SourceClusters {
 			errs = append(errs, s.Clusters.Validate())
+		} else if s.LastKnownGood != "" {
+			errs = append(errs, fmt.Errorf("a last known good file is kept by the %s source only", SourceClusters))
+		}
+		if s.LastKnownGoodMaxAge < 0 || s.ClusterCheckTimeout < 0 {
+			errs = append(errs, errors.New("the last known good maximum age and the cluster check timeout: want positive durations"))
 		}
 	default:
 		errs = append(errs, fmt.Errorf("source %q: expected one of %v", s.Kind, Sources))
@@ -152,13 +164,19 @@ func newSource(cfg Config, log *slog.Logger) (discovery.Source, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &discovery.Clusters{
+		src := &discovery.Clusters{
 			Registry:      &clusters.Registry{Config: rc, Options: s.Clusters, Logger: log},
 			SyncTimeout:   s.ClusterSyncTimeout,
 			CheckInterval: s.ClusterCheckInterval,
+			CheckTimeout:  s.ClusterCheckTimeout,
+			MaxStaleAge:   s.LastKnownGoodMaxAge,
 			Logger:        log,
 			Registerer:    cfg.XDS.Registry,
-		}, nil
+		}
+		if s.LastKnownGood != "" {
+			src.KnownGood = discovery.KnownGoodFile{Path: s.LastKnownGood}
+		}
+		return src, nil
 	}
 	return nil, fmt.Errorf("source %q: expected one of %v", s.Kind, Sources)
 }

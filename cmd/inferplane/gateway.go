@@ -13,12 +13,13 @@ import (
 func newGatewayCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gateway",
-		Short: "The gateway (xDS server and Envoy) in the host cluster: print its install manifests",
+		Short: "The gateway (xDS servers, key checks, Envoy) in the host cluster: its install manifests, Envoy's drain",
 		Long: `The gateway is inferplane's serving half in the host cluster: xDS servers that watch every tenant
-cluster Argo CD knows (xds serve --source clusters), check API keys and count usage, and the
-Envoys they configure, behind a Service of type LoadBalancer. See docs/xds.md.`,
+cluster Argo CD knows (xds serve --source clusters) and count usage, key checks that Envoy asks
+about every request (keys serve), and the Envoys they configure, behind a Service of type
+LoadBalancer. See docs/xds.md.`,
 	}
-	cmd.AddCommand(newGatewayManifestsCmd())
+	cmd.AddCommand(newGatewayManifestsCmd(), newGatewayEnvoyDrainerCmd())
 	return cmd
 }
 

@@ -104,7 +104,7 @@ Keys live in a bbolt file (--store-file, the default) or, for clusters with seve
 server replicas, as APIKey objects in a Kubernetes namespace (--namespace). The server
 secret is read from --secret-file or $` + keys.SecretEnv + `; create one with "keys secret".`,
 	}
-	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(), newKeysListCmd(), newKeysRevokeCmd(), newKeysUsageCmd())
+	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(), newKeysListCmd(), newKeysRevokeCmd(), newKeysUsageCmd(), newKeysServeCmd())
 	return cmd
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/inferplane/inferplane/gateway"
 	"github.com/inferplane/inferplane/xds"
 	"github.com/inferplane/inferplane/xds/bootstrap"
+	"github.com/inferplane/inferplane/xds/discovery"
 	"github.com/inferplane/inferplane/xds/health"
 	"github.com/inferplane/inferplane/xds/resources"
 )
@@ -77,7 +78,10 @@ Replica sources:
                      The Secrets are read from the cluster of --kubeconfig; a cluster is watched
                      from the moment its Secret appears, again when its credentials change, and
                      withdrawn when the Secret goes. One cluster failing keeps its last replicas
-                     and holds up no other.
+                     and holds up no other; it is retried until it answers, and its replicas
+                     join within seconds. With --last-known-good-file its last replicas also
+                     outlive a restart of this server (served stale, at most
+                     --last-known-good-max-age).
   --source file      reads a YAML list of endpoints (see docs/xds.md) and reloads it on change;
                      a bad edit is reported and the last good content stays.
 
@@ -89,7 +93,8 @@ Health: every candidate's GET <probe-path> starts every --probe-interval. A repl
 the first time is decided by its first probe; afterwards --unhealthy-threshold failures in a row
 take it out and --healthy-threshold successes in a row bring it back.
 
-Admin endpoints (--admin-address): /healthz (alive), /readyz (a configuration is published),
+Admin endpoints (--admin-address): /healthz (alive), /readyz (a configuration is published;
+its text names tenant clusters whose replicas are served stale),
 /metrics (Prometheus), /debug/endpoints (every endpoint and replica with its state, JSON).
 
 Memory: the process honours Go's GOMEMLIMIT; docs/xds.md says how to size it.`,
@@ -130,8 +135,14 @@ func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
 	f.registry.register(fs, "--source clusters")
 	fs.DurationVar(&s.ClusterSyncTimeout, "cluster-sync-timeout", 10*time.Second,
 		"how long the first configuration waits for every tenant cluster to be read (--source clusters)")
-	fs.DurationVar(&s.ClusterCheckInterval, "cluster-check-interval", 10*time.Second,
-		"how often each tenant cluster's API server is checked (--source clusters)")
+	fs.DurationVar(&s.ClusterCheckInterval, "cluster-check-interval", discovery.DefaultCheckInterval,
+		"how often each tenant cluster's API server is checked while it answers; a failing one is retried from 0.5s, doubling to 4s (--source clusters)")
+	fs.DurationVar(&s.ClusterCheckTimeout, "cluster-check-timeout", discovery.DefaultCheckTimeout,
+		"how long one check of a tenant cluster waits for an answer: a hung API server is noticed within the interval plus this (--source clusters)")
+	fs.StringVar(&s.LastKnownGood, "last-known-good-file", "",
+		"file that keeps each tenant cluster's last replica set across restarts, served (still probed, reported stale) while the cluster cannot be read (--source clusters; put it on the server's own volume)")
+	fs.DurationVar(&s.LastKnownGoodMaxAge, "last-known-good-max-age", discovery.DefaultMaxStaleAge,
+		"how long a tenant cluster's last replicas are served after the cluster last answered; older ones are withheld (--source clusters)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVar(&f.kubeCtx, "context", "", "kubeconfig context")
 	fs.StringVar(&r.Domain, "domain", "", "endpoint host names are <job>.<tenant>.<domain> (required)")
@@ -166,6 +177,8 @@ func registerAPIKeyFlags(fs *pflag.FlagSet, k *gateway.APIKeys) {
 	fs.StringVar(&k.SecretFile, "secret-file", "", "file holding the API key secret (default $"+keys.SecretEnv+")")
 	fs.StringVar(&k.ServicesAddress, "services-address", "",
 		"host:port at which Envoy reaches this server's gRPC port for key checks and access logs (default 127.0.0.1:<--grpc-address port>)")
+	fs.StringSliceVar(&k.KeyChecks, "key-check-address", nil,
+		"host:port of the key check processes (inferplane keys serve; repeatable; a name stands for every address it resolves to, e.g. a headless Service): Envoy's checks go there and this server reads no key store or secret")
 	fs.StringVar(&k.UsageFile, "usage-file", "",
 		"file that keeps per-key usage across restarts (saved every --usage-save-interval and on shutdown); default next to --keys-file; with --keys-namespace give one on a volume of its own per server replica; - keeps usage in memory only")
 	fs.DurationVar(&k.UsageSaveInterval, "usage-save-interval", 30*time.Second, "how often changed usage is saved to --usage-file")
@@ -233,6 +246,9 @@ func apiKeyFlagsCheck(k gateway.APIKeys, grpcAddress string) error {
 	}
 	if k.File != "" && k.Namespace != "" {
 		return errors.New("--keys-file and --keys-namespace choose different key stores: pass one")
+	}
+	if len(k.KeyChecks) > 0 && (k.File != "" || k.Namespace != "" || k.SecretFile != "") {
+		return errors.New("--key-check-address: the key check processes read the keys; drop --keys-file, --keys-namespace and --secret-file here")
 	}
 	if _, port, err := net.SplitHostPort(grpcAddress); k.ServicesAddress == "" && err == nil && port == "0" {
 		return errors.New("--services-address is needed when --grpc-address picks a free port (:0): Envoy must know where to reach the key check")
