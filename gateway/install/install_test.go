@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -28,7 +29,9 @@ func TestManifests(t *testing.T) {
 	require.NoError(t, err)
 	var kinds []string
 	var sts *appsv1.StatefulSet
-	var envoy *appsv1.Deployment
+	deployments := map[string]*appsv1.Deployment{}
+	roles := map[string]*rbacv1.Role{}
+	services := map[string]*corev1.Service{}
 	for _, o := range objs {
 		kind := o.GetObjectKind().GroupVersionKind().Kind
 		kinds = append(kinds, kind+"/"+o.GetNamespace()+"/"+o.GetName())
@@ -36,8 +39,11 @@ func TestManifests(t *testing.T) {
 		case *appsv1.StatefulSet:
 			sts = x
 		case *appsv1.Deployment:
-			envoy = x
+			deployments[x.Name] = x
+		case *corev1.Service:
+			services[x.Name] = x
 		case *rbacv1.Role:
+			roles[x.Namespace+"/"+x.Name] = x
 			for _, r := range x.Rules {
 				assert.Equal(t, []string{"get", "list", "watch"}, r.Verbs, "the gateway only reads")
 			}
@@ -53,20 +59,56 @@ func TestManifests(t *testing.T) {
 		"Role/vcluster-acme/inferplane-system-inferplane-gateway-clusters", "RoleBinding/vcluster-acme/inferplane-system-inferplane-gateway-clusters",
 		"Service/inferplane-system/inferplane-gateway-xds", "Service/inferplane-system/inferplane-gateway-xds-pods",
 		"StatefulSet/inferplane-system/inferplane-gateway-xds", "PodDisruptionBudget/inferplane-system/inferplane-gateway-xds",
+		"ServiceAccount/inferplane-system/inferplane-gateway-keys",
+		"Role/inferplane-system/inferplane-gateway-keys", "RoleBinding/inferplane-system/inferplane-gateway-keys",
+		"Service/inferplane-system/inferplane-gateway-keys", "Deployment/inferplane-system/inferplane-gateway-keys",
+		"PodDisruptionBudget/inferplane-system/inferplane-gateway-keys",
 		"ConfigMap/inferplane-system/inferplane-gateway-envoy", "Deployment/inferplane-system/inferplane-gateway-envoy",
 		"PodDisruptionBudget/inferplane-system/inferplane-gateway-envoy", "Service/inferplane-system/inferplane-gateway-envoy",
 	}, kinds)
 
-	args := strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " ")
+	xds := sts.Spec.Template.Spec.Containers[0]
+	args := strings.Join(xds.Args, " ")
 	for _, want := range []string{"xds serve --source clusters --domain inference.example.com",
-		"--services-address inferplane-gateway-xds.inferplane-system.svc:18000", "--keys-namespace inferplane-system",
-		"--tls-secret-namespace inferplane-system", "--vcluster-namespace vcluster-acme", "--usage-file /var/lib/inferplane/usage.json"} {
+		"--services-address inferplane-gateway-xds.inferplane-system.svc:18000",
+		"--key-check-address inferplane-gateway-keys.inferplane-system.svc:18001",
+		"--tls-secret-namespace inferplane-system", "--vcluster-namespace vcluster-acme", "--usage-file /var/lib/inferplane/usage.json",
+		"--last-known-good-file /var/lib/inferplane/known-good.json"} {
 		assert.Contains(t, args, want)
 	}
+	assert.NotContains(t, args, "--keys-namespace", "the key checks read the keys, not the xDS servers")
+	for _, e := range xds.Env {
+		assert.Nil(t, e.ValueFrom, "the xDS servers need no key secret: %s", e.Name)
+	}
 	assert.EqualValues(t, 2, *sts.Spec.Replicas)
-	assert.Equal(t, "/readyz", sts.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Path)
-	assert.Len(t, sts.Spec.VolumeClaimTemplates, 1, "each xDS server keeps its usage ledger on its own volume")
-	assert.Contains(t, strings.Join(envoy.Spec.Template.Spec.Containers[0].Args, " "), "--service-node $(POD_NAME)")
+	assert.Equal(t, "/readyz", xds.ReadinessProbe.HTTPGet.Path)
+	assert.Len(t, sts.Spec.VolumeClaimTemplates, 1, "each xDS server keeps its usage ledger and last known good replicas on its own volume")
+	assert.Len(t, roles["inferplane-system/inferplane-gateway-xds"].Rules, 1, "the xDS servers read Secrets only")
+
+	// The key checks: several, each reading the APIKey objects only; Envoy resolves every
+	// ready one through the headless Service.
+	keysDep := deployments["inferplane-gateway-keys"]
+	require.NotNil(t, keysDep)
+	assert.EqualValues(t, 2, *keysDep.Spec.Replicas)
+	kc := keysDep.Spec.Template.Spec.Containers[0]
+	assert.Equal(t, "keys serve --namespace inferplane-system --grpc-address :18001 --admin-address :9091 --log-format json", strings.Join(kc.Args, " "))
+	assert.Equal(t, "inferplane-gateway-keys", kc.Env[0].ValueFrom.SecretKeyRef.Name)
+	assert.Equal(t, "/readyz", kc.ReadinessProbe.HTTPGet.Path)
+	assert.Equal(t, []string{"apikeys"}, roles["inferplane-system/inferplane-gateway-keys"].Rules[0].Resources)
+	assert.Equal(t, corev1.ClusterIPNone, services["inferplane-gateway-keys"].Spec.ClusterIP)
+	assert.False(t, services["inferplane-gateway-keys"].Spec.PublishNotReadyAddresses, "only ready key checks are resolved")
+
+	// Envoy drains before it stops: its SIGTERM waits (a sleep, no shell needed) while the
+	// drainer beside it drains it.
+	envoy := deployments["inferplane-gateway-envoy"]
+	pod := envoy.Spec.Template.Spec
+	require.Len(t, pod.Containers, 2)
+	ec, dc := pod.Containers[0], pod.Containers[1]
+	assert.Contains(t, strings.Join(ec.Args, " "), "--service-node $(POD_NAME)")
+	assert.Contains(t, strings.Join(ec.Args, " "), "--drain-time-s 15 --drain-strategy immediate")
+	assert.EqualValues(t, 45, ec.Lifecycle.PreStop.Sleep.Seconds)
+	assert.Equal(t, "gateway envoy-drainer --admin-address 127.0.0.1:9901 --min-wait 15s --max-wait 40s --log-format json", strings.Join(dc.Args, " "))
+	assert.Greater(t, *pod.TerminationGracePeriodSeconds, ec.Lifecycle.PreStop.Sleep.Seconds, "the grace period outlasts the drain")
 }
 
 func TestManifestsErrors(t *testing.T) {
