@@ -225,6 +225,22 @@ func (e *Env) Stop() error {
 	return e.stopErr
 }
 
+// StopAPIServer stops the kube-apiserver process (SIGTERM, then SIGKILL past the stop
+// timeout); etcd and its data stay. StartAPIServer starts it again on the same port with the
+// same certificates and service account keys, so every client configuration and token made
+// before still works: tests of an API server outage use the pair.
+func (e *Env) StopAPIServer() error {
+	return e.testEnv.ControlPlane.GetAPIServer().Stop()
+}
+
+// StartAPIServer starts the API server StopAPIServer stopped and waits until it is healthy.
+func (e *Env) StartAPIServer() error {
+	if err := e.testEnv.ControlPlane.GetAPIServer().Start(); err != nil {
+		return fmt.Errorf("restart kube-apiserver: %w", err)
+	}
+	return nil
+}
+
 // Another starts one more API server and etcd, with the same CRDs, for tests that need several
 // clusters at once (a host cluster and tenant clusters); it is stopped when the test ends. It
 // fails the test when Main's server could not start either (Require skips first).

@@ -1,0 +1,374 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/client-go/rest"
+
+	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/clusters"
+	"github.com/inferplane/inferplane/e2e/replicadouble"
+	"github.com/inferplane/inferplane/gateway"
+	"github.com/inferplane/inferplane/gateway/keycheck"
+	"github.com/inferplane/inferplane/xds"
+	"github.com/inferplane/inferplane/xds/discovery"
+	"github.com/inferplane/inferplane/xds/health"
+	"github.com/inferplane/inferplane/xds/internal/envoystandin"
+	"github.com/inferplane/inferplane/xds/resources"
+)
+
+const (
+	domain   = "inference.test"
+	keysNS   = "inferplane-system"
+	acmeHost = "chat.acme." + domain
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// testWriter sends logs to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+func logger(t *testing.T, name string) *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("INFERPLANE_FAULTS_LOG") == "debug" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level})).With("proc", name)
+}
+
+// proc is a process of the gateway run in the test binary: started, stopped (as SIGTERM stops
+// it: its context ends and it shuts down gracefully) and started again on the same addresses.
+type proc struct {
+	name        string
+	grpc, admin string
+	run         func(ctx context.Context) error
+	cancel      context.CancelFunc
+	done        chan error
+}
+
+func (p *proc) start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done = cancel, make(chan error, 1)
+	go func() { p.done <- p.run(ctx) }()
+}
+
+// stop ends the process and waits for it to exit.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	if p.cancel == nil {
+		return
+	}
+	p.cancel()
+	select {
+	case err := <-p.done:
+		require.NoError(t, err, "%s stopped with an error", p.name)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s did not stop", p.name)
+	}
+	p.cancel = nil
+}
+
+// waitReady waits until the process's /readyz answers 200 and returns its text.
+func (p *proc) waitReady(t *testing.T, within time.Duration) string {
+	t.Helper()
+	var body string
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-p.done:
+			t.Fatalf("%s exited: %v", p.name, err)
+		default:
+		}
+		code, b := httpGet("http://" + p.admin + "/readyz")
+		body = b
+		return code == http.StatusOK
+	}, within, 50*time.Millisecond, "%s not ready", p.name)
+	return body
+}
+
+func httpGet(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// clusterState is a tenant cluster as an xDS server's /debug/endpoints shows it.
+func clusterState(p *proc, tenant string) (discovery.ClusterStatus, bool) {
+	code, body := httpGet("http://" + p.admin + "/debug/endpoints")
+	if code != http.StatusOK {
+		return discovery.ClusterStatus{}, false
+	}
+	var doc struct {
+		Source struct {
+			TenantClusters []discovery.ClusterStatus `json:"tenantClusters"`
+		} `json:"source"`
+	}
+	if json.Unmarshal([]byte(body), &doc) != nil {
+		return discovery.ClusterStatus{}, false
+	}
+	for _, c := range doc.Source.TenantClusters {
+		if c.Tenant == tenant {
+			return c, true
+		}
+	}
+	return discovery.ClusterStatus{}, false
+}
+
+// newXDS is an xDS server as gateway manifests runs it: every tenant cluster of the host's
+// registry, the key checks at checks, its last known good replicas in its own file.
+func newXDS(t *testing.T, name string, host func() (*rest.Config, error), checks []string, dir string) *proc {
+	p := &proc{name: name, grpc: freeAddr(t), admin: freeAddr(t)}
+	known := filepath.Join(dir, name+"-known-good.json")
+	p.run = func(ctx context.Context) error {
+		cfg := gateway.Config{
+			XDS: xds.Config{GRPCAddress: p.grpc, AdminAddress: p.admin, Resources: resources.DefaultConfig(domain),
+				Health: health.DefaultConfig(), ShutdownTimeout: 5 * time.Second, Logger: logger(t, name)},
+			Source: gateway.Source{Kind: gateway.SourceClusters, Clusters: clusters.Options{ArgoCDNamespace: "argocd"},
+				LastKnownGood: known},
+			APIKeys: gateway.APIKeys{KeyChecks: checks, ServicesAddress: p.grpc, UsageFile: "-", UsageSaveInterval: 30 * time.Second},
+			Kube:    host,
+		}
+		return gateway.Run(ctx, cfg)
+	}
+	return p
+}
+
+// newKeyCheck is a key check as gateway manifests runs it: APIKey objects of the host.
+func newKeyCheck(t *testing.T, name string, host func() (*rest.Config, error), secretFile string) *proc {
+	p := &proc{name: name, grpc: freeAddr(t), admin: freeAddr(t)}
+	p.run = func(ctx context.Context) error {
+		return keycheck.Run(ctx, keycheck.Config{GRPCAddress: p.grpc, AdminAddress: p.admin, Store: keycheck.Store{Namespace: keysNS},
+			SecretFile: secretFile, Kube: host, Logger: logger(t, name)})
+	}
+	return p
+}
+
+// newKey stores a new key of tenant and returns it in the clear with its record.
+func newKey(t *testing.T, ctx context.Context, store *keys.KubeStore, hasher *keys.Hasher, tenant string) (string, keys.Record, error) {
+	t.Helper()
+	key, id, err := keys.Generate(rand.Reader)
+	require.NoError(t, err)
+	rec := keys.Record{ID: id, Tenant: tenant, Hash: hasher.Hex(key), CreatedAt: time.Now().UTC().Truncate(time.Second)}
+	return key, rec, store.Create(ctx, rec)
+}
+
+// result is one request of the load.
+type result struct {
+	at     time.Time
+	host   string
+	kind   string // valid, none, bad, revoked, other-tenant
+	status int
+	err    error
+}
+
+// load sends steady requests through the stand-in for Envoy until stopped, at most max
+// requests: every tick a request with a valid key to each endpoint, and every fifth tick one
+// that must be refused (no key, a wrong key, a revoked key, another tenant's key).
+type load struct {
+	url     string
+	hosts   map[string]string // host -> valid key
+	refused []struct{ kind, host, key string }
+	every   time.Duration
+	max     int
+
+	mu       sync.Mutex
+	results  []result
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+func (l *load) start() {
+	l.stop, l.done = make(chan struct{}), make(chan struct{})
+	go l.run()
+}
+
+func (l *load) run() {
+	defer close(l.done)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	tick := time.NewTicker(l.every)
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-l.stop:
+			return
+		case <-tick.C:
+		}
+		for host, key := range l.hosts {
+			l.send(hc, host, "valid", key)
+		}
+		if n%5 == 0 && len(l.refused) > 0 {
+			r := l.refused[(n/5)%len(l.refused)]
+			l.send(hc, r.host, r.kind, r.key)
+		}
+		l.mu.Lock()
+		full := len(l.results) >= l.max
+		l.mu.Unlock()
+		if full {
+			return
+		}
+	}
+}
+
+func (l *load) send(hc *http.Client, host, kind, key string) {
+	body := `{"model":"m","messages":[{"role":"user","content":"hello"}]}`
+	req, _ := http.NewRequest(http.MethodPost, l.url+"/v1/chat/completions", bytes.NewBufferString(body))
+	req.Host = host
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	res := result{at: time.Now(), host: host, kind: kind}
+	resp, err := hc.Do(req)
+	if err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		res.status = resp.StatusCode
+	}
+	res.err = err
+	l.mu.Lock()
+	l.results = append(l.results, res)
+	l.mu.Unlock()
+}
+
+func (l *load) halt() {
+	l.stopOnce.Do(func() { close(l.stop) })
+	<-l.done
+}
+
+// window counts the requests sent in [from, to): valid ones, valid ones that failed (not
+// 200), refused ones, and refused ones that were let through (anything but 401 or 403).
+func (l *load) window(from, to time.Time) (valid, failed, refused, leaked int, firstFailure string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.results {
+		if r.at.Before(from) || !r.at.Before(to) {
+			continue
+		}
+		if r.kind == "valid" {
+			valid++
+			if r.status != http.StatusOK {
+				failed++
+				if firstFailure == "" {
+					firstFailure = fmt.Sprintf("%s at %s: %d %v", r.host, r.at.Format("15:04:05.000"), r.status, r.err)
+				}
+			}
+			continue
+		}
+		refused++
+		if r.status != http.StatusUnauthorized && r.status != http.StatusForbidden {
+			leaked++
+			if firstFailure == "" {
+				firstFailure = fmt.Sprintf("%s key to %s at %s: %d %v", r.kind, r.host, r.at.Format("15:04:05.000"), r.status, r.err)
+			}
+		}
+	}
+	return valid, failed, refused, leaked, firstFailure
+}
+
+// seen records what reached the replicas.
+type seen struct {
+	mu       sync.Mutex
+	byDouble map[string]int
+	bad      []string // requests that reached a replica without a valid identity
+	valid    map[string]string
+}
+
+func (s *seen) observe(double, tenant string) func(*http.Request) {
+	return func(r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.byDouble[double]++
+		id := r.Header.Get("X-Inferplane-Key-Id")
+		switch {
+		case r.Header.Get("Authorization") != "" || r.Header.Get("X-Api-Key") != "":
+			s.bad = append(s.bad, double+": the key reached the replica")
+		case s.valid[id] != tenant || r.Header.Get("X-Inferplane-Tenant") != tenant:
+			s.bad = append(s.bad, fmt.Sprintf("%s: key id %q of tenant %q", double, id, r.Header.Get("X-Inferplane-Tenant")))
+		}
+	}
+}
+
+func (s *seen) allow(id, tenant string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.valid[id] = tenant
+}
+
+func (s *seen) deny(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.valid, id)
+}
+
+func startDouble(t *testing.T, s *seen, name, tenant string) *replicadouble.Double {
+	t.Helper()
+	d, err := replicadouble.Start(replicadouble.Options{Name: name, Observe: s.observe(name, tenant)})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// statusThrough is the status of one request with key to host through the stand-in.
+func statusThrough(e *envoystandin.Envoy, host, key string) int {
+	req, _ := http.NewRequest(http.MethodPost, e.URL()+"/v1/chat/completions",
+		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	req.Host = host
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func dialXDS(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// loadavg is the machine's load average (1, 5 and 15 minutes), quoted beside each figure.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
