@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -225,12 +226,19 @@ func (e *Env) Stop() error {
 	return e.stopErr
 }
 
-// StopAPIServer stops the kube-apiserver process (SIGTERM, then SIGKILL past the stop
-// timeout); etcd and its data stay. StartAPIServer starts it again on the same port with the
+// StopAPIServer kills the kube-apiserver process (SIGKILL, as when it crashes or its machine
+// goes away: a graceful stop can take envtest's whole 30-s stop timeout while watches are
+// open); etcd and its data stay. StartAPIServer starts it again on the same port with the
 // same certificates and service account keys, so every client configuration and token made
 // before still works: tests of an API server outage use the pair.
 func (e *Env) StopAPIServer() error {
-	return e.testEnv.ControlPlane.GetAPIServer().Stop()
+	api := e.testEnv.ControlPlane.GetAPIServer()
+	if pid, ok := childWithArg(api.Path, "--cert-dir="+api.CertDir); ok {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("kill kube-apiserver (pid %d): %w", pid, err)
+		}
+	}
+	return api.Stop() // reaps it
 }
 
 // StartAPIServer starts the API server StopAPIServer stopped and waits until it is healthy.

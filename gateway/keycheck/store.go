@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -179,5 +180,5 @@ func (k *keeper) watchStore(ctx context.Context, stop context.CancelFunc) {
 func (k *keeper) check(ctx context.Context, hc *http.Client, path string) error {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return kubewatch.Get(cctx, hc, k.rc.Host, path)
+	return kubewatch.Get(cctx, hc, strings.TrimSuffix(k.rc.Host, "/"), path)
 }

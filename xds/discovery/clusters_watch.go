@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -253,7 +254,7 @@ func (k *clusterChecker) run(ctx context.Context, c clusters.Cluster) error {
 		}
 		k.hc, k.fp = hc, c.Fingerprint
 	}
-	return kubewatch.Get(ctx, k.hc, c.Config.Host, CheckPath(c.Tenant))
+	return kubewatch.Get(ctx, k.hc, strings.TrimSuffix(c.Config.Host, "/"), CheckPath(c.Tenant))
 }
 
 func (k *clusterChecker) close() {
