@@ -102,14 +102,15 @@ func (c Config) Validate() error {
 		}
 		if s.Kind == SourceClusters {
 			errs = append(errs, s.Clusters.Validate())
-		} else if s.LastKnownGood != "" {
-			errs = append(errs, fmt.Errorf("a last known good file is kept by the %s source only", SourceClusters))
-		}
-		if s.LastKnownGoodMaxAge < 0 || s.ClusterCheckTimeout < 0 {
-			errs = append(errs, errors.New("the last known good maximum age and the cluster check timeout: want positive durations"))
 		}
 	default:
 		errs = append(errs, fmt.Errorf("source %q: expected one of %v", s.Kind, Sources))
+	}
+	if s := c.Source; s.Kind != SourceClusters && s.LastKnownGood != "" {
+		errs = append(errs, fmt.Errorf("a last known good file is kept by the %s source only", SourceClusters))
+	}
+	if s := c.Source; s.LastKnownGoodMaxAge < 0 || s.ClusterCheckTimeout < 0 {
+		errs = append(errs, errors.New("the last known good maximum age and the cluster check timeout: want positive durations"))
 	}
 	return errors.Join(append(errs, c.APIKeys.Validate())...)
 }

@@ -69,6 +69,12 @@ func TestXDSCommandErrors(t *testing.T) {
 			"--keys-file", filepath.Join(filepath.Dir(eps), "keys.db"), "--grpc-address", "127.0.0.1:0"}, 2, "--services-address is needed"},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--secret-file", secret,
 			"--usage-save-interval", "0s"}, 2, "--usage-save-interval 0s: want a positive duration"},
+		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--secret-file", secret,
+			"--key-check-address", "127.0.0.1:18001"}, 2, "--key-check-address: the key check processes read the keys"},
+		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--insecure-no-api-keys",
+			"--last-known-good-file", filepath.Join(filepath.Dir(eps), "known.json")}, 2, "a last known good file is kept by the clusters source only"},
+		{[]string{"keys", "serve", "--store-file", eps, "--namespace", "keys"}, 2, "--store-file and --namespace choose different stores"},
+		{[]string{"keys", "serve", "--store-file", eps, "--drain-delay", "-1s"}, 2, "--drain-delay and --shutdown-timeout"},
 		{[]string{"xds", "bootstrap", "--api", "grpc"}, 2, `--api "grpc": expected sotw or delta`},
 		{[]string{"xds", "bootstrap", "--node-id", "a", "--xds-address", "nohost"}, 2, `xds address "nohost": expected host:port`},
 	}
