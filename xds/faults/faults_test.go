@@ -207,23 +207,26 @@ func TestGatewayThroughControlPlaneFaults(t *testing.T) {
 		conn := dialXDS(t, x2.grpc)
 		require.NoError(t, adstest.Start(ctx, conn, agent))
 		require.NoError(t, agent.WaitFor(ctx, func(st adstest.State) bool { _, ok := st.Endpoints["globex/chat"]; return ok }))
-		require.NoError(t, acme.Env.StartAPIServer())
-		up := time.Now()
-		rejoin := map[string]time.Duration{}
-		for len(rejoin) < 3 && time.Since(up) < 2*time.Minute {
-			for _, p := range []*proc{x0, x1, x2} {
-				if _, done := rejoin[p.name]; done {
-					continue
-				}
-				if st, ok := clusterState(p, "acme"); ok && st.State == discovery.StateSynced {
-					rejoin[p.name] = time.Since(up)
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
+		// Clocks start before the API server does: when it first answers, when each server
+		// reads acme again, when x2's ADS client gets acme's endpoints.
+		answered := firstTime(func() bool { return apiAnswers(acme.Env.Config) })
+		synced := map[string]<-chan time.Time{}
+		for _, p := range []*proc{x0, x1, x2} {
+			synced[p.name] = firstTime(func() bool { st, ok := clusterState(p, "acme"); return ok && st.State == discovery.StateSynced })
 		}
-		require.Len(t, rejoin, 3, "every xDS server reads acme again: %v", rejoin)
-		require.NoError(t, agent.WaitFor(ctx, serving("acme/chat", a0, a1)), "x2 (nothing saved) now serves acme")
-		joined := time.Since(up)
+		ads := make(chan time.Time, 1)
+		go func() {
+			if agent.WaitFor(ctx, serving("acme/chat", a0, a1)) == nil {
+				ads <- time.Now()
+			}
+		}()
+		require.NoError(t, acme.Env.StartAPIServer())
+		up := receive(t, answered, "acme's API server answers")
+		rejoin := map[string]time.Duration{}
+		for name, ch := range synced {
+			rejoin[name] = receive(t, ch, name+" reads acme again").Sub(up)
+		}
+		joined := receive(t, ads, "x2 (nothing saved) now serves acme").Sub(up)
 		t.Logf("FIGURE rejoin after acme's API server answers again: x0 (stale) %s, x1 (stale) %s, x2 (unreachable at its start) %s, "+
 			"x2's ADS client has acme's endpoints after %s (load %s)",
 			rejoin["x0"].Round(time.Millisecond), rejoin["x1"].Round(time.Millisecond), rejoin["x2"].Round(time.Millisecond),
@@ -245,8 +248,13 @@ func TestGatewayThroughControlPlaneFaults(t *testing.T) {
 		report("the host API server down for 60 s", from)
 
 		from = time.Now()
+		answered := firstTime(func() bool { return apiAnswers(hostEnv.Config) })
+		resynced := map[string]<-chan time.Time{}
+		for _, k := range []*proc{k0, k1} {
+			resynced[k.name] = firstTime(func() bool { return resyncs(k) > 0 })
+		}
 		require.NoError(t, hostEnv.StartAPIServer())
-		up := time.Now()
+		up := receive(t, answered, "the host API server answers")
 		newAcmeKey, newRec, err := newKey(t, ctx, store, hasher, "acme")
 		require.NoError(t, err)
 		s.allow(newRec.ID, "acme")
@@ -270,12 +278,8 @@ func TestGatewayThroughControlPlaneFaults(t *testing.T) {
 		t.Logf("FIGURE after the host API server answers again: a new key accepted %s after its creation, "+
 			"a revocation applied %s after it was written (load %s)", accepted.Round(time.Millisecond), refused.Round(time.Millisecond), loadavg())
 		for _, k := range []*proc{k0, k1} {
-			_, metrics := httpGet("http://" + k.admin + "/metrics")
-			for _, line := range strings.Split(metrics, "\n") {
-				if strings.HasPrefix(line, "inferplane_keycheck_store_resyncs_total ") {
-					t.Logf("%s: %s", k.name, line)
-				}
-			}
+			t.Logf("FIGURE %s read the keys again %s after the host API server answered (load %s)",
+				k.name, receive(t, resynced[k.name], k.name+" reads the keys again").Sub(up).Round(time.Millisecond), loadavg())
 		}
 		steady(2 * time.Second)
 		report("the host API server back", from)

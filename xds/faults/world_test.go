@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -371,4 +372,57 @@ func loadavg() string {
 		return "unknown"
 	}
 	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// firstTime polls cond every 10 ms (for at most 3 minutes) and sends the first time it holds.
+func firstTime(cond func() bool) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	go func() {
+		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if cond() {
+				ch <- time.Now()
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+func receive(t *testing.T, ch <-chan time.Time, what string) time.Time {
+	t.Helper()
+	select {
+	case at := <-ch:
+		return at
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("never: %s", what)
+		return time.Time{}
+	}
+}
+
+// apiAnswers says whether the API server answers /readyz.
+func apiAnswers(cfg *rest.Config) bool {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return false
+	}
+	defer hc.CloseIdleConnections()
+	hc.Timeout = time.Second
+	resp, err := hc.Get(strings.TrimSuffix(cfg.Host, "/") + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// resyncs is how often a key check read its keys again after its store answered again.
+func resyncs(k *proc) int {
+	_, metrics := httpGet("http://" + k.admin + "/metrics")
+	for _, line := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(line, "inferplane_keycheck_store_resyncs_total "); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }
