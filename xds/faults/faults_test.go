@@ -209,7 +209,7 @@ func TestGatewayThroughControlPlaneFaults(t *testing.T) {
 		require.NoError(t, agent.WaitFor(ctx, func(st adstest.State) bool { _, ok := st.Endpoints["globex/chat"]; return ok }))
 		// Clocks start before the API server does: when it first answers, when each server
 		// reads acme again, when x2's ADS client gets acme's endpoints.
-		answered := firstTime(func() bool { return apiAnswers(acme.Env.Config) })
+		answered := firstTime(func() bool { return apiAnswers(acme.Env.Config, discovery.CheckPath("acme")) })
 		synced := map[string]<-chan time.Time{}
 		for _, p := range []*proc{x0, x1, x2} {
 			synced[p.name] = firstTime(func() bool { st, ok := clusterState(p, "acme"); return ok && st.State == discovery.StateSynced })
@@ -248,7 +248,9 @@ func TestGatewayThroughControlPlaneFaults(t *testing.T) {
 		report("the host API server down for 60 s", from)
 
 		from = time.Now()
-		answered := firstTime(func() bool { return apiAnswers(hostEnv.Config) })
+		answered := firstTime(func() bool {
+			return apiAnswers(hostEnv.Config, "/apis/inferplane.io/v1alpha1/namespaces/"+keysNS+"/apikeys?limit=1")
+		})
 		resynced := map[string]<-chan time.Time{}
 		for _, k := range []*proc{k0, k1} {
 			resynced[k.name] = firstTime(func() bool { return resyncs(k) > 0 })

@@ -399,15 +399,17 @@ func receive(t *testing.T, ch <-chan time.Time, what string) time.Time {
 	}
 }
 
-// apiAnswers says whether the API server answers /readyz.
-func apiAnswers(cfg *rest.Config) bool {
+// apiAnswers says whether the API server answers path (a list the gateway makes: the
+// moment the cluster can be read; /readyz turns 200 only later, once every post-start hook
+// has run).
+func apiAnswers(cfg *rest.Config, path string) bool {
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return false
 	}
 	defer hc.CloseIdleConnections()
 	hc.Timeout = time.Second
-	resp, err := hc.Get(strings.TrimSuffix(cfg.Host, "/") + "/readyz")
+	resp, err := hc.Get(strings.TrimSuffix(cfg.Host, "/") + path)
 	if err != nil {
 		return false
 	}
