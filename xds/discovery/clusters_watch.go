@@ -71,7 +71,7 @@ func (s *Clusters) startAttempt(t *tenantState, poke func(), log *slog.Logger) {
 	actx, cancel := context.WithCancel(t.ctx)
 	a := &attempt{cluster: t.cluster, cancel: cancel, retrying: retrying}
 	t.cur = a
-	server := a.cluster.Server
+	server := strings.TrimSuffix(a.cluster.Server, "/")
 	onWatchError := func(err error) {
 		if benign(err) {
 			return

@@ -25,6 +25,7 @@ import (
 
 	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/clusters"
+	"github.com/inferplane/inferplane/e2e/kubeenv"
 	"github.com/inferplane/inferplane/e2e/replicadouble"
 	"github.com/inferplane/inferplane/gateway"
 	"github.com/inferplane/inferplane/gateway/keycheck"
@@ -32,6 +33,8 @@ import (
 	"github.com/inferplane/inferplane/xds/discovery"
 	"github.com/inferplane/inferplane/xds/health"
 	"github.com/inferplane/inferplane/xds/internal/envoystandin"
+	"github.com/inferplane/inferplane/xds/internal/tenanttest"
+	"github.com/inferplane/inferplane/xds/internal/vmitest"
 	"github.com/inferplane/inferplane/xds/resources"
 )
 
@@ -191,6 +194,7 @@ type result struct {
 	host   string
 	kind   string // valid, none, bad, revoked, other-tenant
 	status int
+	body   string // of an answer other than 200
 	err    error
 }
 
@@ -254,9 +258,12 @@ func (l *load) send(hc *http.Client, host, kind, key string) {
 	res := result{at: time.Now(), host: host, kind: kind}
 	resp, err := hc.Do(req)
 	if err == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
 		res.status = resp.StatusCode
+		if res.status != http.StatusOK {
+			res.body = strings.TrimSpace(string(b))
+		}
 	}
 	res.err = err
 	l.mu.Lock()
@@ -283,7 +290,7 @@ func (l *load) window(from, to time.Time) (valid, failed, refused, leaked int, f
 			if r.status != http.StatusOK {
 				failed++
 				if firstFailure == "" {
-					firstFailure = fmt.Sprintf("%s at %s: %d %v", r.host, r.at.Format("15:04:05.000"), r.status, r.err)
+					firstFailure = fmt.Sprintf("%s at %s: %d %q %v", r.host, r.at.Format("15:04:05.000"), r.status, r.body, r.err)
 				}
 			}
 			continue
@@ -427,4 +434,115 @@ func resyncs(k *proc) int {
 		}
 	}
 	return 0
+}
+
+// world is the gateway under test and everything around it.
+type world struct {
+	ctx          context.Context
+	host         *kubeenv.Env
+	acme, globex *tenanttest.Cluster
+	seen         *seen
+	a0, a1, a2   *replicadouble.Double
+	g0           *replicadouble.Double
+	store        *keys.KubeStore
+	hasher       *keys.Hasher
+	secretFile   string
+	k0, k1       *proc
+	x0, x1, x2   *proc
+	envoy        *envoystandin.Envoy
+	load         *load
+	// laterRevoked is a key of acme revoked after the host's outage.
+	laterRevoked string
+	laterRec     keys.Record
+}
+
+// newWorld starts the tenant clusters, the replicas, the keys, the gateway and the load.
+func newWorld(t *testing.T, ctx context.Context, host *kubeenv.Env) *world {
+	w := &world{ctx: ctx, host: host, seen: &seen{byDouble: map[string]int{}, valid: map[string]string{}}}
+	w.acme, w.globex = tenanttest.New(t, ctx, "acme"), tenanttest.New(t, ctx, "globex")
+	for _, ns := range []string{"argocd", keysNS} {
+		require.NoError(t, host.EnsureNamespace(ctx, ns))
+	}
+	// acme's a0 and a1 serve; a2 runs and answers /health but its VMI is not Ready, so it must
+	// never get a request. globex's g0 serves.
+	node := func(tenant string, replica int, d *replicadouble.Double) vmitest.Node {
+		return vmitest.Node{Tenant: tenant, Job: "chat", Runtime: "vllm", Replica: replica, ServingPort: d.Port(), RequireAPIKey: true}
+	}
+	w.a0, w.a1, w.a2 = startDouble(t, w.seen, "a0", "acme"), startDouble(t, w.seen, "a1", "acme"), startDouble(t, w.seen, "a2", "acme")
+	w.g0 = startDouble(t, w.seen, "g0", "globex")
+	tenanttest.StartVMI(t, ctx, w.acme.Env.Client, node("acme", 0, w.a0), w.a0, true)
+	tenanttest.StartVMI(t, ctx, w.acme.Env.Client, node("acme", 1, w.a1), w.a1, true)
+	tenanttest.StartVMI(t, ctx, w.acme.Env.Client, node("acme", 2, w.a2), w.a2, false)
+	tenanttest.StartVMI(t, ctx, w.globex.Env.Client, node("globex", 0, w.g0), w.g0, true)
+	for _, tc := range []*tenanttest.Cluster{w.acme, w.globex} {
+		require.NoError(t, host.Client.Create(ctx, tc.Secret(t, ctx)))
+	}
+	keysFor := w.makeKeys(t)
+	w.startGateway(t)
+	l := &load{url: w.envoy.URL(), every: 50 * time.Millisecond, max: 40000,
+		hosts: map[string]string{acmeHost: keysFor["acme"], "chat.globex." + domain: keysFor["globex"]},
+		refused: []struct{ kind, host, key string }{
+			{"none", acmeHost, ""}, {"bad", acmeHost, keysFor["acme"][:len(keysFor["acme"])-4] + "AAAA"},
+			{"revoked", acmeHost, keysFor["revoked"]}, {"other-tenant", acmeHost, keysFor["globex"]},
+		}}
+	l.start()
+	t.Cleanup(l.halt)
+	w.load = l
+	return w
+}
+
+// makeKeys writes the key secret and stores the keys: one per tenant for the load, one
+// revoked, one to revoke after the host's outage.
+func (w *world) makeKeys(t *testing.T) map[string]string {
+	secret, err := keys.NewSecret()
+	require.NoError(t, err)
+	w.secretFile = filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(w.secretFile, []byte(secret), 0o600))
+	raw, err := keys.LoadSecret(w.secretFile)
+	require.NoError(t, err)
+	w.hasher, err = keys.NewHasher(raw)
+	require.NoError(t, err)
+	w.store, err = keys.NewKubeStore(w.host.Config, keysNS)
+	require.NoError(t, err)
+	mustKey := func(tenant string) (string, keys.Record) {
+		key, rec, err := newKey(t, w.ctx, w.store, w.hasher, tenant)
+		require.NoError(t, err)
+		w.seen.allow(rec.ID, tenant)
+		return key, rec
+	}
+	out := map[string]string{}
+	out["acme"], _ = mustKey("acme")
+	out["globex"], _ = mustKey("globex")
+	revokedKey, revoked := mustKey("acme")
+	_, err = w.store.Revoke(w.ctx, revoked.ID, time.Now())
+	require.NoError(t, err)
+	w.seen.deny(revoked.ID)
+	out["revoked"] = revokedKey
+	w.laterRevoked, w.laterRec = mustKey("acme")
+	return out
+}
+
+// startGateway starts two key checks, two xDS servers (a third is ready to start) and the
+// stand-in for Envoy, and waits until they serve.
+func (w *world) startGateway(t *testing.T) {
+	hostCfg := func() (*rest.Config, error) { return rest.CopyConfig(w.host.Config), nil }
+	dir := t.TempDir()
+	w.k0, w.k1 = newKeyCheck(t, "k0", hostCfg, w.secretFile), newKeyCheck(t, "k1", hostCfg, w.secretFile)
+	checks := []string{w.k0.grpc, w.k1.grpc}
+	w.x0, w.x1, w.x2 = newXDS(t, "x0", hostCfg, checks, dir), newXDS(t, "x1", hostCfg, checks, dir), newXDS(t, "x2", hostCfg, checks, dir)
+	t.Cleanup(func() { w.x2.stop(t) })
+	for _, p := range []*proc{w.k0, w.k1, w.x0, w.x1} {
+		p.start(t)
+		t.Cleanup(func() { p.stop(t) })
+	}
+	for _, p := range []*proc{w.k0, w.k1, w.x0, w.x1} {
+		p.waitReady(t, time.Minute)
+	}
+	var err error
+	w.envoy, err = envoystandin.Start(envoystandin.Options{XDS: []string{w.x0.grpc, w.x1.grpc}, Delta: true, Logger: logger(t, "envoy")})
+	require.NoError(t, err)
+	t.Cleanup(w.envoy.Close)
+	require.NoError(t, w.envoy.WaitFor(w.ctx, serving("acme/chat", w.a0, w.a1)), "acme's Ready replicas serve, not a2")
+	require.NoError(t, w.envoy.WaitFor(w.ctx, serving("globex/chat", w.g0)))
+	require.Eventually(t, func() bool { return len(w.envoy.HealthyChecks()) == 2 }, time.Minute, 50*time.Millisecond, "both key checks healthy")
 }

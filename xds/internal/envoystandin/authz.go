@@ -2,6 +2,7 @@ package envoystandin
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -54,20 +55,24 @@ func (e *Envoy) authorize(w http.ResponseWriter, r *http.Request, st adstest.Sta
 		}
 	}
 	tried := map[string]bool{}
+	var why error
 	for attempt := 0; attempt <= retries; attempt++ {
 		h := e.checkHostFor(st, gs.GetEnvoyGrpc().GetClusterName(), tried)
 		if h == nil {
-			break // no healthy host: the check fails
+			why = fmt.Errorf("no healthy key check (tried %d)", len(tried))
+			break // the check fails
 		}
 		tried[h.addr] = true
 		resp, err := h.authz.Check(ctx, req)
 		if err == nil {
 			return e.applyCheck(w, r, resp)
 		}
+		why = fmt.Errorf("%s: %w", h.addr, err)
 		if status.Code(err) != codes.Unavailable || ctx.Err() != nil || gs.GetRetryPolicy() == nil {
 			break
 		}
 	}
+	e.log.Warn("envoy stand-in: the key check failed", "host", r.Host, "error", why)
 	if cfg.GetFailureModeAllow() {
 		return true
 	}

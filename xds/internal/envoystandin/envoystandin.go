@@ -328,6 +328,7 @@ func (e *Envoy) forward(w http.ResponseWriter, r *http.Request, st adstest.State
 		flushCopy(w, resp.Body)
 		return
 	}
+	e.log.Warn("envoy stand-in: no upstream answered", "cluster", cluster, "error", lastErr)
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_, _ = fmt.Fprintf(w, "upstream connect error or disconnect/reset before headers: %v", lastErr)
 }
