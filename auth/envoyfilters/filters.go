@@ -72,8 +72,10 @@ type Config struct {
 	// service's (default DefaultUsageCluster).
 	Cluster      string
 	UsageCluster string
-	// CheckTimeout bounds one key check, retries included (default 250 ms); past it the
-	// request is refused with 503, never let through.
+	// CheckTimeout bounds one key check, retries included (default 1 s); past it the request
+	// is refused with 503, never let through. A check takes about a millisecond: the budget
+	// is for a key check that stalls a moment (a CPU-starved node, a collection), which then
+	// delays requests instead of failing them.
 	CheckTimeout time.Duration
 	// HealthCheckInterval is how often Envoy asks each key check process whether it serves
 	// (default 1 s); two failures in a row take it out, one success brings it back.
@@ -138,7 +140,7 @@ func New(cfg Config) (*Filters, error) {
 		return nil, fmt.Errorf("the key check and usage clusters need two names, not %q", cfg.Cluster)
 	}
 	if cfg.CheckTimeout <= 0 {
-		cfg.CheckTimeout = 250 * time.Millisecond
+		cfg.CheckTimeout = time.Second
 	}
 	if cfg.HealthCheckInterval <= 0 {
 		cfg.HealthCheckInterval = time.Second

@@ -44,20 +44,21 @@ func TestGatewayThroughControlPlaneFaults(t *testing.T) {
 	defer w.seen.mu.Unlock()
 	assert.Zero(t, w.seen.byDouble["a2"], "no request reached a replica that is not Ready")
 	assert.Empty(t, w.seen.bad, "every request that reached a replica carried a valid key's identity, and not the key")
-	valid, failed, refused, leaked, _ := w.load.window(time.Time{}, time.Now())
-	t.Logf("FIGURE whole run: %d requests with a valid key, %d failed; %d without one, %d let through; replicas served %v",
-		valid, failed, refused, leaked, w.seen.byDouble)
+	c := w.load.window(time.Time{}, time.Now())
+	t.Logf("FIGURE whole run: %d requests with a valid key, %d failed; %d without one, %d let through, %d refused by a failed check; replicas served %v",
+		c.valid, c.failed, c.refused, c.leaked, c.failedClosed, w.seen.byDouble)
 }
 
 // report checks a fault's window of the load and prints it.
 func (w *world) report(t *testing.T, fault string, from time.Time) {
 	t.Helper()
-	valid, failed, refused, leaked, first := w.load.window(from, time.Now())
-	t.Logf("FIGURE %s: %d requests with a valid key, %d failed; %d without one, %d let through (load %s)",
-		fault, valid, failed, refused, leaked, loadavg())
-	assert.Zero(t, failed, "%s: requests with a valid key failed; first: %s", fault, first)
-	assert.Zero(t, leaked, "%s: requests without a valid key passed; first: %s", fault, first)
-	assert.Positive(t, valid, "%s: the load ran", fault)
+	c := w.load.window(from, time.Now())
+	t.Logf("FIGURE %s: %d requests with a valid key, %d failed; %d without one, %d let through, %d refused by a failed check (load %s)",
+		fault, c.valid, c.failed, c.refused, c.leaked, c.failedClosed, loadavg())
+	assert.Zero(t, c.failed, "%s: requests with a valid key failed; first: %s", fault, c.firstFailure)
+	assert.Zero(t, c.leaked, "%s: requests without a valid key passed; first: %s", fault, c.firstFailure)
+	assert.Zero(t, c.failedClosed, "%s: checks failed (their requests were refused, closed); first: %s", fault, c.firstFailure)
+	assert.Positive(t, c.valid, "%s: the load ran", fault)
 }
 
 // steady lets the load run.

@@ -276,34 +276,48 @@ func (l *load) halt() {
 	<-l.done
 }
 
-// window counts the requests sent in [from, to): valid ones, valid ones that failed (not
-// 200), refused ones, and refused ones that were let through (anything but 401 or 403).
-func (l *load) window(from, to time.Time) (valid, failed, refused, leaked int, firstFailure string) {
+// counts are the requests of a window of the load.
+type counts struct {
+	valid, failed int // with a valid key; of them, not answered 200
+	refused       int // without a valid key
+	leaked        int // of them, answered 2xx: let through
+	failedClosed  int // of them, answered 5xx: the check failed and the request was refused anyway
+	firstFailure  string
+}
+
+// window counts the requests sent in [from, to).
+func (l *load) window(from, to time.Time) counts {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var c counts
+	note := func(r result, what string) {
+		if c.firstFailure == "" {
+			c.firstFailure = fmt.Sprintf("%s to %s at %s: %d %q %v", what, r.host, r.at.Format("15:04:05.000"), r.status, r.body, r.err)
+		}
+	}
 	for _, r := range l.results {
 		if r.at.Before(from) || !r.at.Before(to) {
 			continue
 		}
 		if r.kind == "valid" {
-			valid++
+			c.valid++
 			if r.status != http.StatusOK {
-				failed++
-				if firstFailure == "" {
-					firstFailure = fmt.Sprintf("%s at %s: %d %q %v", r.host, r.at.Format("15:04:05.000"), r.status, r.body, r.err)
-				}
+				c.failed++
+				note(r, "valid key")
 			}
 			continue
 		}
-		refused++
-		if r.status != http.StatusUnauthorized && r.status != http.StatusForbidden {
-			leaked++
-			if firstFailure == "" {
-				firstFailure = fmt.Sprintf("%s key to %s at %s: %d %v", r.kind, r.host, r.at.Format("15:04:05.000"), r.status, r.err)
-			}
+		c.refused++
+		switch {
+		case r.status >= 200 && r.status < 300:
+			c.leaked++
+			note(r, r.kind+" key")
+		case r.status >= 500 || r.err != nil:
+			c.failedClosed++
+			note(r, r.kind+" key")
 		}
 	}
-	return valid, failed, refused, leaked, firstFailure
+	return c
 }
 
 // seen records what reached the replicas.
