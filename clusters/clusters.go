@@ -6,8 +6,8 @@
 // syncs it.
 //
 // Read turns Secrets into clusters (pure); Registry watches a host cluster's Secrets and
-// reports every change; List and ForTenant are the one-shot reads of a command, and Find
-// picks the cluster a tenant's Applications sync to.
+// reports every change; List is the one-shot read of a command, and Find picks the cluster a
+// tenant's Applications sync to.
 package clusters
 
 import (
@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/warning"
 )
 
 // Argo CD's cluster Secret format (its declarative setup).
@@ -74,18 +75,10 @@ type Cluster struct {
 	created int64
 }
 
-// Problem is a Secret the registry could not use, or read with a warning.
-type Problem struct {
-	Secret string // namespace/name
-	Reason string
-}
-
-func (p Problem) String() string { return "Secret/" + p.Secret + ": " + p.Reason }
-
 // Snapshot is the registry at one moment: one cluster per tenant, sorted by tenant.
 type Snapshot struct {
 	Clusters []Cluster
-	Problems []Problem
+	Problems []warning.Warning // Secrets the registry could not use, or read with a warning
 }
 
 // Get returns the tenant's cluster.
@@ -175,10 +168,10 @@ func Read(secrets []corev1.Secret, o Options) Snapshot {
 		c, warnings, err := FromSecret(s, kind)
 		ref := s.Namespace + "/" + s.Name
 		for _, w := range warnings {
-			snap.Problems = append(snap.Problems, Problem{Secret: ref, Reason: w})
+			snap.Problems = append(snap.Problems, warning.Warning{Object: "Secret/" + ref, Reason: w})
 		}
 		if err != nil {
-			snap.Problems = append(snap.Problems, Problem{Secret: ref, Reason: "skipped: " + err.Error()})
+			snap.Problems = append(snap.Problems, warning.Warning{Object: "Secret/" + ref, Reason: "skipped: " + err.Error()})
 			continue
 		}
 		if prev, dup := byTenant[c.Tenant]; dup {
@@ -187,7 +180,7 @@ func Read(secrets []corev1.Secret, o Options) Snapshot {
 				keep, drop = c, prev
 			}
 			byTenant[c.Tenant] = keep
-			snap.Problems = append(snap.Problems, Problem{Secret: drop.Secret, Reason: fmt.Sprintf(
+			snap.Problems = append(snap.Problems, warning.Warning{Object: "Secret/" + drop.Secret, Reason: fmt.Sprintf(
 				"skipped: tenant %s is already served by Secret %s (the older one wins)", c.Tenant, keep.Secret)})
 			continue
 		}
@@ -197,8 +190,8 @@ func Read(secrets []corev1.Secret, o Options) Snapshot {
 		snap.Clusters = append(snap.Clusters, c)
 	}
 	slices.SortFunc(snap.Clusters, func(a, b Cluster) int { return cmp.Compare(a.Tenant, b.Tenant) })
-	slices.SortFunc(snap.Problems, func(a, b Problem) int {
-		return cmp.Or(cmp.Compare(a.Secret, b.Secret), cmp.Compare(a.Reason, b.Reason))
+	slices.SortFunc(snap.Problems, func(a, b warning.Warning) int {
+		return cmp.Or(cmp.Compare(a.Object, b.Object), cmp.Compare(a.Reason, b.Reason))
 	})
 	return snap
 }

@@ -151,19 +151,6 @@ func List(ctx context.Context, c client.Reader, o Options) (Snapshot, error) {
 	return Read(all, o), nil
 }
 
-// ForTenant is the client configuration of the tenant's cluster (see Find), read once.
-func ForTenant(ctx context.Context, c client.Reader, o Options, tenant, cluster string) (*rest.Config, error) {
-	snap, err := List(ctx, c, o)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := Find(snap, o, tenant, cluster)
-	if err != nil {
-		return nil, err
-	}
-	return rest.CopyConfig(cl.Config), nil
-}
-
 // Find is the entry of the cluster a tenant's Applications are synced to. cluster is their
 // destination.name (the tenant's spec.argoCD.destination, by default its name; "" looks by
 // tenant only): the Argo CD cluster of that name is the one, as it is for Argo CD; failing

@@ -14,11 +14,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 
-	"github.com/inferplane/inferplane/auth/envoyfilters"
 	"github.com/inferplane/inferplane/auth/extauthz"
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/gateway/envoyfilters"
 	"github.com/inferplane/inferplane/gateway/keycheck"
 	"github.com/inferplane/inferplane/usage"
 	"github.com/inferplane/inferplane/xds"
@@ -26,7 +27,7 @@ import (
 
 // APIKeys says where the gateway reads API keys from, where it keeps per-key usage, and how
 // Envoy reaches the key check and the access-log service (both served on the xDS server's own
-// gRPC port).
+// gRPC port, unless the key check runs in processes of its own: KeyChecks).
 type APIKeys struct {
 	// Disabled serves without key checks or usage accounting, even for jobs that require a
 	// key (local tests only).
@@ -43,29 +44,41 @@ type APIKeys struct {
 	ServicesAddress string
 	// KeyChecks are host:port of the key check processes (`inferplane keys serve`, package
 	// gateway/keycheck). When set, Envoy's checks go to them and this process checks no key
-	// itself: it reads no key store and needs no secret (usage is still counted here).
+	// itself: it needs no secret, and reads the key store only for the keys' limits (the
+	// tokens of the access logs count against them here).
 	KeyChecks []string
 	// UsageFile keeps per-key usage across restarts (default: next to the key store file;
 	// none with Namespace); "-" keeps it in memory only.
 	UsageFile         string
 	UsageSaveInterval time.Duration
+	// Limits are the rate limits and token budgets the key check enforces.
+	Limits Limits
 }
 
 // Validate checks what can be checked before anything starts.
-func (k APIKeys) Validate() error {
+func (k APIKeys) Validate() error { return k.check(field.NewPath("apiKeys"), "").ToAggregate() }
+
+// check is Validate as field errors under path; grpcAddress is the xDS server's gRPC address,
+// which Envoy reaches the services at unless ServicesAddress says otherwise.
+func (k APIKeys) check(path *field.Path, grpcAddress string) field.ErrorList {
 	if k.Disabled {
 		return nil
 	}
+	var errs field.ErrorList
 	if k.UsageSaveInterval <= 0 {
-		return fmt.Errorf("usage save interval %s: want a positive duration such as 30s", k.UsageSaveInterval)
+		errs = append(errs, field.Invalid(path.Child("usageSaveInterval"), k.UsageSaveInterval.String(), "want a positive duration such as 30s"))
 	}
 	if k.Namespace != "" && k.File != "" {
-		return errors.New("a key store file and a key store namespace choose different stores: give one")
+		errs = append(errs, field.Forbidden(path.Child("namespace"), "a key store file and a key store namespace choose different stores: give one"))
 	}
-	if len(k.KeyChecks) > 0 && (k.Namespace != "" || k.File != "" || k.SecretFile != "") {
-		return errors.New("with key check processes of their own, the xDS server reads no key store and no secret: give neither")
+	if len(k.KeyChecks) > 0 && k.SecretFile != "" {
+		errs = append(errs, field.Forbidden(path.Child("secretFile"), "with key check processes of their own (keyChecks), the key secret is theirs: this server checks no key"))
 	}
-	return nil
+	if _, port, err := net.SplitHostPort(grpcAddress); k.ServicesAddress == "" && err == nil && port == "0" {
+		errs = append(errs, field.Required(path.Child("servicesAddress"),
+			"needed when the gRPC address picks a free port (:0): Envoy must know where to reach the key check"))
+	}
+	return append(errs, k.Limits.Validate(path.Child("limits"))...)
 }
 
 // lateReplicas is the usage view's replica source: the xDS server's controller, which exists
@@ -94,6 +107,20 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, k APIKeys, kube func() (*
 	if err := k.Validate(); err != nil {
 		return finish, err
 	}
+	var hasher *keys.Hasher
+	if len(k.KeyChecks) == 0 {
+		secret, err := keys.LoadSecret(k.SecretFile)
+		if err != nil {
+			return finish, err
+		}
+		if hasher, err = keys.NewHasher(secret); err != nil {
+			return finish, err
+		}
+	}
+	idx, usageFile, err := loadKeys(ctx, k, kube, log)
+	if err != nil {
+		return finish, err
+	}
 	services, err := servicesAddress(k.ServicesAddress, cfg.GRPCAddress)
 	if err != nil {
 		return finish, err
@@ -102,14 +129,9 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, k APIKeys, kube func() (*
 	if err != nil {
 		return finish, fmt.Errorf("services address: %w", err)
 	}
-	var authz *extauthz.Server
-	usageFile, keyCount := k.UsageFile, 0
-	if len(k.KeyChecks) == 0 {
-		authz, usageFile, err = keyCheck(ctx, k, kube, log)
-		if err != nil {
-			return finish, err
-		}
-		keyCount = authz.Verifier.Index.Len()
+	var authz *extauthz.Server // nil: the key check runs in processes of its own
+	if hasher != nil {
+		authz = extauthz.New(&keys.Verifier{Hasher: hasher, Index: idx}, log)
 	}
 	replicas := &lateReplicas{}
 	agg := usage.NewAggregator(usage.Options{Replicas: replicas})
@@ -133,6 +155,13 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, k APIKeys, kube func() (*
 	}
 	cfg.HTTPHandlers["/v1/"] = usage.Handler(agg)
 	cfg.Registry.MustRegister(agg.Collector())
+	stopLimits, err := wireLimits(ctx, cfg, k.Limits, idx, authz, als, log)
+	if err != nil {
+		_ = finish()
+		return func() error { return nil }, err
+	}
+	saveUsage := finish
+	finish = func() error { stopLimits(); return saveUsage() }
 	started := cfg.Started
 	cfg.Started = func(r xds.Running) {
 		replicas.ctrl.Store(r.Controller)
@@ -141,25 +170,16 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, k APIKeys, kube func() (*
 		}
 	}
 	if authz == nil {
-		log.Info("API keys on, checked by the key check processes", "keyChecks", k.KeyChecks, "usage", services)
+		log.Info("API keys on, checked by the key check processes", "keyChecks", k.KeyChecks, "keys", idx.Len(), "usage", services)
 	} else {
-		log.Info("API keys on", "keys", keyCount, "services", services)
+		log.Info("API keys on", "keys", idx.Len(), "services", services)
 	}
 	return finish, nil
 }
 
-// keyCheck is the key check served in this process: the secret, and the key store read into
-// an index that follows its changes. It says which usage file goes with the store ("" for
-// none).
-func keyCheck(ctx context.Context, k APIKeys, kube func() (*rest.Config, error), log *slog.Logger) (*extauthz.Server, string, error) {
-	secret, err := keys.LoadSecret(k.SecretFile)
-	if err != nil {
-		return nil, "", err
-	}
-	hasher, err := keys.NewHasher(secret)
-	if err != nil {
-		return nil, "", err
-	}
+// loadKeys reads the key store into a new index that follows its changes, and says which
+// usage file goes with it ("" for none).
+func loadKeys(ctx context.Context, k APIKeys, kube func() (*rest.Config, error), log *slog.Logger) (*keys.Index, string, error) {
 	store := keycheck.Store{Namespace: k.Namespace}
 	usageFile := k.UsageFile
 	if k.Namespace == "" {
@@ -179,7 +199,7 @@ func keyCheck(ctx context.Context, k APIKeys, kube func() (*rest.Config, error),
 	if err := syncer.Sync(ctx, idx); err != nil {
 		return nil, "", fmt.Errorf("load API keys: %w", err)
 	}
-	return extauthz.New(&keys.Verifier{Hasher: hasher, Index: idx}, log), usageFile, nil
+	return idx, usageFile, nil
 }
 
 // servicesAddress is where Envoy reaches the key check and the access-log service.

@@ -10,12 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 
 	"github.com/inferplane/inferplane/clusters"
+	"github.com/inferplane/inferplane/internal/fielderr"
 	"github.com/inferplane/inferplane/xds"
 	"github.com/inferplane/inferplane/xds/certs"
 	"github.com/inferplane/inferplane/xds/discovery"
@@ -79,40 +82,51 @@ type Config struct {
 	Kube func() (*rest.Config, error)
 }
 
-// Validate checks the settings that need nothing running; its errors are the caller's input.
-func (c Config) Validate() error {
+// Validate checks the settings that need nothing running (Check); its errors are the
+// caller's input.
+func (c Config) Validate() error { return c.Check().ToAggregate() }
+
+// Check is every setting that cannot work, as field errors whose paths name the setting
+// (source.file, apiKeys.usageSaveInterval, ...): a caller that takes them from flags or a
+// request names its own field for each.
+func (c Config) Check() field.ErrorList {
+	var errs field.ErrorList
 	if err := c.XDS.Resources.Validate(); err != nil {
-		return err
+		errs = append(errs, fielderr.Errorf(field.NewPath("xds", "resources"), "%v", err))
 	}
 	if err := c.XDS.Health.Validate(); err != nil {
-		return err
+		errs = append(errs, fielderr.Errorf(field.NewPath("xds", "health"), "%v", err))
 	}
-	var errs []error
+	src := field.NewPath("source")
 	switch s := c.Source; s.Kind {
 	case SourceFile:
 		if s.File == "" {
-			errs = append(errs, errors.New("the file source needs a file"))
+			errs = append(errs, field.Required(src.Child("file"), "the file source reads replicas from one"))
 		}
 	case SourceKube, SourceClusters:
 		if s.File != "" {
-			errs = append(errs, fmt.Errorf("a file is only read by the %s source", SourceFile))
+			errs = append(errs, field.Forbidden(src.Child("file"), "only the "+SourceFile+" source reads a file"))
 		}
 		if s.Kind == SourceClusters && (len(s.Namespaces) > 0 || s.AllowForeignNamespace) {
-			errs = append(errs, errors.New("the clusters source watches each tenant's own namespace in its cluster only: namespaces and foreign namespaces are for the kube source"))
+			errs = append(errs, field.Forbidden(src.Child("namespaces"), "the clusters source watches each tenant's own namespace "+
+				"in its cluster: namespaces and foreign namespaces are for the kube source"))
 		}
-		if s.Kind == SourceClusters {
-			errs = append(errs, s.Clusters.Validate())
+		if err := s.Clusters.Validate(); s.Kind == SourceClusters && err != nil {
+			errs = append(errs, fielderr.Errorf(src.Child("clusters"), "%v", err))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("source %q: expected one of %v", s.Kind, Sources))
+		errs = append(errs, field.Invalid(src.Child("kind"), s.Kind, "expected one of "+strings.Join(Sources, ", ")))
 	}
 	if s := c.Source; s.Kind != SourceClusters && s.LastKnownGood != "" {
-		errs = append(errs, fmt.Errorf("a last known good file is kept by the %s source only", SourceClusters))
+		errs = append(errs, field.Forbidden(src.Child("lastKnownGood"), "only the "+SourceClusters+" source keeps a last known good file"))
 	}
-	if s := c.Source; s.LastKnownGoodMaxAge < 0 || s.ClusterCheckTimeout < 0 {
-		errs = append(errs, errors.New("the last known good maximum age and the cluster check timeout: want positive durations"))
+	if s := c.Source; s.LastKnownGoodMaxAge < 0 {
+		errs = append(errs, field.Invalid(src.Child("lastKnownGoodMaxAge"), s.LastKnownGoodMaxAge.String(), "must not be negative"))
 	}
-	return errors.Join(append(errs, c.APIKeys.Validate())...)
+	if s := c.Source; s.ClusterCheckTimeout < 0 {
+		errs = append(errs, field.Invalid(src.Child("clusterCheckTimeout"), s.ClusterCheckTimeout.String(), "must not be negative"))
+	}
+	return append(errs, c.APIKeys.check(field.NewPath("apiKeys"), c.XDS.GRPCAddress)...)
 }
 
 // Run runs the gateway until ctx ends, then stops it gracefully and saves the usage ledger.

@@ -20,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/pmezard/go-difflib/difflib"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferplane/inferplane/generator/inputs"
 	"github.com/inferplane/inferplane/generator/plan"
@@ -175,7 +176,7 @@ func Plan(opts Options) (*Planned, error) {
 	if err != nil {
 		if book == nil && opts.Recipes == nil {
 			probs := problem.List(problem.Problems(err))
-			probs.Add(opts.RecipesDir, "", "the vLLM recipes tree (models/<org>/<repo>.yaml, strategies/, taxonomy.yaml); pass --recipes",
+			probs.Add(opts.RecipesDir, nil, "the vLLM recipes tree (models/<org>/<repo>.yaml, strategies/, taxonomy.yaml); pass --recipes",
 				"does not exist, so only hand-written masters and Parakeet resolve")
 			return nil, probs.Err()
 		}
@@ -191,7 +192,7 @@ func load(opts Options) (*inputs.Inputs, *recipe.Book, error) {
 	if tenantsFS == nil {
 		if info, err := os.Stat(opts.TenantsDir); err != nil || !info.IsDir() {
 			var probs problem.List
-			probs.Add(opts.TenantsDir, "", "a folder with nodetypes/, masters/ and one folder per tenant (pass --tenants)", "does not exist or is not a folder")
+			probs.Add(opts.TenantsDir, nil, "a folder with nodetypes/, masters/ and one folder per tenant (pass --tenants)", "does not exist or is not a folder")
 			return nil, nil, probs.Err()
 		}
 		tenantsFS = os.DirFS(opts.TenantsDir)
@@ -292,7 +293,7 @@ func onlyTenant(in *inputs.Inputs, name, dir string) error {
 		names = append(names, t.Object.Name)
 	}
 	var probs problem.List
-	probs.Add(filepath.Join(dir, name, inputs.TenantFile), "", "one of the tenants: "+strings.Join(names, ", "),
+	probs.Add(filepath.Join(dir, name, inputs.TenantFile), nil, "one of the tenants: "+strings.Join(names, ", "),
 		"unknown tenant %q: no tenant folder with a %s", name, inputs.TenantFile)
 	return probs.Err()
 }
@@ -303,7 +304,7 @@ func addErr(probs *problem.List, err error, file, expected, prefix string) {
 		probs.Merge(ps)
 		return
 	}
-	probs.Add(file, "", expected, "%s%v", prefix, err)
+	probs.Add(file, nil, expected, "%s%v", prefix, err)
 }
 
 // prefixRecipeErr puts the recipes folder in front of the file names of recipe problems.
@@ -347,20 +348,20 @@ func targetOf(tp *plan.TenantPlan, file, outDir string, getenv func(string) stri
 		return t, probs
 	}
 	if !strings.HasPrefix(g.URL, "https://") && !strings.HasPrefix(g.URL, "http://") {
-		probs.Add(file, "spec.git.auth", "no auth for this URL: ssh URLs use the ssh agent, file URLs need none",
+		probs.Add(file, field.NewPath("spec", "git", "auth"), "no auth for this URL: ssh URLs use the ssh agent, file URLs need none",
 			"names credentials, which are used for http(s) URLs only")
 		return t, probs
 	}
 	password := getenv(g.Auth.PasswordEnv)
 	if password == "" {
-		probs.Add(file, "spec.git.auth.passwordEnv", "the variable set to the password or token for "+publish.Redact(g.URL),
+		probs.Add(file, field.NewPath("spec", "git", "auth", "passwordEnv"), "the variable set to the password or token for "+publish.Redact(g.URL),
 			"environment variable %s is not set or empty", g.Auth.PasswordEnv)
 	}
 	user := "inferplane"
 	if g.Auth.UsernameEnv != "" {
 		user = getenv(g.Auth.UsernameEnv)
 		if user == "" {
-			probs.Add(file, "spec.git.auth.usernameEnv", "the variable set to the user name for "+publish.Redact(g.URL),
+			probs.Add(file, field.NewPath("spec", "git", "auth", "usernameEnv"), "the variable set to the user name for "+publish.Redact(g.URL),
 				"environment variable %s is not set or empty", g.Auth.UsernameEnv)
 		}
 	}

@@ -243,23 +243,23 @@ func TestGenerateBadInputWritesNothing(t *testing.T) {
 		}, nil,
 			[]want{{"tenants/" + kimi, "spec.strategy", `unknown strategy "ring"`, "compatible with"}}},
 		{"unknown node type", func(t *testing.T, m fstest.MapFS) { gentest.Edit(t, m, kimi, "metal3.gpu-h200", "metal3.gpu-h300") }, nil,
-			[]want{{"tenants/" + kimi, "spec.nodeType", `unknown node type "metal3.gpu-h300"`, "one of: metal3.gpu-h100, metal3.gpu-h200"}}},
+			[]want{{"tenants/" + kimi, "spec.nodeType", `no NodeType "metal3.gpu-h300"`, "did you mean metal3.gpu-h100, metal3.gpu-h200?"}}},
 		{"gpuCount differs from the master", func(t *testing.T, m fstest.MapFS) { gentest.Edit(t, m, kimi, "gpuCount: 16", "gpuCount: 8") }, nil,
-			[]want{{"tenants/" + kimi, "spec.gpuCount", "is 8", "16, the perReplicaGPUCount of master"}}},
+			[]want{{"tenants/" + kimi, "spec.gpuCount", "is 8", "must equal perReplicaGPUCount 16 of ModelMaster"}}},
 		{"GPUs that do not split over whole nodes", func(t *testing.T, m fstest.MapFS) {
 			gentest.Edit(t, m, "masters/mistral-small-24b.yaml", "tensorParallelSize: 1\n  perReplicaGPUCount: 1", "tensorParallelSize: 12\n  perReplicaGPUCount: 12")
 			gentest.Edit(t, m, mistral, "gpuCount: 1", "gpuCount: 12")
-		}, nil, []want{{"tenants/" + mistral, "spec.gpuCount", "not a whole number of such nodes", "a multiple of 8 (whole nodes)"}}},
+		}, nil, []want{{"tenants/" + mistral, "spec.nodeType", "not a whole number of such nodes", "a multi-node replica takes whole nodes"}}},
 		{"multi-node Parakeet job", func(t *testing.T, m fstest.MapFS) {
 			gentest.Edit(t, m, parakeet, "gpuCount: 1", "gpuCount: 16")
 			gentest.Edit(t, m, "acme/tenant.yaml", "gpuQuota: 16", "gpuQuota: 64")
-		}, nil, []want{{"tenants/" + parakeet, "spec.gpuCount", "spans 2 nodes", "a Parakeet replica runs on one node"}}},
+		}, nil, []want{{"tenants/" + parakeet, "spec.gpuCount", "is 16", "must equal perReplicaGPUCount 1 of ModelMaster parakeet-tdt-0.6b-v3"}}},
 		{"node type outside allowedNodeTypes", func(t *testing.T, m fstest.MapFS) { gentest.Edit(t, m, qwen, "metal3.gpu-h100", "metal3.gpu-h200") }, nil,
-			[]want{{"tenants/" + qwen, "spec.nodeType", "not allowed for tenant acme", "permits: metal3.gpu-h100"}}},
+			[]want{{"tenants/" + qwen, "spec.nodeType", "not allowed for Tenant acme", "Tenant acme may use: metal3.gpu-h100"}}},
 		{"GPU quota exceeded", func(t *testing.T, m fstest.MapFS) {
 			gentest.Edit(t, m, "globex/tenant.yaml", "gpuQuota: 32", "gpuQuota: 16")
 		}, nil,
-			[]want{{"tenants/globex/tenant.yaml", "spec.gpuQuota", "request 24 GPUs", "at least 24"}}},
+			[]want{{"tenants/globex/tenant.yaml", "spec.gpuQuota", "must be at least 24", "(replicas x gpuCount: kimi-k2 1x16, llama-70b 1x8)"}}},
 		{"render problem: no Argo CD connector", func(t *testing.T, m fstest.MapFS) {
 			gentest.Edit(t, m, "acme/tenant.yaml", "  argoCD:\n    connector: argocd-main\n", "")
 		}, nil, []want{{"tenants/acme/tenant.yaml", "spec.argoCD.connector", "required when the tenant has jobs", "connector"}}},

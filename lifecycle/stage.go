@@ -44,10 +44,7 @@ const (
 // stageOrder ranks stages from least to most ready.
 var stageOrder = []Stage{StageFailed, StageUnknown, StageSyncing, StageWaitingForCapacity, StageBooting, StageLoadingModel, StageServing}
 
-// Stages lists every stage, least ready first.
-func Stages() []Stage { return slices.Clone(stageOrder) }
-
-// Rank is the stage's place in Stages (-1 for a stage not in it).
+// Rank is the stage's place from least to most ready (-1 for a stage not among them).
 func (s Stage) Rank() int { return slices.Index(stageOrder, s) }
 
 // JobStatus is a job's stage, the least ready of its replicas', with what was read.

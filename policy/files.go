@@ -12,6 +12,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/inferplane/inferplane/internal/fielderr"
 	"github.com/inferplane/inferplane/internal/manifest"
 )
 
@@ -103,7 +104,7 @@ func DenialLines(results []Result) []string {
 	var lines []string
 	for _, r := range results {
 		for _, e := range r.Errors {
-			lines = append(lines, fmt.Sprintf("DENY %s: %s", r.Ref, Describe(e)))
+			lines = append(lines, fmt.Sprintf("DENY %s: %s", r.Ref, fielderr.Describe(e)))
 		}
 	}
 	return lines

@@ -2,10 +2,13 @@ package policy
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/fielderr"
+	"github.com/inferplane/inferplane/internal/vllmargs"
 )
 
 // Data is the policy data one object's rules read, already looked up. A nil field means the
@@ -14,6 +17,9 @@ type Data struct {
 	Tenant   *v1alpha1.Tenant
 	Master   *v1alpha1.ModelMaster
 	NodeType *v1alpha1.NodeType
+	// NodeTypes are the names of every NodeType in the policy data: where a rule refuses a node
+	// type, it offers those of them the tenant may use instead. nil offers nothing.
+	NodeTypes []string
 }
 
 // JobMaster names a job's master: its inferplane.io/model-master label, else spec.model read as
@@ -34,52 +40,127 @@ var (
 	nodeTypeFld = specPath.Child("nodeType")
 )
 
-// CheckJob applies the rules to a guarded ManagedInferenceJob: its tenant exists and owns its
-// namespace, its master exists and is sane, gpuCount equals the master's perReplicaGPUCount,
-// the runtimes agree, its node type exists, is allowed for the tenant and can hold a replica.
+// CheckJob applies the rules to a guarded ManagedInferenceJob as the cluster holds it: its
+// tenant exists and owns its namespace, it names a master the policy data holds, and its name
+// and spec pass CheckJobSpec.
 func CheckJob(job *v1alpha1.ManagedInferenceJob, d Data) field.ErrorList {
-	var out field.ErrorList
-	tenant := job.Labels[v1alpha1.LabelTenant]
-	out = append(out, checkTenant(tenant, job.Namespace, metaLabels, d.Tenant)...)
-
-	if job.Spec.Replicas < 1 {
-		out = append(out, field.Invalid(specPath.Child("replicas"), job.Spec.Replicas, "must be at least 1"))
-	}
-	masterName, masterField := JobMaster(job)
-	if masterName == "" {
+	out := checkTenant(job.Labels[v1alpha1.LabelTenant], job.Namespace, metaLabels, d.Tenant)
+	switch masterName, masterField := JobMaster(job); {
+	case masterName == "":
 		out = append(out, field.Invalid(specPath.Child("model"), "", "the job names no ModelMaster: set spec.model or the label "+
 			v1alpha1.LabelModelMaster))
+	case d.Master == nil:
+		out = append(out, notFound(masterField, v1alpha1.KindModelMaster, masterName))
 	}
-	master := checkMasterRef(&out, masterName, masterField, d.Master)
-	nt := checkNodeTypeRef(&out, job.Spec.NodeType, nodeTypeFld, d.NodeType)
-	if d.Tenant != nil && !NodeTypeAllowed(d.Tenant.Spec.AllowedNodeTypes, job.Spec.NodeType) {
-		out = append(out, notAllowed(nodeTypeFld, job.Spec.NodeType, d.Tenant))
+	return append(out, CheckJobSpec(job, d)...)
+}
+
+// CheckJobSpec is the rules on a job's name and spec, wherever the job comes from (a file of
+// the inputs, the cluster, the product API): at least one replica; a node type the tenant may
+// use that can hold a replica of the master; gpuCount equal to the master's
+// perReplicaGPUCount; the master's runtime and hardware profile; no extra argument that would
+// change the GPUs or the launcher; a name that gives valid VM names (CheckJobName). With
+// d.Master nil, the rules that need the master are left out: the caller says why it has none.
+func CheckJobSpec(job *v1alpha1.ManagedInferenceJob, d Data) field.ErrorList {
+	var out field.ErrorList
+	s := &job.Spec
+	if s.Replicas < 1 {
+		out = append(out, field.Invalid(specPath.Child("replicas"), s.Replicas, "must be at least 1"))
+	}
+	out = append(out, checkExtraArgs(s.ExtraArgs)...)
+	nt := checkNodeTypeRef(&out, s.NodeType, nodeTypeFld, d)
+	nodes := int32(1)
+	master := d.Master
+	if master != nil {
+		name, path := JobMaster(job)
+		master = checkMasterSane(&out, name, path, master)
 	}
 	if master == nil {
-		return out
+		if s.GPUCount < 1 {
+			out = append(out, field.Invalid(specPath.Child("gpuCount"), s.GPUCount, "must be at least 1"))
+		}
+	} else {
+		out = append(out, checkJobMaster(job, master, nt)...)
+		if nt != nil {
+			if l, err := ReplicaLayout(master, nt); err == nil {
+				nodes = l.Nodes
+			}
+		}
 	}
+	if job.Name != "" {
+		out = append(out, CheckJobName(metaName, job.Name, s.Replicas, nodes)...)
+	}
+	return out
+}
 
-	if job.Spec.GPUCount != master.Spec.PerReplicaGPUCount {
-		out = append(out, field.Invalid(specPath.Child("gpuCount"), job.Spec.GPUCount,
+// checkJobMaster holds a job to its master: the GPUs of a replica, the runtime, the hardware
+// profile a hand-written master asks for, and a layout of the replica on the node type.
+func checkJobMaster(job *v1alpha1.ManagedInferenceJob, master *v1alpha1.ModelMaster, nt *v1alpha1.NodeType) field.ErrorList {
+	var out field.ErrorList
+	s := &job.Spec
+	if s.GPUCount != master.Spec.PerReplicaGPUCount {
+		out = append(out, field.Invalid(specPath.Child("gpuCount"), s.GPUCount,
 			fmt.Sprintf("must equal perReplicaGPUCount %d of ModelMaster %s", master.Spec.PerReplicaGPUCount, master.Name)))
 	}
-	if rt := job.Spec.EffectiveRuntime(); rt != master.Spec.Runtime {
+	if rt := s.EffectiveRuntime(); rt != master.Spec.Runtime {
 		out = append(out, field.Invalid(specPath.Child("runtime"), string(rt),
 			fmt.Sprintf("must match runtime %q of ModelMaster %s", master.Spec.Runtime, master.Name)))
 	}
-	// Extra args come after the master's and win per flag: they must not change how many GPUs
-	// the server spreads over.
-	if extra, _ := parseParallelism(job.Spec.ExtraArgs); extra.set() && master.Spec.PerReplicaGPUCount >= 1 {
-		total := masterParallelism(master).override(extra)
-		if g, ok := total.gpus(int64(master.Spec.PerReplicaGPUCount)); !ok || g != int64(master.Spec.PerReplicaGPUCount) {
-			out = append(out, field.Invalid(specPath.Child("extraArgs"), omit,
-				fmt.Sprintf("a parallelism override: the server would run %s GPUs, but perReplicaGPUCount of ModelMaster %s is %d",
-					total.describe(), master.Name, master.Spec.PerReplicaGPUCount)))
-		}
+	if nt == nil {
+		return out
 	}
-	if nt != nil {
-		if _, err := ReplicaLayout(master, nt); err != nil {
-			out = append(out, field.Invalid(nodeTypeFld, nt.Name, err.Error()))
+	if hp := master.Spec.HardwareProfile; hp != "" && hp != nt.Spec.HardwareProfile {
+		out = append(out, field.Invalid(nodeTypeFld, nt.Name, fmt.Sprintf(
+			"must be a NodeType with hardwareProfile %q, which ModelMaster %s is made for (NodeType %s has %s)",
+			hp, master.Name, nt.Name, quotedOrNone(nt.Spec.HardwareProfile))))
+	}
+	if _, err := ReplicaLayout(master, nt); err != nil {
+		out = append(out, field.Invalid(nodeTypeFld, nt.Name, err.Error()))
+	}
+	return out
+}
+
+func quotedOrNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// reservedFlags are the model server flags a job's extraArgs may not set, and why: the master's
+// parallelism decides the GPUs of a replica, the renderer sets the launcher and where the
+// server listens, and a key in a job file would be committed to git. Short forms of the
+// parallel sizes count as their long forms (vllmargs.ParallelFlag).
+var reservedFlags = map[string]string{
+	vllmargs.TensorParallelSize:    "the master's parallelism decides the GPUs of a replica; pick another master or variant",
+	vllmargs.PipelineParallelSize:  "the master's parallelism decides the GPUs of a replica; pick another master or variant",
+	vllmargs.DataParallelSize:      "the master's parallelism decides the GPUs of a replica; pick another master or variant",
+	vllmargs.DataParallelSizeLocal: "the master's parallelism decides the GPUs of each node; pick another master or variant",
+	"--nnodes":                     "the renderer sets the multi-node launcher flags per node",
+	"--node-rank":                  "the renderer sets the multi-node launcher flags per node",
+	"--master-addr":                "the renderer sets the multi-node launcher flags per node",
+	"--master-port":                "the renderer sets the multi-node launcher flags per node",
+	"--headless":                   "the renderer sets the multi-node launcher flags per node",
+	"--data-parallel-address":      "the renderer sets the multi-node launcher flags per node",
+	"--data-parallel-start-rank":   "the renderer sets the multi-node launcher flags per node",
+	"--data-parallel-rpc-port":     "the renderer sets the multi-node launcher flags per node",
+	"--host":                       "the server listens where Envoy and the readiness probe expect it",
+	"--port":                       fmt.Sprintf("the server listens on port %d, where Envoy and the readiness probe expect it", v1alpha1.ServingPort),
+	"--api-key":                    "API keys are checked by Envoy (requireAPIKey), and a key in a job file would be committed to git",
+}
+
+// checkExtraArgs refuses the reserved flags. The value is never shown: it may be a key.
+func checkExtraArgs(args []string) field.ErrorList {
+	var out field.ErrorList
+	for i, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		flag := vllmargs.ParallelFlag(name)
+		if flag == "" {
+			flag = name
+		}
+		if why, ok := reservedFlags[flag]; ok {
+			out = append(out, field.Invalid(specPath.Child("extraArgs").Index(i), fielderr.Omit,
+				fmt.Sprintf("sets %s, which a job may not: %s", name, why)))
 		}
 	}
 	return out
@@ -118,35 +199,16 @@ func checkMasterRef(out *field.ErrorList, name string, path *field.Path, m *v1al
 		*out = append(*out, notFound(path, v1alpha1.KindModelMaster, name))
 		return nil
 	}
+	return checkMasterSane(out, name, path, m)
+}
+
+// checkMasterSane reports a master that breaks CheckMaster and returns it when it can be used.
+func checkMasterSane(out *field.ErrorList, name string, path *field.Path, m *v1alpha1.ModelMaster) *v1alpha1.ModelMaster {
 	if errs := CheckMaster(m); len(errs) > 0 {
 		for _, e := range errs {
-			*out = append(*out, field.Invalid(path, name, "ModelMaster "+name+" is invalid: "+Describe(e)))
+			*out = append(*out, field.Invalid(path, name, "ModelMaster "+m.Name+" is invalid: "+fielderr.Describe(e)))
 		}
 		return nil
 	}
 	return m
-}
-
-// checkNodeTypeRef reports a missing or unusable node type and returns it when it can be used.
-func checkNodeTypeRef(out *field.ErrorList, name string, path *field.Path, nt *v1alpha1.NodeType) *v1alpha1.NodeType {
-	if name == "" {
-		*out = append(*out, field.Invalid(path, "", "must name a NodeType"))
-		return nil
-	}
-	if nt == nil {
-		*out = append(*out, notFound(path, v1alpha1.KindNodeType, name))
-		return nil
-	}
-	if ps := nodeTypeProblems(nt); len(ps) > 0 {
-		for _, p := range ps {
-			*out = append(*out, field.Invalid(path, name, "NodeType "+name+" is unusable: "+p))
-		}
-		return nil
-	}
-	return nt
-}
-
-func notAllowed(path *field.Path, nodeType string, t *v1alpha1.Tenant) *field.Error {
-	return field.Invalid(path, nodeType, fmt.Sprintf("not allowed for Tenant %s (allowedNodeTypes: %s)",
-		t.Name, describeAllowed(t.Spec.AllowedNodeTypes)))
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/vllmargs"
 )
 
 // Layout is how one replica spreads over the nodes of a node type.
@@ -17,17 +18,6 @@ type Layout struct {
 	// ranks of its own and answers requests for them. Zero under the --nnodes launcher, whose
 	// workers run --headless, and on one node.
 	DataParallelLocal int32
-}
-
-// Sizes are the parallel sizes a vLLM command line selects; 0 means not set.
-type Sizes struct{ TP, PP, DP, DPLocal int64 }
-
-// ArgSizes reads the last value of each parallel-size flag in args (long and short forms,
-// "--flag N" and "--flag=N"); a value that is not a positive whole number counts as unset
-// (CheckMaster reports it).
-func ArgSizes(args []string) Sizes {
-	p, _ := parseParallelism(args)
-	return Sizes{TP: p.tp, PP: p.pp, DP: p.dp, DPLocal: p.dpLocal}
 }
 
 // Serving reports whether node rank of a replica answers HTTP: the head always; every node
@@ -59,17 +49,17 @@ func ReplicaLayout(master *v1alpha1.ModelMaster, nt *v1alpha1.NodeType) (Layout,
 	}
 	l := Layout{Nodes: want / perNode, GPUsPerNode: perNode}
 	par := masterParallelism(master)
-	if par.dp <= 1 {
+	if par.DP <= 1 {
 		return l, nil
 	}
-	tp, pp := max(par.tp, 1), max(par.pp, 1)
-	if local := int64(perNode) / (tp * pp); par.dpLocal*tp*pp != int64(perNode) || par.dp != par.dpLocal*int64(l.Nodes) {
+	tp, pp := max(par.TP, 1), max(par.PP, 1)
+	if local := int64(perNode) / (tp * pp); par.DPLocal*tp*pp != int64(perNode) || par.DP != par.DPLocal*int64(l.Nodes) {
 		return Layout{}, fmt.Errorf("ModelMaster %s spans %d nodes of NodeType %s with data parallelism: each node runs "+
 			"%s data-parallel ranks of tensor %d x pipeline %d GPUs, which must fill its %s: %s %d and %s %d (the master has %s and %s)",
-			master.Name, l.Nodes, nt.Name, flagDPLocal, tp, pp, gpus(perNode), flagDPLocal, local, flagDP, local*int64(l.Nodes),
-			sizeText(flagDPLocal, par.dpLocal), sizeText(flagDP, par.dp))
+			master.Name, l.Nodes, nt.Name, vllmargs.DataParallelSizeLocal, tp, pp, gpus(perNode), vllmargs.DataParallelSizeLocal, local,
+			vllmargs.DataParallelSize, local*int64(l.Nodes), sizeText(vllmargs.DataParallelSizeLocal, par.DPLocal), sizeText(vllmargs.DataParallelSize, par.DP))
 	}
-	l.DataParallelLocal = int32(par.dpLocal)
+	l.DataParallelLocal = int32(par.DPLocal)
 	return l, nil
 }
 

@@ -3,16 +3,18 @@ package policy
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/fielderr"
+	"github.com/inferplane/inferplane/internal/vllmargs"
 )
 
 // CheckMaster is the ModelMaster sanity rule: a positive perReplicaGPUCount, a known runtime,
-// no parallelism for Parakeet, and tensor x pipeline (x data) parallel sizes, from the fields
-// or the serving args, that multiply to perReplicaGPUCount.
+// no parallelism for Parakeet, and, for vLLM, tensor x pipeline (x data) parallel sizes, from
+// the fields or the serving args, that multiply to perReplicaGPUCount (set whenever it is more
+// than one GPU).
 func CheckMaster(m *v1alpha1.ModelMaster) field.ErrorList {
 	var out field.ErrorList
 	s := &m.Spec
@@ -36,18 +38,23 @@ func CheckMaster(m *v1alpha1.ModelMaster) field.ErrorList {
 		for _, f := range []struct {
 			field string
 			v     int64
-		}{{"tensor parallel size", par.tp}, {"pipeline parallel size", par.pp}, {"data parallel size", par.dp}} {
+		}{{"tensor parallel size", par.TP}, {"pipeline parallel size", par.PP}, {"data parallel size", par.DP}} {
 			if f.v > 1 {
-				out = append(out, field.Invalid(specPath, omit,
+				out = append(out, field.Invalid(specPath, fielderr.Omit,
 					fmt.Sprintf("a %s of %d: a Parakeet master has no parallelism (one process, one node)", f.field, f.v)))
 			}
 		}
 		return out
 	}
-	if par.set() && s.PerReplicaGPUCount >= 1 {
-		if gpus, ok := par.gpus(int64(s.PerReplicaGPUCount)); !ok || gpus != int64(s.PerReplicaGPUCount) {
+	if !par.Set() && s.PerReplicaGPUCount > 1 {
+		out = append(out, field.Required(specPath.Child("tensorParallelSize"), fmt.Sprintf(
+			"must be set, or parallel sizes in spec.args, to use the %d GPUs the master claims (e.g. tensorParallelSize: %d): "+
+				"without, vLLM uses one", s.PerReplicaGPUCount, s.PerReplicaGPUCount)))
+	}
+	if par.Set() && s.PerReplicaGPUCount >= 1 {
+		if gpus, ok := par.GPUs(int64(s.PerReplicaGPUCount)); !ok || gpus != int64(s.PerReplicaGPUCount) {
 			out = append(out, field.Invalid(gpusPath, s.PerReplicaGPUCount,
-				fmt.Sprintf("must equal the GPUs its parallelism uses, %s", par.describe())))
+				fmt.Sprintf("must equal the GPUs its parallelism uses, %s", par.Describe())))
 		}
 	}
 	return out
@@ -57,15 +64,15 @@ func CheckMaster(m *v1alpha1.ModelMaster) field.ErrorList {
 // fields that agree with the args where both are set (the fields repeat what the args select).
 func checkMasterSizes(s *v1alpha1.ModelMasterSpec) field.ErrorList {
 	var out field.ErrorList
-	par, bad := parseParallelism(s.Args)
+	par, bad := vllmargs.ParseSizes(s.Args)
 	sizes := []struct {
 		field, flag string
 		v           int32
 		arg         int64
 	}{
-		{"tensorParallelSize", flagTP, s.TensorParallelSize, par.tp},
-		{"pipelineParallelSize", flagPP, s.PipelineParallelSize, par.pp},
-		{"dataParallelSize", flagDP, s.DataParallelSize, par.dp},
+		{"tensorParallelSize", vllmargs.TensorParallelSize, s.TensorParallelSize, par.TP},
+		{"pipelineParallelSize", vllmargs.PipelineParallelSize, s.PipelineParallelSize, par.PP},
+		{"dataParallelSize", vllmargs.DataParallelSize, s.DataParallelSize, par.DP},
 	}
 	for _, f := range sizes {
 		if f.v < 0 {
@@ -73,7 +80,7 @@ func checkMasterSizes(s *v1alpha1.ModelMasterSpec) field.ErrorList {
 		}
 	}
 	for _, b := range bad {
-		out = append(out, field.Invalid(specPath.Child("args"), b.flag+" "+b.value, "the size must be a positive whole number"))
+		out = append(out, field.Invalid(specPath.Child("args"), b.Flag+" "+b.Value, "the size must be a positive whole number"))
 	}
 	for _, f := range sizes {
 		if f.v > 0 && f.arg > 0 && int64(f.v) != f.arg {
@@ -85,121 +92,14 @@ func checkMasterSizes(s *v1alpha1.ModelMasterSpec) field.ErrorList {
 
 // masterParallelism is the parallelism a master's server runs with: its args, with the fields
 // taking precedence (they are what the generator derived; invalid flags are CheckMaster's).
-func masterParallelism(m *v1alpha1.ModelMaster) parallelism {
-	par, _ := parseParallelism(m.Spec.Args)
-	return par.override(fieldParallelism(&m.Spec))
+func masterParallelism(m *v1alpha1.ModelMaster) vllmargs.Sizes {
+	par, _ := vllmargs.ParseSizes(m.Spec.Args)
+	return par.Override(fieldParallelism(&m.Spec))
 }
 
 // fieldParallelism is the parallelism the master's fields state (0: not stated).
-func fieldParallelism(s *v1alpha1.ModelMasterSpec) parallelism {
-	return parallelism{tp: int64(max(s.TensorParallelSize, 0)), pp: int64(max(s.PipelineParallelSize, 0)), dp: int64(max(s.DataParallelSize, 0))}
-}
-
-// vLLM's parallelism flags (long and short forms).
-const (
-	flagTP = "--tensor-parallel-size"
-	flagPP = "--pipeline-parallel-size"
-	flagDP = "--data-parallel-size"
-	// flagDPLocal is the data-parallel ranks one node runs under vLLM's data-parallel
-	// launcher (a multi-node replica whose nodes each start their own ranks).
-	flagDPLocal = "--data-parallel-size-local"
-)
-
-var parallelFlags = map[string]string{
-	flagTP: flagTP, "-tp": flagTP,
-	flagPP: flagPP, "-pp": flagPP,
-	flagDP: flagDP, "-dp": flagDP,
-	flagDPLocal: flagDPLocal, "-dpl": flagDPLocal,
-}
-
-// parallelism is what a vLLM command line asks for; 0 means not set.
-type parallelism struct{ tp, pp, dp, dpLocal int64 }
-
-func (p parallelism) set() bool { return p.tp > 0 || p.pp > 0 || p.dp > 0 }
-
-// gpus multiplies the sizes; ok is false once the product exceeds limit (no overflow).
-func (p parallelism) gpus(limit int64) (int64, bool) {
-	prod := int64(1)
-	for _, v := range []int64{p.tp, p.pp, p.dp} {
-		if v > 0 {
-			prod *= v
-			if prod > limit {
-				return prod, false
-			}
-		}
-	}
-	return prod, true
-}
-
-func (p parallelism) describe() string {
-	one := func(v int64) int64 {
-		if v > 0 {
-			return v
-		}
-		return 1
-	}
-	s := fmt.Sprintf("tensor %d x pipeline %d", one(p.tp), one(p.pp))
-	if p.dp > 0 {
-		s += fmt.Sprintf(" x data %d", p.dp)
-	}
-	if g, ok := p.gpus(1 << 40); ok {
-		s += fmt.Sprintf(" = %d", g)
-	}
-	return s
-}
-
-// override returns p with the sizes q sets replacing p's (vLLM: the last flag wins).
-func (p parallelism) override(q parallelism) parallelism {
-	if q.tp > 0 {
-		p.tp = q.tp
-	}
-	if q.pp > 0 {
-		p.pp = q.pp
-	}
-	if q.dp > 0 {
-		p.dp = q.dp
-	}
-	return p
-}
-
-type badFlag struct{ flag, value string }
-
-// parseParallelism reads the last value of each parallelism flag in args, in the "--flag N"
-// and "--flag=N" forms.
-func parseParallelism(args []string) (parallelism, []badFlag) {
-	var p parallelism
-	var bad []badFlag
-	for i := 0; i < len(args); i++ {
-		name, value, hasValue := strings.Cut(args[i], "=")
-		flag, ok := parallelFlags[name]
-		if !ok {
-			continue
-		}
-		if !hasValue {
-			if i+1 >= len(args) {
-				bad = append(bad, badFlag{name, "(no value)"})
-				continue
-			}
-			i++
-			value = args[i]
-		}
-		n, err := strconv.ParseInt(value, 10, 32)
-		if err != nil || n < 1 {
-			bad = append(bad, badFlag{name, value})
-			continue
-		}
-		switch flag {
-		case flagTP:
-			p.tp = n
-		case flagPP:
-			p.pp = n
-		case flagDP:
-			p.dp = n
-		case flagDPLocal:
-			p.dpLocal = n
-		}
-	}
-	return p, bad
+func fieldParallelism(s *v1alpha1.ModelMasterSpec) vllmargs.Sizes {
+	return vllmargs.Sizes{TP: int64(max(s.TensorParallelSize, 0)), PP: int64(max(s.PipelineParallelSize, 0)), DP: int64(max(s.DataParallelSize, 0))}
 }
 
 func itoa[T ~int32 | ~int64 | ~int](v T) string { return strconv.FormatInt(int64(v), 10) }

@@ -25,7 +25,7 @@ var servedVersions = map[string][]string{
 func FromUnstructured(u *unstructured.Unstructured) (client.Object, error) {
 	gvk := u.GroupVersionKind()
 	gk := gvk.GroupKind()
-	if newObject(gk) == nil {
+	if _, ok := KindOf(gk); !ok {
 		return nil, nil
 	}
 	if served := servedVersions[gk.Group]; !slices.Contains(served, gvk.Version) {

@@ -8,14 +8,10 @@
 package policy
 
 import (
-	"encoding/json"
-	"fmt"
-	"strconv"
-	"strings"
-
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/fielderr"
 )
 
 // Ref names an object in messages: Kind/namespace/name, or Kind/name when cluster-scoped.
@@ -40,22 +36,17 @@ type Result struct {
 	Guarded bool
 	// Errors are the broken rules, one apimachinery field error each: Field is the path in the
 	// reviewed object (spec.gpuCount, metadata.labels[inferplane.io/node-type]), BadValue the
-	// value found there, Detail what the rule expected (with the limit it applies).
+	// value found there, Detail what the rule expected (with the limit it applies); fielderr
+	// words them.
 	Errors field.ErrorList
 }
 
 // Allowed reports whether the object may be stored.
 func (r Result) Allowed() bool { return len(r.Errors) == 0 }
 
-// Reasons joins the broken rules (Describe), "; " between them, without the object's name (the
-// form `inferplane validate` prints after DENY <ref>:).
-func (r Result) Reasons() string {
-	parts := make([]string, len(r.Errors))
-	for i, e := range r.Errors {
-		parts[i] = Describe(e)
-	}
-	return strings.Join(parts, "; ")
-}
+// Reasons joins the broken rules (fielderr.Describe), "; " between them, without the object's
+// name (the form `inferplane validate` prints after DENY <ref>:).
+func (r Result) Reasons() string { return fielderr.Join(r.Errors) }
 
 // Message is the denial message the webhook returns: the object, then every broken rule.
 func (r Result) Message() string {
@@ -64,37 +55,6 @@ func (r Result) Message() string {
 	}
 	return r.Ref.String() + ": " + r.Reasons()
 }
-
-// Describe words a field error the way the policy's denials read: "<field> is <value>:
-// <detail>" (Value), or "<field>: <detail>" when the error shows no value.
-func Describe(e *field.Error) string {
-	if v := Value(e); v != "" {
-		return e.Field + " is " + v + ": " + e.Detail
-	}
-	return e.Field + ": " + e.Detail
-}
-
-// Value is the value a field error found, as the denials show it: "missing" for a required
-// field, strings quoted, numbers and lists as JSON, "" when the error shows no value.
-func Value(e *field.Error) string {
-	switch {
-	case e.Type == field.ErrorTypeRequired:
-		return "missing"
-	case e.BadValue == omit || e.Type == field.ErrorTypeForbidden:
-		return ""
-	}
-	if s, ok := e.BadValue.(string); ok {
-		return strconv.Quote(s)
-	}
-	b, err := json.Marshal(e.BadValue)
-	if err != nil {
-		return fmt.Sprint(e.BadValue)
-	}
-	return string(b)
-}
-
-// omit is the BadValue of an error that shows no value (field.Invalid prints just its type).
-var omit = field.OmitValueType{}
 
 // Guarded reports whether labels mark an object as inferplane's.
 func Guarded(labels map[string]string) bool {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/fielderr"
 	"github.com/inferplane/inferplane/policy"
 	pt "github.com/inferplane/inferplane/policy/policytest"
 )
@@ -112,7 +113,11 @@ func TestCheckMaster(t *testing.T) {
 		want   string
 	}{
 		{"sane", func(m *v1alpha1.ModelMaster) {}, ""},
-		{"no parallelism set at all", func(m *v1alpha1.ModelMaster) { m.Spec.Args, m.Spec.TensorParallelSize = nil, 0 }, ""},
+		{"no parallelism set at all", func(m *v1alpha1.ModelMaster) { m.Spec.Args, m.Spec.TensorParallelSize = nil, 0 },
+			"spec.tensorParallelSize is missing: must be set, or parallel sizes in spec.args, to use the 8 GPUs the master claims"},
+		{"one GPU needs no parallelism", func(m *v1alpha1.ModelMaster) {
+			m.Spec.Args, m.Spec.TensorParallelSize, m.Spec.PerReplicaGPUCount = nil, 0, 1
+		}, ""},
 		{"zero GPUs", func(m *v1alpha1.ModelMaster) {
 			m.Spec.PerReplicaGPUCount, m.Spec.Args, m.Spec.TensorParallelSize = 0, nil, 0
 		}, "spec.perReplicaGPUCount is 0: must be at least 1"},
@@ -207,7 +212,7 @@ func TestReviewJob(t *testing.T) {
 		}, ""},
 		{"unknown node type", func(j *v1alpha1.ManagedInferenceJob) { j.Spec.NodeType = "aws.b200" },
 			`spec.nodeType is "aws.b200": no NodeType "aws.b200" in the policy data`},
-		{"empty node type", func(j *v1alpha1.ManagedInferenceJob) { j.Spec.NodeType = "" }, `spec.nodeType is "": must name a NodeType`},
+		{"empty node type", func(j *v1alpha1.ManagedInferenceJob) { j.Spec.NodeType = "" }, `spec.nodeType is missing: must name a NodeType; Tenant acme may use: aws.h100, aws.l40s`},
 		{"unknown tenant", func(j *v1alpha1.ManagedInferenceJob) { setTenant(&j.ObjectMeta, "globex") },
 			`metadata.labels[inferplane.io/tenant] is "globex": no Tenant "globex" in the policy data`},
 		{"empty tenant label", func(j *v1alpha1.ManagedInferenceJob) { j.Labels[v1alpha1.LabelTenant] = "" },
@@ -219,10 +224,14 @@ func TestReviewJob(t *testing.T) {
 		{"no replicas", func(j *v1alpha1.ManagedInferenceJob) { j.Spec.Replicas = 0 }, "spec.replicas is 0: must be at least 1"},
 		{"extra args change the GPUs", func(j *v1alpha1.ManagedInferenceJob) {
 			j.Spec.ExtraArgs = []string{"--max-model-len", "8192", "--tensor-parallel-size", "8"}
-		}, "spec.extraArgs: a parallelism override: the server would run tensor 8 x pipeline 1 = 8 GPUs, but perReplicaGPUCount of ModelMaster qwen-4 is 4"},
-		{"extra args keep the GPUs", func(j *v1alpha1.ManagedInferenceJob) {
-			j.Spec.ExtraArgs = []string{"--tensor-parallel-size=2", "--pipeline-parallel-size=2"}
-		}, ""},
+		}, "spec.extraArgs[2]: sets --tensor-parallel-size, which a job may not: the master's parallelism decides the GPUs of a replica"},
+		{"extra args set the parallelism, in short forms too", func(j *v1alpha1.ManagedInferenceJob) {
+			j.Spec.ExtraArgs = []string{"-tp=2", "--pipeline-parallel-size=2"}
+		}, "spec.extraArgs[0]: sets -tp, which a job may not: the master's parallelism decides the GPUs of a replica; pick another master or variant; " +
+			"spec.extraArgs[1]: sets --pipeline-parallel-size, which a job may not"},
+		{"extra args carry a key, which is not repeated", func(j *v1alpha1.ManagedInferenceJob) {
+			j.Spec.ExtraArgs = []string{"--api-key=sk-secret"}
+		}, "spec.extraArgs[0]: sets --api-key, which a job may not: API keys are checked by Envoy"},
 		{"a master over four L40S nodes", func(j *v1alpha1.ManagedInferenceJob) {
 			j.Labels[v1alpha1.LabelModelMaster] = "deepseek-16"
 			j.Spec.GPUCount = 16
@@ -583,7 +592,7 @@ func assertViolations(t *testing.T, errs field.ErrorList, want string) {
 	t.Helper()
 	msgs := make([]string, len(errs))
 	for i, e := range errs {
-		msgs[i] = policy.Describe(e)
+		msgs[i] = fielderr.Describe(e)
 	}
 	got := strings.Join(msgs, "; ")
 	if want == "" {

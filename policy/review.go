@@ -20,8 +20,22 @@ import (
 	"github.com/inferplane/inferplane/api/v1alpha1"
 )
 
-// The kinds the policy reads. KubeVirt serves the same schema as v1 and v1alpha3, so only the
-// group and kind matter.
+// Kind is one kind the policy knows: where the API server serves it, and the rules it is
+// reviewed with. The webhook serves an endpoint per reviewed kind, its install registers them,
+// and Review and Decode look kinds up here: Kinds is the one list of them.
+type Kind struct {
+	// GroupVersionKind is the version the webhook is called with and the policy decodes (KubeVirt
+	// serves one schema for v1 and v1alpha3, so only the group and kind matter to the rules).
+	schema.GroupVersionKind
+	// Resource is the API server's plural resource name.
+	Resource   string
+	Namespaced bool
+	// Rules reviews objects of the kind; nil for policy data that is read, not reviewed
+	// (Tenant, NodeType).
+	Rules Reviewer
+}
+
+// The kinds the policy reads, by group and kind.
 var (
 	GroupKindJob      = schema.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.KindManagedInferenceJob}
 	GroupKindMaster   = schema.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.KindModelMaster}
@@ -31,13 +45,45 @@ var (
 	GroupKindVMI      = schema.GroupKind{Group: kubevirtv1.SchemeGroupVersion.Group, Kind: "VirtualMachineInstance"}
 )
 
-// versions are the version the policy decodes each group's kinds at (the webhook is called
-// with the object at the version it registered, and KubeVirt serves one schema for v1 and
-// v1alpha3).
-var versions = map[schema.GroupKind]string{
-	GroupKindJob: v1alpha1.GroupVersion.Version, GroupKindMaster: v1alpha1.GroupVersion.Version,
-	GroupKindTenant: v1alpha1.GroupVersion.Version, GroupKindNodeType: v1alpha1.GroupVersion.Version,
-	GroupKindVM: kubevirtv1.SchemeGroupVersion.Version, GroupKindVMI: kubevirtv1.SchemeGroupVersion.Version,
+// Kinds are the kinds the policy reviews, then those it reads as policy data.
+var Kinds = []Kind{
+	{v1alpha1.GroupVersion.WithKind(GroupKindJob.Kind), "managedinferencejobs", true, jobRules},
+	{v1alpha1.GroupVersion.WithKind(GroupKindMaster.Kind), "modelmasters", false, masterRules},
+	{kubevirtv1.SchemeGroupVersion.WithKind(GroupKindVM.Kind), "virtualmachines", true, vmRules},
+	{kubevirtv1.SchemeGroupVersion.WithKind(GroupKindVMI.Kind), "virtualmachineinstances", true, vmiRules},
+	{v1alpha1.GroupVersion.WithKind(GroupKindTenant.Kind), "tenants", false, nil},
+	{v1alpha1.GroupVersion.WithKind(GroupKindNodeType.Kind), "nodetypes", false, nil},
+}
+
+// KindOf is the kind gk in Kinds; ok is false for a kind the policy does not know.
+func KindOf(gk schema.GroupKind) (k Kind, ok bool) {
+	for _, k := range Kinds {
+		if k.GroupKind() == gk {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// Reviewed are the kinds of Kinds that have rules, in order.
+func Reviewed() []Kind {
+	var out []Kind
+	for _, k := range Kinds {
+		if k.Rules != nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// New is an empty object of the kind, of the Go type the rules read.
+func (k Kind) New() client.Object {
+	obj, err := scheme.New(k.GroupVersionKind)
+	if err != nil {
+		// Kinds lists only types AddToScheme registers (TestKinds holds them to it).
+		panic(fmt.Sprintf("policy: kind %s is not in the scheme: %v", k.GroupVersionKind, err))
+	}
+	return obj.(client.Object)
 }
 
 // scheme holds the Go types of the kinds the policy reads.
@@ -57,28 +103,16 @@ func AddToScheme(s *runtime.Scheme) error {
 	return kubevirtv1.AddToScheme(s)
 }
 
-// newObject is an empty object of a kind the policy reads, or nil for any other kind.
-func newObject(gk schema.GroupKind) client.Object {
-	v, ok := versions[gk]
-	if !ok {
-		return nil
-	}
-	obj, err := scheme.New(gk.WithVersion(v))
-	if err != nil {
-		return nil
-	}
-	return obj.(client.Object)
-}
-
 // Decode turns one object's JSON into the typed object the rules read, or returns nil, nil for a
 // kind the policy neither reviews nor reads. strict also rejects unknown and duplicate fields:
 // offline input has no API server schema in front of it. A kind field in the JSON that
 // contradicts gk is an error.
 func Decode(gk schema.GroupKind, raw []byte, strict bool) (client.Object, error) {
-	obj := newObject(gk)
-	if obj == nil {
+	k, ok := KindOf(gk)
+	if !ok {
 		return nil, nil
 	}
+	obj := k.New()
 	if trimmed := bytes.TrimSpace(raw); len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, fmt.Errorf("%s: the object is not a JSON object", gk.Kind)
 	}
@@ -125,10 +159,24 @@ func IsGuarded(obj client.Object) bool {
 	return false
 }
 
-// Rules are the admission rules of one kind the policy reviews, typed: the webhook runs one
-// per endpoint (a controller-runtime typed validator), offline callers through Review.
-type Rules[T client.Object] struct {
-	Kind schema.GroupKind
+// Reviewer is the admission rules of one kind (Kind.Rules), over objects of any Go type: an
+// object of another type than the kind's is an error, never a panic.
+type Reviewer interface {
+	// Review applies the rules to obj, reading the policy data it names from src. An object
+	// that is not guarded passes. The error is only for an object of another kind or policy
+	// data that could not be read: the caller must then fail closed.
+	Review(ctx context.Context, src Source, obj client.Object) (Result, error)
+	// Unchanged reports whether an update leaves alone everything the rules read: the spec,
+	// and the inferplane.io/ labels and annotations. Such an update (a finalizer, KubeVirt's
+	// own labels, a VMI's status, which KubeVirt writes through the main resource) is admitted
+	// without a new review, so a tightened policy never blocks the cleanup of objects admitted
+	// before it. The webhook's matchConditions say the same in CEL, so the API server does not
+	// even call.
+	Unchanged(old, obj client.Object) bool
+}
+
+// rules are the rules of one kind, typed.
+type rules[T client.Object] struct {
 	// check reads the policy data obj names and applies the rules; the error is only for data
 	// that could not be read.
 	check func(ctx context.Context, src Source, obj T) (field.ErrorList, error)
@@ -136,27 +184,26 @@ type Rules[T client.Object] struct {
 	spec func(obj T) any
 }
 
-// The kinds the policy reviews.
 var (
-	JobRules = Rules[*v1alpha1.ManagedInferenceJob]{Kind: GroupKindJob,
+	jobRules = rules[*v1alpha1.ManagedInferenceJob]{
 		check: func(ctx context.Context, src Source, o *v1alpha1.ManagedInferenceJob) (field.ErrorList, error) {
 			master, _ := JobMaster(o)
 			d, err := lookup(ctx, src, WorkloadNames{Tenant: o.Labels[v1alpha1.LabelTenant], Master: master, NodeType: o.Spec.NodeType})
 			return CheckJob(o, d), err
 		},
 		spec: func(o *v1alpha1.ManagedInferenceJob) any { return o.Spec }}
-	MasterRules = Rules[*v1alpha1.ModelMaster]{Kind: GroupKindMaster,
+	masterRules = rules[*v1alpha1.ModelMaster]{
 		check: func(_ context.Context, _ Source, o *v1alpha1.ModelMaster) (field.ErrorList, error) {
 			return CheckMaster(o), nil
 		},
 		spec: func(o *v1alpha1.ModelMaster) any { return o.Spec }}
-	VMRules = Rules[*kubevirtv1.VirtualMachine]{Kind: GroupKindVM,
+	vmRules = rules[*kubevirtv1.VirtualMachine]{
 		check: func(ctx context.Context, src Source, o *kubevirtv1.VirtualMachine) (field.ErrorList, error) {
 			d, err := lookup(ctx, src, vmWorkload(o).names())
 			return CheckVirtualMachine(o, d), err
 		},
 		spec: func(o *kubevirtv1.VirtualMachine) any { return o.Spec }}
-	VMIRules = Rules[*kubevirtv1.VirtualMachineInstance]{Kind: GroupKindVMI,
+	vmiRules = rules[*kubevirtv1.VirtualMachineInstance]{
 		check: func(ctx context.Context, src Source, o *kubevirtv1.VirtualMachineInstance) (field.ErrorList, error) {
 			d, err := lookup(ctx, src, vmiWorkload(o).names())
 			return CheckVirtualMachineInstance(o, d), err
@@ -164,15 +211,18 @@ var (
 		spec: func(o *kubevirtv1.VirtualMachineInstance) any { return o.Spec }}
 )
 
-// Review applies the rules to obj, reading the policy data it names from src. An object that
-// is not guarded passes. The error is only for policy data that could not be read: the caller
-// must then fail closed.
-func (r Rules[T]) Review(ctx context.Context, src Source, obj T) (Result, error) {
+// Review implements Reviewer.
+func (r rules[T]) Review(ctx context.Context, src Source, obj client.Object) (Result, error) {
+	o, ok := obj.(T)
+	if !ok {
+		var want T
+		return Result{Ref: RefOf(obj)}, fmt.Errorf("%s: a %T, where these rules read a %T", RefOf(obj), obj, want)
+	}
 	res := Result{Ref: RefOf(obj), Guarded: IsGuarded(obj)}
 	if !res.Guarded {
 		return res, nil
 	}
-	errs, err := r.check(ctx, src, obj)
+	errs, err := r.check(ctx, src, o)
 	if err != nil {
 		return Result{Ref: res.Ref, Guarded: true}, err
 	}
@@ -180,46 +230,28 @@ func (r Rules[T]) Review(ctx context.Context, src Source, obj T) (Result, error)
 	return res, nil
 }
 
-// Unchanged reports whether an update leaves alone everything the rules read: the spec, and
-// the inferplane.io/ labels and annotations. Such an update (a finalizer, KubeVirt's own
-// labels, a VMI's status, which KubeVirt writes through the main resource) is admitted without
-// a new review, so a tightened policy never blocks the cleanup of objects admitted before it.
-// The webhook's matchConditions say the same thing in CEL, so the API server does not even call.
-func (r Rules[T]) Unchanged(old, obj T) bool {
-	return sameInferplaneKeys(old.GetLabels(), obj.GetLabels()) &&
-		sameInferplaneKeys(old.GetAnnotations(), obj.GetAnnotations()) &&
-		apiequality.Semantic.DeepEqual(r.spec(old), r.spec(obj))
+// Unchanged implements Reviewer.
+func (r rules[T]) Unchanged(old, obj client.Object) bool {
+	o, ok1 := old.(T)
+	n, ok2 := obj.(T)
+	return ok1 && ok2 && sameInferplaneKeys(o.GetLabels(), n.GetLabels()) &&
+		sameInferplaneKeys(o.GetAnnotations(), n.GetAnnotations()) &&
+		apiequality.Semantic.DeepEqual(r.spec(o), r.spec(n))
 }
 
-// reviewer is Rules of any kind, for callers that hold objects of several kinds.
-type reviewer interface {
-	review(ctx context.Context, src Source, obj client.Object) (Result, error)
-}
-
-func (r Rules[T]) review(ctx context.Context, src Source, obj client.Object) (Result, error) {
-	o, ok := obj.(T)
-	if !ok {
-		return Result{}, fmt.Errorf("%s: not a %s", RefOf(obj), r.Kind.Kind)
-	}
-	return r.Review(ctx, src, o)
-}
-
-var reviewers = map[schema.GroupKind]reviewer{
-	GroupKindJob: JobRules, GroupKindMaster: MasterRules, GroupKindVM: VMRules, GroupKindVMI: VMIRules,
-}
-
-// Review applies the rules of obj's kind (the Rules above) to obj; kinds without rules (Tenant,
+// Review applies the rules of obj's kind (Kinds) to obj; kinds without rules (Tenant,
 // NodeType, anything else) pass.
 func Review(ctx context.Context, src Source, obj client.Object) (Result, error) {
 	gvk, err := apiutil.GVKForObject(obj, scheme)
-	if r, ok := reviewers[gvk.GroupKind()]; ok && err == nil {
-		return r.review(ctx, src, obj)
+	if k, ok := KindOf(gvk.GroupKind()); ok && err == nil && k.Rules != nil {
+		return k.Rules.Review(ctx, src, obj)
 	}
 	return Result{Ref: RefOf(obj), Guarded: IsGuarded(obj)}, nil
 }
 
 // lookup reads the named policy data; a name that is empty or not found leaves its field nil
-// (the rules turn that into a violation naming it).
+// (the rules turn that into a violation naming it). The names of every node type are read
+// only for a node type the rules will refuse, which is when they offer others.
 func lookup(ctx context.Context, src Source, n WorkloadNames) (Data, error) {
 	tenant, master, nodeType := n.Tenant, n.Master, n.NodeType
 	var d Data
@@ -235,6 +267,13 @@ func lookup(ctx context.Context, src Source, n WorkloadNames) (Data, error) {
 	if nodeType != "" {
 		nt, err := src.NodeType(ctx, nodeType)
 		d.NodeType, errs = keep(nt, err, errs, v1alpha1.KindNodeType, nodeType)
+	}
+	if d.NodeType == nil || d.Tenant != nil && !NodeTypeAllowed(d.Tenant.Spec.AllowedNodeTypes, nodeType) {
+		names, err := src.NodeTypeNames(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list %ss: %w", v1alpha1.KindNodeType, err))
+		}
+		d.NodeTypes = names
 	}
 	return d, errors.Join(errs...)
 }

@@ -24,6 +24,8 @@ type Source interface {
 	Tenant(ctx context.Context, name string) (*v1alpha1.Tenant, error)
 	NodeType(ctx context.Context, name string) (*v1alpha1.NodeType, error)
 	Master(ctx context.Context, name string) (*v1alpha1.ModelMaster, error)
+	// NodeTypeNames lists every node type's name (a refusal of one offers others), sorted.
+	NodeTypeNames(ctx context.Context) ([]string, error)
 }
 
 // NotFoundError says that the policy data holds no object of a kind and name.
@@ -109,6 +111,11 @@ func (s *Store) Master(_ context.Context, name string) (*v1alpha1.ModelMaster, e
 	return get(s.masters, v1alpha1.KindModelMaster, name)
 }
 
+// NodeTypeNames implements Source.
+func (s *Store) NodeTypeNames(context.Context) ([]string, error) {
+	return append([]string{}, s.Names(v1alpha1.KindNodeType)...), nil
+}
+
 // Names lists the names the store holds of one kind, sorted (for messages and tests).
 func (s *Store) Names(kind string) []string {
 	switch kind {
@@ -146,6 +153,23 @@ func (o Overlay) NodeType(ctx context.Context, name string) (*v1alpha1.NodeType,
 // Master implements Source.
 func (o Overlay) Master(ctx context.Context, name string) (*v1alpha1.ModelMaster, error) {
 	return first(o, v1alpha1.KindModelMaster, name, func(s Source) (*v1alpha1.ModelMaster, error) { return s.Master(ctx, name) })
+}
+
+// NodeTypeNames implements Source: the names every source holds, sorted, once each.
+func (o Overlay) NodeTypeNames(ctx context.Context) ([]string, error) {
+	all := []string{}
+	for _, s := range o {
+		if s == nil {
+			continue
+		}
+		names, err := s.NodeTypeNames(ctx)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, names...)
+	}
+	slices.Sort(all)
+	return slices.Compact(all), nil
 }
 
 func first[T any](o Overlay, kind, name string, get func(Source) (*T, error)) (*T, error) {

@@ -15,6 +15,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/fielderr"
 )
 
 // workload is a VirtualMachine or a VirtualMachineInstance as the rules see it: the labels and
@@ -108,10 +109,7 @@ func checkWorkload(w workload, d Data) field.ErrorList {
 
 	master := checkMasterRef(&out, n.Master, w.labelsPath.Key(v1alpha1.LabelModelMaster), d.Master)
 	ntPath := w.labelsPath.Key(v1alpha1.LabelNodeType)
-	nt := checkNodeTypeRef(&out, n.NodeType, ntPath, d.NodeType)
-	if d.Tenant != nil && !NodeTypeAllowed(d.Tenant.Spec.AllowedNodeTypes, n.NodeType) {
-		out = append(out, notAllowed(ntPath, n.NodeType, d.Tenant))
-	}
+	nt := checkNodeTypeRef(&out, n.NodeType, ntPath, d)
 	if master != nil {
 		if rt, ok := l[v1alpha1.LabelRuntime]; ok && rt != string(master.Spec.Runtime) {
 			out = append(out, field.Invalid(w.labelsPath.Key(v1alpha1.LabelRuntime), rt,
@@ -222,7 +220,7 @@ func checkLayout(w workload, master *v1alpha1.ModelMaster, nt *v1alpha1.NodeType
 	}
 	if layout.Nodes > 1 && !hasRackAffinity(w.spec.Affinity, nt.Rack(), l) {
 		out = append(out, field.Invalid(w.specPath.Child("affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
-			omit, fmt.Sprintf("no rack term: a replica spanning %d nodes runs in one rack: it needs a required pod affinity "+
+			fielderr.Omit, fmt.Sprintf("no rack term: a replica spanning %d nodes runs in one rack: it needs a required pod affinity "+
 				"with topologyKey %q whose selector matches exactly this replica's pods (labels %s, %s, %s)",
 				layout.Nodes, nt.Rack(), v1alpha1.LabelTenant, v1alpha1.LabelJob, v1alpha1.LabelReplica)))
 	}

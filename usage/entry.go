@@ -12,12 +12,6 @@ import (
 	"net"
 	"strings"
 	"time"
-
-	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
-	"google.golang.org/protobuf/types/known/structpb"
-
-	"github.com/inferplane/inferplane/auth/extauthz"
-	"github.com/inferplane/inferplane/usage/envoylua"
 )
 
 // Entry is one request as the aggregator needs it.
@@ -38,6 +32,8 @@ type Entry struct {
 	// HasUsage is set when the response carried an OpenAI usage object.
 	HasUsage            bool
 	TokensIn, TokensOut int64
+	// Estimated: no usage arrived, TokensOut is the stream's data events (one token each).
+	Estimated bool
 }
 
 // Failed reports whether the request counts against the endpoint's success rate: a 5xx or
@@ -69,49 +65,4 @@ func HostResolver(domain string) Resolver {
 		}
 		return rest[i+1:], rest[:i], true
 	}
-}
-
-// FromHTTPLog converts an Envoy access log entry. ok is false when the request cannot be tied
-// to an endpoint (e.g. a host outside the endpoints' domain). The service itself decodes the
-// wire form (wire.go) to the same result.
-func FromHTTPLog(l *datav3.HTTPAccessLogEntry, resolve Resolver) (Entry, bool) {
-	c := l.GetCommonProperties()
-	md := c.GetMetadata().GetFilterMetadata()
-	authz := md[extauthz.MetadataNamespace]
-	r := rawEntry{
-		tenant:    str(authz, extauthz.MetaTenant),
-		job:       str(authz, extauthz.MetaJob),
-		keyID:     str(authz, extauthz.MetaKeyID),
-		authority: l.GetRequest().GetAuthority(),
-		code:      int(l.GetResponse().GetResponseCode().GetValue()),
-		denied:    c.GetResponseFlags().GetUnauthorizedDetails() != nil,
-		lastTx:    c.GetTimeToLastDownstreamTxByte().AsDuration(),
-		duration:  c.GetDuration().AsDuration(),
-		ttfb:      c.GetTimeToFirstUpstreamRxByte().AsDuration(),
-	}
-	if st := c.GetStartTime(); st != nil {
-		r.start = st.AsTime()
-	}
-	if u := md[envoylua.MetadataNamespace]; u != nil {
-		r.in, r.hasIn = num(u, envoylua.PromptTokens)
-		r.out, r.hasOut = num(u, envoylua.CompletionTokens)
-	}
-	return r.finish(resolve)
-}
-
-func str(s *structpb.Struct, k string) string { return s.GetFields()[k].GetStringValue() }
-
-func num(s *structpb.Struct, k string) (int64, bool) {
-	v, ok := s.GetFields()[k]
-	if !ok {
-		return 0, false
-	}
-	if _, isNum := v.GetKind().(*structpb.Value_NumberValue); !isNum {
-		return 0, false
-	}
-	n := v.GetNumberValue()
-	if n < 0 || n > 1e15 || n != n {
-		return 0, false
-	}
-	return int64(n), true
 }

@@ -22,8 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/inferplane/inferplane/auth/extauthz"
-	"github.com/inferplane/inferplane/usage/envoylua"
+	"github.com/inferplane/inferplane/internal/envoymeta"
 )
 
 // logEntry builds an access log entry as Envoy's gRPC access logger sends it.
@@ -42,16 +41,16 @@ type logEntry struct {
 func (l logEntry) proto() *datav3.HTTPAccessLogEntry {
 	md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
 	if l.tenant != "" {
-		md.FilterMetadata[extauthz.MetadataNamespace] = &structpb.Struct{Fields: map[string]*structpb.Value{
-			extauthz.MetaTenant: structpb.NewStringValue(l.tenant),
-			extauthz.MetaJob:    structpb.NewStringValue(l.job),
-			extauthz.MetaKeyID:  structpb.NewStringValue(l.keyID),
+		md.FilterMetadata[envoymeta.AuthzNamespace] = &structpb.Struct{Fields: map[string]*structpb.Value{
+			envoymeta.AuthzTenant: structpb.NewStringValue(l.tenant),
+			envoymeta.AuthzJob:    structpb.NewStringValue(l.job),
+			envoymeta.AuthzKeyID:  structpb.NewStringValue(l.keyID),
 		}}
 	}
 	if l.in >= 0 {
-		md.FilterMetadata[envoylua.MetadataNamespace] = &structpb.Struct{Fields: map[string]*structpb.Value{
-			envoylua.PromptTokens:     structpb.NewNumberValue(float64(l.in)),
-			envoylua.CompletionTokens: structpb.NewNumberValue(float64(l.out)),
+		md.FilterMetadata[envoymeta.UsageNamespace] = &structpb.Struct{Fields: map[string]*structpb.Value{
+			envoymeta.PromptTokens:     structpb.NewNumberValue(float64(l.in)),
+			envoymeta.CompletionTokens: structpb.NewNumberValue(float64(l.out)),
 		}}
 	}
 	c := &datav3.AccessLogCommon{

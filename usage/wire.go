@@ -7,8 +7,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/inferplane/inferplane/auth/extauthz"
-	"github.com/inferplane/inferplane/usage/envoylua"
+	"github.com/inferplane/inferplane/internal/envoymeta"
 )
 
 // The access log service decodes Envoy's messages straight from the wire, reading only the
@@ -89,12 +88,18 @@ type rawEntry struct {
 	lastTx, duration, ttfb        time.Duration
 	hasIn, hasOut                 bool
 	in, out                       int64
+	events                        int64
 }
 
-// finish turns a raw entry into an Entry (see FromHTTPLog).
+// finish turns a raw entry into an Entry.
 func (r *rawEntry) finish(resolve Resolver) (Entry, bool) {
 	e := Entry{Tenant: r.tenant, Job: r.job, KeyID: r.keyID, Code: r.code, Denied: r.denied,
 		Latency: r.lastTx, TTFB: r.ttfb, HasUsage: r.hasIn || r.hasOut, TokensIn: r.in, TokensOut: r.out}
+	if !e.HasUsage && r.events > 0 {
+		// A stream cut off before its usage arrived (the client or the replica went away):
+		// one token per data event generated, an estimate (see usage.lua).
+		e.TokensOut, e.Estimated = r.events, true
+	}
 	if e.Tenant == "" || e.Job == "" {
 		var ok bool
 		if resolve == nil {
@@ -280,30 +285,32 @@ func mapEntries(b []byte, num protowire.Number, fn func(key, val []byte) error) 
 func decodeMetadata(b []byte, r *rawEntry) error {
 	return mapEntries(b, fMetaFilter, func(ns, st []byte) error {
 		switch string(ns) {
-		case extauthz.MetadataNamespace:
+		case envoymeta.AuthzNamespace:
 			return structFields(st, func(k, s []byte, _ float64, isNum bool) {
 				if isNum {
 					return
 				}
 				switch string(k) {
-				case extauthz.MetaTenant:
+				case envoymeta.AuthzTenant:
 					r.tenant = string(s)
-				case extauthz.MetaJob:
+				case envoymeta.AuthzJob:
 					r.job = string(s)
-				case extauthz.MetaKeyID:
+				case envoymeta.AuthzKeyID:
 					r.keyID = string(s)
 				}
 			})
-		case envoylua.MetadataNamespace:
+		case envoymeta.UsageNamespace:
 			return structFields(st, func(k, _ []byte, f float64, isNum bool) {
 				if !isNum || f < 0 || f > 1e15 || f != f {
 					return
 				}
 				switch string(k) {
-				case envoylua.PromptTokens:
+				case envoymeta.PromptTokens:
 					r.in, r.hasIn = int64(f), true
-				case envoylua.CompletionTokens:
+				case envoymeta.CompletionTokens:
 					r.out, r.hasOut = int64(f), true
+				case envoymeta.StreamEvents:
+					r.events = int64(f)
 				}
 			})
 		}

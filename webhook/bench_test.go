@@ -13,6 +13,7 @@ import (
 
 	pt "github.com/inferplane/inferplane/policy/policytest"
 	"github.com/inferplane/inferplane/webhook"
+	"github.com/inferplane/inferplane/webhook/webhooktest"
 )
 
 // BenchmarkHandler measures one admission through the HTTP handler the server mounts: decode the
@@ -44,7 +45,7 @@ func BenchmarkHandler(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			mux := webhook.Mux(pt.Store(), m, nil)
+			mux := webhooktest.Mux(b, pt.Store(), m, nil)
 			body, path := reviewBody(b, tc.req), pathOfKind(tc.req.Kind.Kind)
 			var lat []time.Duration
 			b.ReportAllocs()

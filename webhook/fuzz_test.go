@@ -10,9 +10,10 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/inferplane/inferplane/policy"
 	pt "github.com/inferplane/inferplane/policy/policytest"
-	"github.com/inferplane/inferplane/webhook"
 	"github.com/inferplane/inferplane/webhook/install"
+	"github.com/inferplane/inferplane/webhook/webhooktest"
 )
 
 // FuzzAdmissionReview posts arbitrary bodies to every endpoint: malformed JSON, missing fields,
@@ -33,7 +34,7 @@ func FuzzAdmissionReview(f *testing.F) {
 		{admissionv1.Update, bad, pt.VM("chat", 0, 0, qwen, pt.H100())},
 		{admissionv1.Create, pt.VMI("chat", 0, 0, qwen, pt.H100()), nil},
 	} {
-		for i := range install.Endpoints {
+		for i := range policy.Reviewed() {
 			f.Add(uint8(i), reviewBody(f, request(f, c.op, c.obj, c.old)))
 		}
 	}
@@ -43,15 +44,15 @@ func FuzzAdmissionReview(f *testing.F) {
 		`{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"1","kind":{"group":"inferplane.io","version":"v1alpha1","kind":"ManagedInferenceJob"},"operation":"CREATE","object":{"metadata":{"labels":{"inferplane.io/tenant":"acme"}},"spec":{"gpuCount":99999999999999999999}}}}`,
 		`{"request":{"kind":{"group":"inferplane.io","kind":"ModelMaster"},"operation":"UPDATE","object":{"metadata":{"labels":{"inferplane.io/tenant":"a"}}},"oldObject":7}}`,
 	} {
-		for i := range install.Endpoints {
+		for i := range policy.Reviewed() {
 			f.Add(uint8(i), []byte(s))
 		}
 	}
-	mux := webhook.Mux(pt.Store(), nil, nil)
+	mux := webhooktest.Mux(f, pt.Store(), nil, nil)
 	f.Fuzz(func(t *testing.T, endpoint uint8, body []byte) {
-		ep := install.Endpoints[int(endpoint)%len(install.Endpoints)]
+		kinds := policy.Reviewed()
 		rec := httptest.NewRecorder()
-		r := httptest.NewRequest(http.MethodPost, ep.Path, bytes.NewReader(body))
+		r := httptest.NewRequest(http.MethodPost, install.Path(kinds[int(endpoint)%len(kinds)]), bytes.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
 		mux.ServeHTTP(rec, r)
 		var out admissionv1.AdmissionReview

@@ -21,13 +21,14 @@ import (
 
 	pt "github.com/inferplane/inferplane/policy/policytest"
 	"github.com/inferplane/inferplane/webhook"
+	"github.com/inferplane/inferplane/webhook/webhooktest"
 )
 
 // Only an admission.k8s.io/v1 AdmissionReview is answered: another version, another kind or an
 // envelope with two apiVersion keys wrapping a valid request is refused with code 400 and the
 // request's uid, never allowed.
 func TestGuardEnvelope(t *testing.T) {
-	mux := webhook.Mux(pt.Store(), nil, nil)
+	mux := webhooktest.Mux(t, pt.Store(), nil, nil)
 	valid := string(reviewBody(t, request(t, admissionv1.Create, pt.VM("chat", 0, 0, pt.Master("qwen-4", 4), pt.H100()), nil)))
 	require.True(t, post(t, mux, "/validate/virtualmachines", "application/json", []byte(valid)).Allowed, "the valid review is allowed")
 	cases := map[string]string{
@@ -64,7 +65,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // A body announced over the limit is refused with 413 without being read.
 func TestGuardRefusesLargeBodiesUnread(t *testing.T) {
-	mux := webhook.Mux(pt.Store(), nil, nil)
+	mux := webhooktest.Mux(t, pt.Store(), nil, nil)
 	body := &countingReader{}
 	r := httptest.NewRequest(http.MethodPost, "/validate/virtualmachines", io.LimitReader(body, 10<<20))
 	r.ContentLength = 10 << 20
@@ -90,7 +91,7 @@ func TestGuardRefusesLargeBodiesUnread(t *testing.T) {
 // A request that would take the bytes being decoded past the budget is refused at once with
 // 429, not queued behind the one holding the budget; once that one is done, requests pass.
 func TestGuardRefusesBeyondTheBudget(t *testing.T) {
-	mux := webhook.Mux(pt.Store(), nil, webhook.NewGuard(webhook.GuardOptions{DecodeBudget: webhook.MaxRequestBytes}))
+	mux := webhooktest.Mux(t, pt.Store(), nil, webhook.NewGuard(webhook.GuardOptions{DecodeBudget: webhook.MaxRequestBytes}))
 	// The guard takes its budget before it reads a byte of the body, so the slow request's
 	// first read on the server says it holds the budget (a write on the client's side only says
 	// the client's transport took the bytes).
@@ -171,7 +172,7 @@ func TestGuardHeapUnderParallelMaximalBodies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("SKIPPED in -short: sends about 1.5 GB over loopback")
 	}
-	srv := httptest.NewServer(webhook.Mux(pt.Store(), nil, nil))
+	srv := httptest.NewServer(webhooktest.Mux(t, pt.Store(), nil, nil))
 	defer srv.Close()
 	maximal := maximalReview(t)
 	require.LessOrEqual(t, int64(len(maximal)), webhook.MaxRequestBytes)

@@ -24,6 +24,7 @@ import (
 	pt "github.com/inferplane/inferplane/policy/policytest"
 	"github.com/inferplane/inferplane/webhook"
 	"github.com/inferplane/inferplane/webhook/install"
+	"github.com/inferplane/inferplane/webhook/webhooktest"
 )
 
 // request builds an AdmissionRequest for obj (and old, on UPDATE) the way the API server does.
@@ -135,7 +136,7 @@ func TestHandler(t *testing.T) {
 			if path == "" {
 				path = pathOfKind(tc.req.Kind.Kind)
 			}
-			resp := post(t, webhook.Mux(src, nil, nil), path, "application/json", reviewBody(t, tc.req))
+			resp := post(t, webhooktest.Mux(t, src, nil, nil), path, "application/json", reviewBody(t, tc.req))
 			assert.Equal(t, tc.allowed, resp.Allowed)
 			assert.Equal(t, types.UID("uid-1"), resp.UID)
 			require.NotNil(t, resp.Result)
@@ -148,16 +149,16 @@ func TestHandler(t *testing.T) {
 }
 
 func pathOfKind(kind string) string {
-	for _, ep := range install.Endpoints {
-		if ep.Kind.Kind == kind {
-			return ep.Path
+	for _, k := range policy.Reviewed() {
+		if k.Kind == kind {
+			return install.Path(k)
 		}
 	}
 	return "/nowhere"
 }
 
 func TestHandlerBadRequests(t *testing.T) {
-	mux := webhook.Mux(pt.Store(), nil, nil)
+	mux := webhooktest.Mux(t, pt.Store(), nil, nil)
 	goodVM := pt.VM("chat", 0, 0, pt.Master("qwen-4", 4), pt.H100())
 	cases := []struct {
 		name, contentType string
@@ -200,13 +201,13 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, err)
 	again, err := webhook.NewMetrics(reg)
 	require.NoError(t, err, "a second registration reuses the series")
-	mux := webhook.Mux(pt.Store(), m, nil)
+	mux := webhooktest.Mux(t, pt.Store(), m, nil)
 	qwen := pt.Master("qwen-4", 4)
 	bad := pt.Job("chat", qwen, "aws.h100")
 	bad.Spec.GPUCount = 1
 	post(t, mux, "/validate/managedinferencejobs", "application/json", reviewBody(t, request(t, admissionv1.Create, pt.Job("chat", qwen, "aws.h100"), nil)))
 	post(t, mux, "/validate/managedinferencejobs", "application/json", reviewBody(t, request(t, admissionv1.Create, bad, nil)))
-	post(t, webhook.Mux(pt.Store(), again, nil), "/validate/managedinferencejobs", "application/json", reviewBody(t, request(t, admissionv1.Create, bad, nil)))
+	post(t, webhooktest.Mux(t, pt.Store(), again, nil), "/validate/managedinferencejobs", "application/json", reviewBody(t, request(t, admissionv1.Create, bad, nil)))
 
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -240,7 +241,7 @@ func TestDenialIsInvalidWithCauses(t *testing.T) {
 	qwen := pt.Master("qwen-4", 4)
 	bad := pt.Job("chat", qwen, "gcp.l4")
 	bad.Spec.GPUCount = 8
-	resp := post(t, webhook.Mux(pt.Store(), nil, nil), "/validate/managedinferencejobs", "application/json",
+	resp := post(t, webhooktest.Mux(t, pt.Store(), nil, nil), "/validate/managedinferencejobs", "application/json",
 		reviewBody(t, request(t, admissionv1.Create, bad, nil)))
 	require.False(t, resp.Allowed)
 	assert.Equal(t, metav1.StatusReasonInvalid, resp.Result.Reason)

@@ -156,7 +156,11 @@ func setUp(ctx context.Context, mgr manager.Manager, o ServeOptions) error {
 	}
 	o.Guard.Metrics = metrics
 	src := ClientSource{Reader: mgr.GetClient(), Live: mgr.GetAPIReader()}
-	for path, h := range Handlers(NewGuard(o.Guard), src, metrics, o.Logger.WithName("admission")) {
+	handlers, err := Handlers(NewGuard(o.Guard), src, metrics, o.Logger.WithName("admission"))
+	if err != nil {
+		return err
+	}
+	for path, h := range handlers {
 		mgr.GetWebhookServer().Register(path, h)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,6 +33,20 @@ func (c ClientSource) NodeType(ctx context.Context, name string) (*v1alpha1.Node
 // Master implements policy.Source.
 func (c ClientSource) Master(ctx context.Context, name string) (*v1alpha1.ModelMaster, error) {
 	return clientGet(ctx, c, name, &v1alpha1.ModelMaster{})
+}
+
+// NodeTypeNames implements policy.Source.
+func (c ClientSource) NodeTypeNames(ctx context.Context) ([]string, error) {
+	var list v1alpha1.NodeTypeList
+	if err := c.Reader.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, nt := range list.Items {
+		names = append(names, nt.Name)
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 func clientGet[T client.Object](ctx context.Context, c ClientSource, name string, obj T) (T, error) {

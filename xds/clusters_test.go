@@ -63,8 +63,9 @@ func TestTenantClustersEndToEnd(t *testing.T) {
 		tenanttest.ArgoSecret("cluster-initech", "initech", globex.Env.Config.Host, map[string]any{"tlsClientConfig": map[string]any{
 			"caData": globex.Env.Config.CAData, "certData": globex.Env.Config.CertData, "keyData": globex.Env.Config.KeyData}}),
 	} {
+		// The duplicate claim: cluster-acme is created first, so it is as old as cluster-acme-again
+		// or older (creation times have one-second resolution; the name breaks a tie).
 		require.NoError(t, host.Create(ctx, s))
-		time.Sleep(10 * time.Millisecond) // distinct creation order for the duplicate claim
 	}
 
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))

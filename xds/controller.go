@@ -18,6 +18,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/inferplane/inferplane/internal/warning"
 	"github.com/inferplane/inferplane/xds/certs"
 	"github.com/inferplane/inferplane/xds/discovery"
 	"github.com/inferplane/inferplane/xds/health"
@@ -201,7 +202,7 @@ const (
 )
 
 // setProblems replaces the problems of one origin, logging each new one once; mu is held.
-func (c *Controller) setProblems(origin string, list []discovery.Problem) {
+func (c *Controller) setProblems(origin string, list []warning.Warning) {
 	problems := make(map[string]bool, len(list))
 	for _, p := range list {
 		problems[p.String()] = true

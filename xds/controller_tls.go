@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/inferplane/inferplane/internal/warning"
 	"github.com/inferplane/inferplane/xds/certs"
-	"github.com/inferplane/inferplane/xds/discovery"
 	"github.com/inferplane/inferplane/xds/resources"
 )
 
@@ -78,13 +78,13 @@ func (c *Controller) setTLSReport(report resources.TLSReport) {
 	if !c.cfg.TLS {
 		return
 	}
-	var problems []discovery.Problem
+	var problems []warning.Warning
 	onTLS := 0
 	for _, key := range slices.Sorted(maps.Keys(report)) {
 		if ch := report[key]; ch.Certificate != "" {
 			onTLS++
 		} else {
-			problems = append(problems, discovery.Problem{Object: "endpoint " + key, Reason: "served on plain HTTP only: " + ch.Reason})
+			problems = append(problems, warning.Warning{Object: "endpoint " + key, Reason: "served on plain HTTP only: " + ch.Reason})
 		}
 	}
 	c.setProblems(problemsTLS, problems)

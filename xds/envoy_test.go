@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferplane/inferplane/e2e/replicadouble"
+	"github.com/inferplane/inferplane/internal/testnet"
 	"github.com/inferplane/inferplane/xds/bootstrap"
 	"github.com/inferplane/inferplane/xds/discovery"
 	"github.com/inferplane/inferplane/xds/health"
@@ -29,12 +30,7 @@ import (
 )
 
 // freePort returns a loopback port nothing listens on right now.
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testnet.FreePort(t) }
 
 // startEnvoy runs a real Envoy from the bootstrap `inferplane xds bootstrap` prints.
 func startEnvoy(t *testing.T, envoy, xdsAddr string, delta bool) (adminURL string) {

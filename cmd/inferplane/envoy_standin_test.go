@@ -22,7 +22,7 @@ import (
 )
 
 // envoyStandIn is OUR OWN small stand-in for Envoy, which cannot run here (no envoy binary on
-// these machines; auth/envoyfilters and xds run the real one where it exists). It does, per
+// these machines; gateway/envoyfilters and xds run the real one where it exists). It does, per
 // request, what the configuration `xds serve` gives Envoy does, reading that server's state
 // instead of its xDS resources: the virtual host by Host (<job>.<tenant>.<domain>; an unknown
 // host is 404), only the OpenAI paths of the job's runtime (else 404), the ext_authz check

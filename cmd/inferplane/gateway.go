@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/gateway/install"
 	"github.com/inferplane/inferplane/internal/fileutil"
 )
@@ -43,8 +44,9 @@ func registerInstallFlags(f *pflag.FlagSet, o *install.Options, prefix string) {
 
 func newGatewayManifestsCmd() *cobra.Command {
 	var (
-		o      install.Options
-		output string
+		o             install.Options
+		output        string
+		limitsTenants string
 	)
 	cmd := &cobra.Command{
 		Use:   "manifests",
@@ -65,6 +67,11 @@ func newGatewayManifestsCmd() *cobra.Command {
                     ConfigMap, drained on termination (gateway envoy-drainer beside it), a
                     PodDisruptionBudget, and a Service of type LoadBalancer (80 and 443)
 
+  the limits store a StatefulSet of one Redis (its append-only file on a volume) and its
+                    Service, which every xDS server shares for rate limits and token budgets;
+                    with --limits-tenants, a ConfigMap of the tenants' limits (their tenant.yaml)
+                    mounted as the xDS servers' --limits-tenants folder
+
 The API key secret is not in them (secrets never go to git): the header says how to create it.
 TLS certificates are the kubernetes.io/tls Secrets of the gateway's namespace (e.g. written by
 cert-manager): one for *.<tenant>.<domain> per tenant, or per endpoint host.`,
@@ -74,6 +81,13 @@ cert-manager): one for *.<tenant>.<domain> per tenant, or per endpoint host.`,
   inferplane gateway manifests --domain inference.example.com --vcluster-namespace vcluster-acme -o gateway.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limitsTenants != "" {
+				t, err := limits.TenantFilesWithLimits(limitsTenants)
+				if err != nil {
+					return usageErr(fmt.Errorf("--limits-tenants: %w", err))
+				}
+				o.TenantLimits = t
+			}
 			y, err := install.YAML(o)
 			if err != nil {
 				return usageErr(err)
@@ -93,6 +107,7 @@ cert-manager): one for *.<tenant>.<domain> per tenant, or per endpoint host.`,
 	f.StringVar(&o.Domain, "domain", "", "endpoint host names are <job>.<tenant>.<domain> (required)")
 	registerInstallFlags(f, &o, "")
 	f.StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	f.StringVar(&limitsTenants, "limits-tenants", "", "tenants folder whose tenant.yaml spec.limits the gateway enforces (mounted from a ConfigMap)")
 	_ = cmd.MarkFlagRequired("domain")
 	return cmd
 }

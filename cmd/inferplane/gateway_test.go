@@ -25,8 +25,10 @@ func TestGatewayManifestsCommand(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetKind()]++
 	}
-	assert.Equal(t, map[string]int{"Namespace": 1, "ServiceAccount": 3, "Role": 4, "RoleBinding": 4, "Service": 4,
-		"StatefulSet": 1, "PodDisruptionBudget": 3, "ConfigMap": 1, "Deployment": 2}, kinds, "the xDS servers, the key checks and Envoy")
+	// The xDS servers, the key checks, Envoy, and the limits store (a Redis StatefulSet, its
+	// Service and ServiceAccount).
+	assert.Equal(t, map[string]int{"Namespace": 1, "ServiceAccount": 4, "Role": 4, "RoleBinding": 4, "Service": 5,
+		"StatefulSet": 2, "PodDisruptionBudget": 3, "ConfigMap": 1, "Deployment": 2}, kinds)
 	assert.Contains(t, out, "metallb.universe.tf/address-pool: public")
 
 	_, _, err = execCLI(context.Background(), "gateway", "manifests", "--domain", "Bad_Domain")

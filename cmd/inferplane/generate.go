@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/gateway/install"
 	"github.com/inferplane/inferplane/generator"
 	"github.com/inferplane/inferplane/generator/render"
@@ -17,11 +18,9 @@ import (
 
 func newGenerateCmd() *cobra.Command {
 	var (
-		opts         generator.Options
-		guestImage   string
-		storageClass string
-		gatewayDir   string
-		gateway      install.Options
+		in         inputFlags
+		gatewayDir string
+		gateway    install.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "generate",
@@ -54,29 +53,27 @@ unchanged.`,
       --repo-url 'https://git.internal/gitops/{tenant}.git'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.Render.GuestImage = guestImage
-			opts.Render.StorageClass = storageClass
-			opts.Check = admissionCheck(cmd.Context())
 			if gatewayDir != "" && gateway.Domain == "" {
 				return usageErr(errors.New("--gateway-dir needs --gateway-domain"))
 			}
+			opts := in.options(cmd, "")
 			rep, err := generator.Generate(cmd.Context(), opts)
 			printReport(cmd.OutOrStdout(), cmd.ErrOrStderr(), rep)
 			if err != nil {
 				return err
 			}
+			if gatewayDir != "" {
+				// The tenants' limits go with the gateway's install (its --limits-tenants).
+				if gateway.TenantLimits, err = limits.TenantFilesWithLimits(opts.TenantsDir); err != nil {
+					return err
+				}
+			}
 			return writeGateway(cmd, gatewayDir, gateway, opts.DryRun)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.RecipesDir, "recipes", "recipes", "folder of vLLM recipes (models/, strategies/, taxonomy.yaml)")
-	f.StringVar(&opts.TenantsDir, "tenants", "tenants", "folder of node types, masters, tenants and jobs")
-	f.StringVar(&opts.OutDir, "out", "out", "folder of the tenants' repositories (out/<tenant>)")
-	f.BoolVar(&opts.DryRun, "dry-run", false, "print a unified diff of what would change per tenant; write nothing")
-	f.StringVar(&opts.RepoURL, "repo-url", generator.DefaultRepoURL,
-		"URL Argo CD pulls a tenant's repository from when the tenant sets no spec.git.url ({tenant} is replaced)")
-	f.StringVar(&guestImage, "guest-image", render.DefaultGuestImage, "golden VM disk (containerDisk image) for node types that name none")
-	f.StringVar(&storageClass, "storage-class", "", "storage class of the model-cache volumes (default: the tenant cluster's default class)")
+	in.registerRender(f)
+	f.BoolVar(&in.opts.DryRun, "dry-run", false, "print a unified diff of what would change per tenant; write nothing")
 	f.StringVar(&gatewayDir, "gateway-dir", "", "also write the gateway's install manifests (as `gateway manifests` prints them) into this folder of the operator's repository")
 	f.StringVar(&gateway.Domain, "gateway-domain", "", "the gateway's domain (--gateway-dir)")
 	registerInstallFlags(f, &gateway, "gateway-")

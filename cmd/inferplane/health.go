@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -11,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/inferplane/inferplane/internal/suggest"
+	"github.com/inferplane/inferplane/lifecycle/gateway"
 	"github.com/inferplane/inferplane/usage"
 )
 
@@ -34,13 +34,9 @@ probes. Exits 1 when an endpoint shown is unavailable, so scripts can gate on it
 			if output != "table" && output != "json" {
 				return usageErr(fmt.Errorf("-o %q: want table or json", output))
 			}
-			q := url.Values{}
-			if tenant != "" {
-				q.Set("tenant", tenant)
-			}
-			var rep usage.HealthReport
-			if err := serverGetJSON(cmd.Context(), server, usage.HealthPath, q, &rep); err != nil {
-				return err
+			rep, err := gateway.Client{BaseURL: server}.Health(cmd.Context(), tenant)
+			if err != nil {
+				return gatewayErr(err)
 			}
 			if tenant != "" && len(rep.Endpoints) == 0 {
 				return unknownTenant(cmd, server, tenant)
@@ -74,9 +70,9 @@ probes. Exits 1 when an endpoint shown is unavailable, so scripts can gate on it
 // unknownTenant is the error for a tenant the server knows no endpoint of, naming the tenants it
 // does know.
 func unknownTenant(cmd *cobra.Command, server, tenant string) error {
-	var all usage.HealthReport
-	if err := serverGetJSON(cmd.Context(), server, usage.HealthPath, nil, &all); err != nil {
-		return err
+	all, err := gateway.Client{BaseURL: server}.Health(cmd.Context(), "")
+	if err != nil {
+		return gatewayErr(err)
 	}
 	known := map[string]bool{}
 	for _, e := range all.Endpoints {

@@ -70,14 +70,15 @@ func (f *inputFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.opts.TenantsDir, "tenants", "tenants", "folder of node types, masters, tenants and jobs")
 }
 
-// registerRender adds the flags of the commands that render and commit.
+// registerRender adds the flags of the commands that render and commit: generate's, and the
+// jobs commands', which must render byte for byte what generate would.
 func (f *inputFlags) registerRender(fs *pflag.FlagSet) {
 	f.register(fs)
 	fs.StringVar(&f.opts.OutDir, "out", "out", "folder of the tenants' repositories (out/<tenant>)")
 	fs.StringVar(&f.opts.RepoURL, "repo-url", generator.DefaultRepoURL,
-		"URL Argo CD pulls a tenant's repository from when the tenant sets no spec.git.url (as for generate)")
-	fs.StringVar(&f.guestImage, "guest-image", render.DefaultGuestImage, "golden VM disk for node types that name none (as for generate)")
-	fs.StringVar(&f.storageClass, "storage-class", "", "storage class of the model-cache volumes (as for generate)")
+		"URL Argo CD pulls a tenant's repository from when the tenant sets no spec.git.url ({tenant} is replaced)")
+	fs.StringVar(&f.guestImage, "guest-image", render.DefaultGuestImage, "golden VM disk (containerDisk image) for node types that name none")
+	fs.StringVar(&f.storageClass, "storage-class", "", "storage class of the model-cache volumes (default: the tenant cluster's default class)")
 }
 
 // options are generate's options for one tenant.
@@ -122,7 +123,7 @@ func jobArg(arg string) (tenant, job string, err error) {
 	if !ok {
 		return "", "", usageErr(fmt.Errorf("%q: expected <tenant>/<job>, e.g. acme/chat", arg))
 	}
-	if err := errors.Join(jobfile.CheckName("tenant", tenant), jobfile.CheckName("job", job)); err != nil {
+	if err := errors.Join(jobfile.CheckName("tenant", tenant), jobfile.CheckJobName(job, 0)); err != nil {
 		return "", "", usageErr(err)
 	}
 	return tenant, job, nil
@@ -184,7 +185,7 @@ nothing and shows both. An existing job is replaced only with --replace.`,
 }
 
 func runJobsCreate(cmd *cobra.Command, in *inputFlags, f *createFlags, tenant, job string) error {
-	if err := errors.Join(jobfile.CheckName("tenant", tenant), jobfile.CheckName("job", job)); err != nil {
+	if err := errors.Join(jobfile.CheckName("tenant", tenant), jobfile.CheckJobName(job, f.spec.Replicas)); err != nil {
 		return usageErr(err)
 	}
 	features, err := parseFeatures(f.features)

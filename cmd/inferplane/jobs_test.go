@@ -170,13 +170,16 @@ func TestJobsCreateBadInput(t *testing.T) {
 		{[]string{"acme", "chat", "--model", "Qwen/Qwen3-23B"}, 1,
 			[]string{filepath.Join(tr.tenants, "acme", "jobs", "chat.yaml") + `: spec.model: unknown model "Qwen/Qwen3-23B"; did you mean Qwen/Qwen3-32B, Qwen/Qwen3-4B, Qwen/Qwen3-8B?`}},
 		{[]string{"acme", "chat", "--model", "Qwen/Qwen3-32B", "--gpus", "2"}, 1,
-			[]string{"spec.gpuCount: is 2; expected 1, the perReplicaGPUCount of master qwen3-32b-h100"}},
+			[]string{"spec.gpuCount is 2: must equal perReplicaGPUCount 1 of ModelMaster qwen3-32b-h100"}},
 		{[]string{"acme", "chat", "--model", "Qwen/Qwen3-32B", "--node-type", "metal3.gpu-h200"}, 1,
-			[]string{`spec.nodeType: node type "metal3.gpu-h200" is not allowed for tenant acme`}},
+			[]string{`spec.nodeType is "metal3.gpu-h200": not allowed for Tenant acme (allowedNodeTypes: [metal3.gpu-h100]); Tenant acme may use: metal3.gpu-h100`}},
+		{[]string{"initech", "chat", "--model", "Qwen/Qwen3-32B"}, 1,
+			[]string{"spec.nodeType is missing: must name a NodeType; Tenant initech may use no node type (allowedNodeTypes: [])"}},
 		{[]string{"acme", "chat", "--model", "Qwen/Qwen3-32B", "--replicas", "13"}, 1,
-			[]string{"spec.gpuQuota: is 16, but the tenant's jobs request 17 GPUs"}},
-		{[]string{"acme", "Chat", "--model", "Qwen/Qwen3-32B"}, 2, []string{`job "Chat": expected a DNS-1123 label`}},
-		{[]string{"acme", "../globex", "--model", "Qwen/Qwen3-32B"}, 2, []string{`job "../globex": expected a DNS-1123 label`}},
+			[]string{"spec.gpuQuota is 16: must be at least 17, the GPUs the tenant's jobs request"}},
+		{[]string{"acme", "Chat", "--model", "Qwen/Qwen3-32B"}, 2, []string{`job "Chat": must be lower-case letters, digits and '-'`}},
+		{[]string{"acme", "../globex", "--model", "Qwen/Qwen3-32B"}, 2, []string{`job "../globex": must be lower-case letters, digits and '-'`}},
+		{[]string{"acme", strings.Repeat("c", 58), "--model", "Qwen/Qwen3-32B"}, 2, []string{"must be at most 57 characters (it has 58)"}},
 		{[]string{"acme", "chat", "--model", "Qwen/Qwen3-32B", "--feature", "reasoning"}, 2, []string{`--feature "reasoning": expected name=on or name=off`}},
 	}
 	snapIn, snapOut := everything(t, tr.tenants), everything(t, tr.out)
@@ -187,6 +190,9 @@ func TestJobsCreateBadInput(t *testing.T) {
 			assert.Equal(t, tc.code, exitCode(err), err.Error())
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
+			}
+			if tc.args[0] == "initech" {
+				assert.NotContains(t, err.Error(), "metal3.", "nothing is offered to a tenant that may use no node type")
 			}
 			assert.Equal(t, snapIn, everything(t, tr.tenants), "nothing written to the inputs")
 			assert.Equal(t, snapOut, everything(t, tr.out), "nothing written or committed")

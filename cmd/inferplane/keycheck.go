@@ -3,16 +3,15 @@ package main
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/generator/inputs"
-	"github.com/inferplane/inferplane/internal/suggest"
-	"github.com/inferplane/inferplane/usage"
+	"github.com/inferplane/inferplane/lifecycle/gateway"
 )
 
 var errNothingKnown = errors.New("nothing to check them against")
@@ -33,7 +32,7 @@ func (k *keyCheck) register(cmd *cobra.Command) {
 
 // check refuses a tenant or endpoint that matches nothing known, with the closest names. When
 // nothing is known (no tenants folder, no xDS server), it says so on stderr and lets it pass.
-func (k *keyCheck) check(cmd *cobra.Command, tenant, endpoint string) error {
+func (k *keyCheck) check(cmd *cobra.Command, req keys.Request) error {
 	known, where, err := k.known(cmd)
 	if errors.Is(err, errNothingKnown) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: --tenant and --endpoint NOT CHECKED: %v\n", err)
@@ -42,14 +41,8 @@ func (k *keyCheck) check(cmd *cobra.Command, tenant, endpoint string) error {
 	if err != nil {
 		return err
 	}
-	jobs, ok := known[tenant]
-	if !ok {
-		return usageErr(fmt.Errorf("--tenant %q: no such tenant in %s (known: %s)%s; --force creates the key anyway",
-			tenant, where, orNone(slices.Collect(maps.Keys(known))), suggest.DidYouMean(suggest.Close(tenant, slices.Sorted(maps.Keys(known))))))
-	}
-	if endpoint != "" && !slices.Contains(jobs, endpoint) {
-		return usageErr(fmt.Errorf("--endpoint %q: tenant %s has no such job in %s (known: %s)%s; --force creates the key anyway",
-			endpoint, tenant, where, orNone(jobs), suggest.DidYouMean(suggest.Close(endpoint, jobs))))
+	if errs := req.CheckScope(known, where); len(errs) > 0 {
+		return usageErr(flagErrors(errs, nil, "; --force creates the key anyway"))
 	}
 	return nil
 }
@@ -78,8 +71,8 @@ func (k *keyCheck) known(cmd *cobra.Command) (map[string][]string, string, error
 		return nil, "", fmt.Errorf("%w: no tenants folder at %s and no xDS server given; pass --tenants DIR or --server URL to check them "+
 			"(--force skips the check and this warning)", errNothingKnown, k.tenantsDir)
 	}
-	var rep usage.HealthReport
-	if err := serverGetJSON(cmd.Context(), k.server, usage.HealthPath, nil, &rep); err != nil {
+	rep, err := gateway.Client{BaseURL: k.server}.Health(cmd.Context(), "")
+	if err != nil {
 		return nil, "", fmt.Errorf("%w: no tenants folder at %s, and %v; pass --tenants DIR or --server URL to check them "+
 			"(--force skips the check and this warning)", errNothingKnown, k.tenantsDir, err)
 	}

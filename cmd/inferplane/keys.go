@@ -2,25 +2,25 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/auth/limits"
+	"github.com/inferplane/inferplane/internal/kubeconfig"
+	"github.com/inferplane/inferplane/lifecycle/gateway"
 	"github.com/inferplane/inferplane/usage"
 )
 
@@ -74,7 +74,7 @@ func (f *storeFlags) open(mustExist bool) (keys.Store, string, error) {
 		if f.file != "" {
 			return nil, "", usageErr(errors.New("--store-file and --namespace choose different stores: pass one"))
 		}
-		cfg, err := kubeRESTConfig(f.kubeconfig, f.context)
+		cfg, err := kubeconfig.Load(f.kubeconfig, f.context)
 		if err != nil {
 			return nil, "", err
 		}
@@ -102,9 +102,14 @@ HMAC-SHA256 under the server secret, never the key.
 
 Keys live in a bbolt file (--store-file, the default) or, for clusters with several xDS
 server replicas, as APIKey objects in a Kubernetes namespace (--namespace). The server
-secret is read from --secret-file or $` + keys.SecretEnv + `; create one with "keys secret".`,
+secret is read from --secret-file or $` + keys.SecretEnv + `; create one with "keys secret".
+
+A key can carry rate limits and token budgets of its own (keys create --requests-per-minute,
+--tokens-per-day, ...; keys limit changes them), on top of its tenant's (tenant.yaml
+spec.limits); keys usage shows the spend against each.`,
 	}
-	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(), newKeysListCmd(), newKeysRevokeCmd(), newKeysUsageCmd(), newKeysServeCmd())
+	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(), newKeysListCmd(), newKeysRevokeCmd(), newKeysUsageCmd(), newKeysLimitCmd(),
+		newKeysServeCmd())
 	return cmd
 }
 
@@ -136,6 +141,7 @@ func newKeysCreateCmd() *cobra.Command {
 	var (
 		sf                                                  storeFlags
 		kc                                                  keyCheck
+		lf                                                  limitFlags
 		tenant, endpoint, name, expires, secretFile, output string
 	)
 	cmd := &cobra.Command{
@@ -153,21 +159,35 @@ the generator's input tree: <tenant>/jobs/<job>.yaml) or, when there is none, am
 endpoints a running xDS server knows (--server or $INFERPLANE_SERVER). A name that matches
 nothing is refused with the closest known names; --force skips the check (a key for a tenant
 not deployed yet). With neither a folder nor a server, the key is created with a warning that
-nothing was checked.`,
+nothing was checked.
+
+` + limitsHelp,
 		Example: `  # A key for every endpoint of tenant acme, valid 30 days
   inferplane keys create --tenant acme --expires 30d
+
+  # A trial key: 20 requests a minute, 100,000 tokens a day, 1M a month (warning only)
+  inferplane keys create --tenant acme --requests-per-minute 20 --tokens-per-day 100000 \
+    --tokens-per-month 1000000 --soft tpmo
 
   # A key for one endpoint, as JSON (the key and its record)
   inferplane keys create --tenant acme --endpoint qwen3-32b --name ci -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkKeyFlags(tenant, endpoint, output); err != nil {
+			if output != "text" && output != "json" {
+				return usageErr(fmt.Errorf("-o %q: want text or json", output))
+			}
+			lim, err := lf.spec()
+			if err != nil {
 				return err
 			}
 			now := time.Now().UTC()
-			exp, err := parseExpiry(expires, now)
+			exp, err := keys.ParseExpiry(expires, now)
 			if err != nil {
 				return usageErr(fmt.Errorf("--expires: %w", err))
+			}
+			req := keys.Request{Tenant: tenant, Endpoint: endpoint, Name: name, ExpiresAt: exp, Limits: lim}
+			if errs := req.Check(now); len(errs) > 0 {
+				return usageErr(flagErrors(errs, nil, ""))
 			}
 			secret, err := keys.LoadSecret(secretFile)
 			if err != nil {
@@ -178,7 +198,7 @@ nothing was checked.`,
 				return usageErr(err)
 			}
 			if !kc.force {
-				if err := kc.check(cmd, tenant, endpoint); err != nil {
+				if err := kc.check(cmd, req); err != nil {
 					return err
 				}
 			}
@@ -186,13 +206,8 @@ nothing was checked.`,
 			if err != nil {
 				return err
 			}
-			key, id, err := keys.Generate(nil)
+			key, rec, err := keys.Issue(cmd.Context(), store, h, req, now)
 			if err != nil {
-				return err
-			}
-			rec := keys.Record{ID: id, Tenant: tenant, Endpoint: endpoint, Name: name, Hash: h.Hex(key),
-				CreatedAt: now.Truncate(time.Second), ExpiresAt: exp}
-			if err := store.Create(cmd.Context(), rec); err != nil {
 				return err
 			}
 			return printCreated(cmd, output, key, rec, where, now)
@@ -200,6 +215,7 @@ nothing was checked.`,
 	}
 	sf.register(cmd)
 	kc.register(cmd)
+	lf.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&tenant, "tenant", "", "tenant the key belongs to (required)")
 	fl.StringVar(&endpoint, "endpoint", "", "limit the key to this job endpoint (default: every endpoint of the tenant)")
@@ -209,19 +225,6 @@ nothing was checked.`,
 	fl.StringVarP(&output, "output", "o", "text", "text (the key alone on stdout) or json")
 	_ = cmd.MarkFlagRequired("tenant")
 	return cmd
-}
-
-func checkKeyFlags(tenant, endpoint, output string) error {
-	if msgs := validation.IsDNS1123Label(tenant); tenant == "" || len(msgs) > 0 {
-		return usageErr(fmt.Errorf("--tenant %q: want a tenant name (a DNS label): %s", tenant, strings.Join(msgs, "; ")))
-	}
-	if msgs := validation.IsDNS1123Subdomain(endpoint); endpoint != "" && len(msgs) > 0 {
-		return usageErr(fmt.Errorf("--endpoint %q: want a job name: %s", endpoint, strings.Join(msgs, "; ")))
-	}
-	if output != "text" && output != "json" {
-		return usageErr(fmt.Errorf("-o %q: want text or json", output))
-	}
-	return nil
 }
 
 // printCreated shows the new key once: alone on stdout (text) or with its record (json), and
@@ -242,38 +245,10 @@ func printCreated(cmd *cobra.Command, output, key string, rec keys.Record, where
 	if !rec.ExpiresAt.IsZero() {
 		expiry = "expires " + rec.ExpiresAt.Format(time.RFC3339)
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "Created key %s for %s (%s) in %s.\nThis is the only time the key is shown: store it now.\n",
-		rec.ID, scope, expiry, where)
+	fmt.Fprintf(cmd.ErrOrStderr(), "Created key %s for %s (%s; %s) in %s.\nThis is the only time the key is shown: store it now.\n",
+		rec.ID, scope, expiry, describeLimits(rec.Limits), where)
 	_, err := fmt.Fprintln(out, key)
 	return err
-}
-
-// parseExpiry reads "", a duration (with a "d" for days), a date or an RFC 3339 time.
-func parseExpiry(s string, now time.Time) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return time.Time{}, nil
-	}
-	var t time.Time
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil {
-			return t, fmt.Errorf("%q: want a number of days such as 30d", s)
-		}
-		t = now.Add(time.Duration(n) * 24 * time.Hour)
-	} else if d, err := time.ParseDuration(s); err == nil {
-		t = now.Add(d)
-	} else if d, err := time.Parse("2006-01-02", s); err == nil {
-		t = d
-	} else if d, err := time.Parse(time.RFC3339, s); err == nil {
-		t = d
-	} else {
-		return t, fmt.Errorf("%q: want a duration (720h, 30d), a date (2027-01-31) or an RFC 3339 time", s)
-	}
-	if !t.After(now) {
-		return t, fmt.Errorf("%q is not in the future", s)
-	}
-	return t.UTC().Truncate(time.Second), nil
 }
 
 // keyView is a record as the CLI shows it: with its status, without its hash.
@@ -286,11 +261,13 @@ type keyView struct {
 	CreatedAt time.Time   `json:"createdAt"`
 	ExpiresAt time.Time   `json:"expiresAt,omitzero"`
 	RevokedAt time.Time   `json:"revokedAt,omitzero"`
+	// Limits are the key's own limits.
+	Limits *v1alpha1.RateLimits `json:"limits,omitempty"`
 }
 
 func keyViewOf(r keys.Record, now time.Time) keyView {
 	return keyView{ID: r.ID, Tenant: r.Tenant, Endpoint: r.Endpoint, Name: r.Name, Status: r.Status(now),
-		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt}
+		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt, Limits: r.Limits}
 }
 
 func newKeysListCmd() *cobra.Command {
@@ -366,6 +343,10 @@ The record stays, listed as revoked, so usage recorded against the id keeps its 
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			for _, id := range ids {
+				if kid, err := keys.ParseID(id); err == nil {
+					// Not echoed: it is a secret.
+					return usageErr(fmt.Errorf("that is a key, not a key id: its id is %s (keys revoke %s)", kid, kid))
+				}
 				if !keys.ValidID(id) {
 					return usageErr(fmt.Errorf("%q is not a key id (16 hex digits, as `keys list` shows)", id))
 				}
@@ -410,7 +391,11 @@ running xDS server (` + usage.UsagePath + `), which counts it from Envoy's acces
 Each server counts the access logs of the Envoys connected to it. With several server
 replicas, repeat --server once per replica (each replica's own address, not a load-balanced
 Service): the figures are summed per key and hour. A server that cannot be reached fails the
-command rather than print a partial sum.`,
+command rather than print a partial sum.
+
+Then the spend against each limit of the tenant and its keys in the current windows (used, of,
+remaining, when it resets), from the first server's /v1/limits: the counts are shared by every
+replica.`,
 		Example: `  inferplane keys usage --tenant acme --since 24h
   inferplane keys usage --server http://10.0.0.5:9090 --server http://10.0.0.6:9090 -o json`,
 		Args: cobra.NoArgs,
@@ -433,9 +418,9 @@ command rather than print a partial sum.`,
 			var rep usage.UsageReport
 			lists := make([][]usage.KeyUsage, 0, len(servers))
 			for _, server := range servers {
-				var one usage.UsageReport
-				if err := serverGetJSON(cmd.Context(), server, usage.UsagePath, q, &one); err != nil {
-					return err
+				one, err := gateway.Client{BaseURL: server}.Usage(cmd.Context(), q)
+				if err != nil {
+					return gatewayErr(err)
 				}
 				if rep.From.IsZero() {
 					rep.From, rep.To = one.From, one.To
@@ -443,8 +428,16 @@ command rather than print a partial sum.`,
 				lists = append(lists, one.Keys)
 			}
 			rep.Keys = usage.MergeUsage(lists...)
+			// Limits are counted in the store every replica shares: one server answers for all.
+			lim, err := fetchLimits(cmd, servers[0], tenant, key)
+			if err != nil {
+				return err
+			}
 			if output == "json" {
-				return keysJSON(cmd.OutOrStdout(), rep)
+				return keysJSON(cmd.OutOrStdout(), struct {
+					usage.UsageReport
+					Limits []limits.LimitStatus `json:"limits"`
+				}{rep, lim.Limits})
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', tabwriter.AlignRight)
 			if hourly {
@@ -460,7 +453,10 @@ command rather than print a partial sum.`,
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t\n", k.KeyID, k.Tenant, strings.Join(k.Endpoints, ","), k.Total.Requests, k.Total.TokensIn, k.Total.TokensOut)
 				}
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return printLimits(cmd.OutOrStdout(), lim)
 		},
 	}
 	fl := cmd.Flags()
@@ -480,41 +476,17 @@ func serverURLDefault() string {
 	return defaultServerURL
 }
 
-// getJSON fetches base+path?q and decodes it; errors name the URL and the server's message.
-func serverGetJSON(ctx context.Context, base, path string, q url.Values, v any) error {
-	u, err := url.Parse(strings.TrimRight(base, "/") + path)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usageErr(fmt.Errorf("--server %q: want a URL such as %s", base, defaultServerURL))
-	}
-	u.RawQuery = q.Encode()
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+// gatewayErr words an error of the gateway's admin API (lifecycle/gateway) for the command
+// line: a bad --server is a usage error, and an unreachable one says how to point at another.
+func gatewayErr(err error) error {
+	var ue *gateway.UnreachableError
+	switch {
+	case errors.Is(err, gateway.ErrBadURL):
+		return usageErr(fmt.Errorf("--server: %w", err))
+	case errors.As(err, &ue):
 		return fmt.Errorf("reach the xDS server: %w (is `inferplane xds serve` running there? set --server or $%s)", err, envServerURL)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("%s: %w", u, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%s: %s: %s", u, resp.Status, e.Error)
-		}
-		return fmt.Errorf("%s: %s", u, resp.Status)
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("%s: not the expected JSON: %w", u, err)
-	}
-	return nil
+	return err
 }
 
 func keysJSON(w io.Writer, v any) error {

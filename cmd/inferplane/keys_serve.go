@@ -8,13 +8,16 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/gateway"
 	"github.com/inferplane/inferplane/gateway/keycheck"
+	"github.com/inferplane/inferplane/internal/kubeconfig"
 )
 
 func newKeysServeCmd() *cobra.Command {
 	var (
 		sf        storeFlags
 		cfg       keycheck.Config
+		lim       gateway.Limits
 		logLevel  string
 		logFormat string
 	)
@@ -64,9 +67,10 @@ Admin endpoints (--admin-address): /healthz, /readyz, /metrics.`,
 					cfg.Store.File = defaultKeysFile()
 				}
 			}
-			kubeconfig, kubeCtx := sf.kubeconfig, sf.context
-			cfg.Kube = func() (*rest.Config, error) { return kubeRESTConfig(kubeconfig, kubeCtx) }
+			path, kubeCtx := sf.kubeconfig, sf.context
+			cfg.Kube = func() (*rest.Config, error) { return kubeconfig.Load(path, kubeCtx) }
 			cfg.Logger = log
+			cfg.Extend = lim.KeyCheck()
 			return keycheck.Run(cmd.Context(), cfg)
 		},
 	}
@@ -80,6 +84,7 @@ Admin endpoints (--admin-address): /healthz, /readyz, /metrics.`,
 	fl.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", keycheck.DefaultShutdownTimeout, "how long checks in flight get to finish after the drain")
 	fl.DurationVar(&cfg.StoreCheckInterval, "store-check-interval", 5*time.Second,
 		"how often the host API server is checked (--namespace); a failing one is retried from 0.5s, doubling to 4s")
+	registerLimitFlags(fl, &lim)
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd

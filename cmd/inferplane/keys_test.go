@@ -107,6 +107,7 @@ func TestKeysCommandErrors(t *testing.T) {
 		{[]string{"keys", "create", "--store-file", store, "--tenant", "acme", "--expires", "2001-01-01"}, 2, "not in the future"},
 		{[]string{"keys", "create", "--store-file", store, "--tenant", "acme", "--namespace", "x"}, 2, "one"},
 		{[]string{"keys", "revoke", "--store-file", store, "nope"}, 2, "not a key id"},
+		{[]string{"keys", "revoke", "--store-file", store, "ipk_" + strings.Repeat("A", keys.KeyLen-4)}, 2, "that is a key, not a key id: its id is 0000000000000000"},
 		{[]string{"keys", "revoke", "--store-file", store, "0123456789abcdef"}, 1, "does not exist"},
 		{[]string{"keys", "list", "--store-file", store, "--status", "gone"}, 2, "--status"},
 		{[]string{"keys", "usage", "--server", "not a url"}, 2, "--server"},

@@ -9,9 +9,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/inferplane/inferplane/internal/fielderr"
 )
 
 func main() {
@@ -46,6 +50,7 @@ syncs with an admission webhook, and routes customers' traffic through Envoy to 
 		newChatCmd(),
 		newTranscribeCmd(),
 		newModelsCmd(),
+		newVersionCmd(),
 	)
 	return root
 }
@@ -62,6 +67,27 @@ func (e *exitStatus) Unwrap() error { return e.err }
 
 // usageErr is a command used wrongly (a bad flag value, a missing argument): exit status 2.
 func usageErr(err error) error { return &exitStatus{code: 2, err: err} }
+
+// flagErrors words field errors of what flags set as errors of those flags (`--tenant "x":
+// <what is wrong>`), each followed by hint: flags maps a field path to its flag, and a path it
+// does not list is the flag of that name (tenant: --tenant).
+func flagErrors(errs field.ErrorList, flags map[string]string, hint string) error {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		flag := flags[e.Field]
+		if flag == "" {
+			flag = "--" + e.Field
+		}
+		switch v := fielderr.Value(e); {
+		case e.Type == field.ErrorTypeRequired:
+			flag += " is required"
+		case v != "":
+			flag += " " + v
+		}
+		msgs[i] = flag + ": " + e.Detail + hint
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
 
 // exitCode is the process's exit status for a command's error: 0 for none, the status an
 // exitStatus carries (wrapped or not), else 1.

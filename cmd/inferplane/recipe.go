@@ -13,10 +13,12 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferplane/inferplane/generator/inputs"
 	"github.com/inferplane/inferplane/generator/recipe"
+	"github.com/inferplane/inferplane/internal/fielderr"
 )
 
 func newRecipeCmd() *cobra.Command {
@@ -88,11 +90,9 @@ perReplicaGPUCount is the gpuCount a job must ask for.`,
 				ModelID: args[0], Variant: variant, Strategy: strategy, Features: toggles, FeatureModes: picked,
 				KVOffload: kvOffload, Hardware: hw, Nodes: nodes,
 			})
-			if err != nil {
-				var re *recipe.Error
-				if errors.As(err, &re) && re.Field() != "" {
-					return fmt.Errorf("%s: %w", re.Field(), err)
-				}
+			if fe, ok := err.(*field.Error); ok {
+				return errors.New(fielderr.Describe(fe))
+			} else if err != nil {
 				return err
 			}
 			return printObject(cmd.OutOrStdout(), m, output)
@@ -174,8 +174,8 @@ func loadBookFor(dir, modelID string) (*recipe.Book, error) {
 	if err := checkRecipesDir(dir); err != nil {
 		return nil, err
 	}
-	// A one-shot command: parsing the whole corpus allocates about 14 MB, and collecting it
-	// while it is being built only costs time (a fifth of `recipe list`, docs/recipes.md).
+	// A one-shot command: collecting garbage while the corpus is being parsed only costs time
+	// (docs/recipes.md has the measurement).
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	load := recipe.Load
 	if modelID != "" {
@@ -237,12 +237,7 @@ func resolveHardware(book *recipe.Book, name, tenantsDir string, tenantsGiven bo
 	return recipe.Hardware{Profile: name}, nil
 }
 
-func orNone(s []string) string {
-	if len(s) == 0 {
-		return "none defined"
-	}
-	return strings.Join(slices.Sorted(slices.Values(s)), ", ")
-}
+func orNone(s []string) string { return fielderr.List(slices.Sorted(slices.Values(s))) }
 
 func parseModes(specs []string) (map[string]string, error) {
 	if len(specs) == 0 {

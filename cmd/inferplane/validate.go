@@ -11,11 +11,11 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/inputs"
 	"github.com/inferplane/inferplane/generator/recipe"
+	"github.com/inferplane/inferplane/generator/validate"
 	"github.com/inferplane/inferplane/policy"
 )
 
@@ -36,7 +36,8 @@ func newValidateCmd() *cobra.Command {
 object, such as vcluster.yaml). It is what the webhook would say if the objects were applied
 together: only objects labelled inferplane.io/tenant are checked, the others pass. An input job
 file (<tenant>/jobs/<job>.yaml, as generate reads it) carries no such label: its tenant is taken
-from its folder and it is checked as generate would render it.
+from its folder; with --tenants it is judged exactly as generate judges it (the same master and
+rules, in the same words), without, as the webhook would judge it once rendered.
 
 Policy data (Tenants, NodeTypes, ModelMasters) comes from the PATHs themselves, then from
 --tenants (the generator's input tree: nodetypes/, masters/, <tenant>/tenant.yaml), then, with
@@ -81,135 +82,49 @@ func runValidate(ctx context.Context, stdout, stderr io.Writer, o validateOption
 	if err != nil {
 		return usageErr(err)
 	}
-	decoded, err := policy.DecodeFiles(files)
-	for _, p := range decoded.Skipped {
+	opts := validate.Options{Files: files}
+	if o.tenantsDir != "" {
+		if info, err := os.Stat(o.tenantsDir); err != nil || !info.IsDir() {
+			return usageErr(fmt.Errorf("--tenants %s: not a folder", o.tenantsDir))
+		}
+		if opts.Inputs, err = inputs.Load(os.DirFS(o.tenantsDir), o.tenantsDir); err != nil {
+			return usageErr(err)
+		}
+	}
+	if o.recipesDir != "" {
+		if opts.Book, err = loadBook(o.recipesDir); err != nil {
+			return usageErr(fmt.Errorf("--recipes %w", err))
+		}
+		printWarnings(stderr, o.recipesDir, opts.Book)
+	}
+	rep, err := validate.Run(ctx, opts)
+	for _, p := range rep.Skipped {
 		fmt.Fprintf(stderr, "validate: skipping %s: no Kubernetes object in it\n", p)
 	}
 	if err != nil {
-		return usageErr(err)
+		return usageErr(fmt.Errorf("%s: %w", strings.Join(o.paths, ", "), err))
 	}
-	objs, inferred := inferTenants(decoded)
-	base, err := validatePolicyData(ctx, stderr, o, objs)
-	if err != nil {
-		return usageErr(err)
+	for _, n := range rep.Notes {
+		fmt.Fprintf(stderr, "validate: %s\n", n)
 	}
-	results, err := policy.ReviewObjects(ctx, base, objs)
-	if err != nil {
-		return usageErr(fmt.Errorf("policy data in %s: %w", strings.Join(o.paths, ", "), err))
-	}
-	reviewed, denied := 0, 0
-	for _, r := range results {
-		if r.Guarded {
-			reviewed++
-		}
-		if !r.Allowed() {
-			denied++
-			for _, line := range policy.DenialLines([]policy.Result{r}) {
-				fmt.Fprintln(stdout, line)
-			}
-		}
+	denied := rep.Denied()
+	for _, line := range policy.DenialLines(denied) {
+		fmt.Fprintln(stdout, line)
 	}
 	how := "labelled " + v1alpha1.LabelTenant
-	if inferred > 0 {
-		how += fmt.Sprintf(", %d input jobs by their folder", inferred)
+	if rep.InputJobs > 0 {
+		how += fmt.Sprintf(", %d input jobs by their folder", rep.InputJobs)
 	}
 	fmt.Fprintf(stderr, "validate: %d files, %d objects: %d checked (%s), %d denied\n",
-		decoded.Files, decoded.Documents, reviewed, how, denied)
+		rep.Files, rep.Documents, rep.Checked(), how, len(denied))
 	switch {
-	case denied > 0:
-		return &exitStatus{code: 1, err: fmt.Errorf("%d of %d checked objects denied", denied, reviewed)}
-	case reviewed == 0 && !o.allowEmpty:
+	case len(denied) > 0:
+		return &exitStatus{code: 1, err: fmt.Errorf("%d of %d checked objects denied", len(denied), rep.Checked())}
+	case rep.Checked() == 0 && !o.allowEmpty:
 		return usageErr(fmt.Errorf("NOTHING WAS CHECKED: no object in %s is labelled %s or is an input job in a <tenant>/jobs/ folder; "+
 			"pass a tenant's rendered repository or its jobs (or --allow-empty to accept this)", strings.Join(o.paths, ", "), v1alpha1.LabelTenant))
 	}
 	return nil
-}
-
-// inferTenants labels the input jobs among objs, which the generator reads from
-// <tenant>/jobs/<job>.yaml without a tenant label, as the generator renders them: tenant and
-// namespace from the folder. It returns the objects (copies where labelled) and how many.
-func inferTenants(d *policy.Decoded) ([]client.Object, int) {
-	objs := make([]client.Object, len(d.Objects))
-	n := 0
-	for i, o := range d.Objects {
-		objs[i] = o
-		job, ok := o.(*v1alpha1.ManagedInferenceJob)
-		if !ok || policy.IsGuarded(job) {
-			continue
-		}
-		dir := filepath.Dir(filepath.Clean(d.Paths[i]))
-		tenant := filepath.Base(filepath.Dir(dir))
-		if filepath.Base(dir) != "jobs" || tenant == "." || tenant == string(filepath.Separator) || tenant == "" {
-			continue
-		}
-		labelled := job.DeepCopy()
-		if labelled.Labels == nil {
-			labelled.Labels = map[string]string{}
-		}
-		labelled.Labels[v1alpha1.LabelTenant] = tenant
-		if labelled.Namespace == "" {
-			labelled.Namespace = tenant
-		}
-		objs[i] = labelled
-		n++
-	}
-	return objs, n
-}
-
-// validatePolicyData is the policy data behind the objects' own: --tenants, then the masters
-// derived with --recipes (jobs in objs are relabelled with their derived master's name).
-func validatePolicyData(ctx context.Context, stderr io.Writer, o validateOptions, objs []client.Object) (policy.Overlay, error) {
-	base := policy.Overlay{}
-	var in *inputs.Inputs
-	if o.tenantsDir != "" {
-		var store *policy.Store
-		var err error
-		if in, store, err = validateTenantsData(o.tenantsDir); err != nil {
-			return nil, err
-		}
-		base = append(base, store)
-	}
-	if o.recipesDir == "" {
-		hintRecipes(ctx, stderr, objs, base)
-		return base, nil
-	}
-	book, err := loadBook(o.recipesDir)
-	if err != nil {
-		return nil, fmt.Errorf("--recipes %w", err)
-	}
-	printWarnings(stderr, o.recipesDir, book)
-	derived, err := validateDerive(ctx, stderr, book, objs, base)
-	if err != nil {
-		return nil, err
-	}
-	if in != nil {
-		if err := deriveInputJobs(ctx, book, in, base, derived); err != nil {
-			return nil, err
-		}
-	}
-	return append(base, derived), nil
-}
-
-// hintRecipes says, without --recipes, which jobs name a model that is no master in the policy
-// data: the denial that follows would otherwise read as if the model did not exist.
-func hintRecipes(ctx context.Context, stderr io.Writer, objs []client.Object, base policy.Overlay) {
-	local, err := policy.NewStore(objs...)
-	if err != nil {
-		return // the review reports the conflict
-	}
-	known := append(policy.Overlay{local}, base...)
-	for _, o := range objs {
-		job, ok := o.(*v1alpha1.ManagedInferenceJob)
-		if !ok || !policy.IsGuarded(job) {
-			continue
-		}
-		if name, _ := policy.JobMaster(job); name != "" && strings.Contains(name, "/") {
-			if _, err := known.Master(ctx, name); policy.IsNotFound(err) {
-				fmt.Fprintf(stderr, "validate: %s names model %q, which is no ModelMaster: pass --recipes DIR to derive its master\n",
-					policy.RefOf(job), name)
-			}
-		}
-	}
 }
 
 func printWarnings(stderr io.Writer, dir string, book *recipe.Book) {
@@ -264,114 +179,4 @@ func validateRead(paths []string) (map[string][]byte, error) {
 		}
 	}
 	return files, errors.Join(problems...)
-}
-
-// validateTenantsData loads the node types, hand-written masters and tenants of a tenants tree
-// with the generator's own strict loader.
-func validateTenantsData(dir string) (*inputs.Inputs, *policy.Store, error) {
-	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-		return nil, nil, fmt.Errorf("--tenants %s: not a folder", dir)
-	}
-	in, err := inputs.Load(os.DirFS(dir), dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	store := &policy.Store{}
-	add := func(file string, obj client.Object) error {
-		if err := store.Add(obj); err != nil {
-			return fmt.Errorf("%s: %w", file, err)
-		}
-		return nil
-	}
-	for i := range in.NodeTypes {
-		if err := add(in.NodeTypes[i].File, &in.NodeTypes[i].Object); err != nil {
-			return nil, nil, err
-		}
-	}
-	for i := range in.Masters {
-		if err := add(in.Masters[i].File, &in.Masters[i].Object); err != nil {
-			return nil, nil, err
-		}
-	}
-	for i := range in.Tenants {
-		if err := add(in.Tenants[i].File, &in.Tenants[i].Object); err != nil {
-			return nil, nil, err
-		}
-	}
-	return in, store, nil
-}
-
-// validateDerive derives, with the recipes, the master of every guarded job whose master is
-// not in the policy data, the way the generator does for the job's node type. The job in objs
-// is replaced by a copy labelled with the derived master's name (as the generator labels it),
-// and the master goes into the returned store.
-func validateDerive(ctx context.Context, stderr io.Writer, book *recipe.Book, objs []client.Object, base policy.Overlay) (*policy.Store, error) {
-	local, err := policy.NewStore(objs...)
-	if err != nil {
-		return nil, err
-	}
-	known := append(policy.Overlay{local}, base...)
-	derived := &policy.Store{}
-	for i, o := range objs {
-		job, ok := o.(*v1alpha1.ManagedInferenceJob)
-		if !ok || !policy.IsGuarded(job) {
-			continue
-		}
-		m, err := deriveFor(ctx, book, known, job)
-		if err != nil {
-			fmt.Fprintf(stderr, "validate: %s: no master from recipe %q: %v\n", policy.RefOf(job), job.Spec.Model, err)
-			continue
-		}
-		if m == nil {
-			continue
-		}
-		if err := derived.Add(m); err != nil {
-			return nil, err
-		}
-		labelled := job.DeepCopy()
-		labelled.Labels[v1alpha1.LabelModelMaster] = m.Name
-		objs[i] = labelled
-	}
-	return derived, nil
-}
-
-// deriveInputJobs adds the master of every job of the tenants tree to derived: the masters
-// the generator renders, which rendered VMs name by their model-master label.
-func deriveInputJobs(ctx context.Context, book *recipe.Book, in *inputs.Inputs, base policy.Overlay, derived *policy.Store) error {
-	for _, t := range in.Tenants {
-		for _, j := range t.Jobs {
-			m, err := deriveFor(ctx, book, base, &j.Object)
-			if err != nil || m == nil {
-				continue // validate judges the rendered objects; generate reports the input's problems
-			}
-			if err := derived.Add(m); err != nil {
-				return fmt.Errorf("%s: %w", j.File, err)
-			}
-		}
-	}
-	return nil
-}
-
-// deriveFor is the master the generator derives for job when the policy data has none by the
-// job's master name: Parakeet's built-in one, or one from the recipe its spec.model names for
-// its node type. nil, nil when there is nothing to derive (a known master, no recipe).
-func deriveFor(ctx context.Context, book *recipe.Book, known policy.Source, job *v1alpha1.ManagedInferenceJob) (*v1alpha1.ModelMaster, error) {
-	name, _ := policy.JobMaster(job)
-	if _, err := known.Master(ctx, name); name != "" && !policy.IsNotFound(err) {
-		return nil, nil // found, or a read error the review reports
-	}
-	switch {
-	case job.Spec.EffectiveRuntime() == v1alpha1.RuntimeParakeet && (name == "" || recipe.IsParakeetName(name)):
-		return recipe.Parakeet(), nil
-	case book.Has(job.Spec.Model):
-		nt, err := known.NodeType(ctx, job.Spec.NodeType)
-		if err != nil {
-			return nil, nil // the review reports the unknown node type
-		}
-		return book.Derive(recipe.Request{
-			ModelID: job.Spec.Model, Variant: job.Spec.Variant, Strategy: job.Spec.Strategy, Features: job.Spec.Features,
-			Hardware: recipe.HardwareOf(&nt.Spec),
-		})
-	}
-	return nil, nil
 }

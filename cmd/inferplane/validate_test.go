@@ -35,7 +35,7 @@ func TestValidateGoodTree(t *testing.T) {
 func TestValidateBadTree(t *testing.T) {
 	stdout, stderr, code := validateCLI(t, "validate", "--tenants", validateData+"/tenants", validateData+"/bad")
 	assert.Equal(t, 1, code)
-	assert.Equal(t, `DENY ManagedInferenceJob/acme/chat: spec.nodeType is "gcp.l4": not allowed for Tenant acme (allowedNodeTypes: [aws.*])
+	assert.Equal(t, `DENY ManagedInferenceJob/acme/chat: spec.nodeType is "gcp.l4": not allowed for Tenant acme (allowedNodeTypes: [aws.*]); Tenant acme may use: aws.h100
 DENY ManagedInferenceJob/acme/chat: spec.gpuCount is 8: must equal perReplicaGPUCount 4 of ModelMaster qwen-4
 DENY VirtualMachine/acme/chat-r0-n0: spec.template.spec.domain.devices.gpus[0].deviceName is "nvidia.com/GB200": must be "nvidia.com/GH100_H100_SXM5_80GB", the GPU of NodeType aws.h100
 DENY VirtualMachine/acme/chat-r0-n0: spec.template.spec.domain.devices.gpus is 5: must be 4: a replica of ModelMaster qwen-4 needs 4 GPUs, which fit one node of NodeType aws.h100 (8 GPUs): one VM with all 4
@@ -163,10 +163,11 @@ func TestValidateInputJobs(t *testing.T) {
 	assert.Equal(t, 1, code, stderr)
 	assert.Equal(t, "DENY ManagedInferenceJob/acme/x: spec.gpuCount is 3: must equal perReplicaGPUCount 1 of ModelMaster mistral-small-24b\n", stdout)
 
-	// A recipe model without --recipes: denied, with a hint saying what to pass.
+	// A recipe model without --recipes: denied as generate denies it, with a hint saying what to
+	// pass.
 	stdout, stderr, code = validateCLI(t, "validate", "--tenants", "../../tenants", filepath.Join(jobs, "qwen3-32b.yaml"))
 	assert.Equal(t, 1, code)
-	assert.Contains(t, stdout, `no ModelMaster "Qwen/Qwen3-32B" in the policy data`)
+	assert.Contains(t, stdout, `DENY ManagedInferenceJob/acme/qwen3-32b: spec.model: unknown model "Qwen/Qwen3-32B" (no recipes are loaded)`)
 	assert.Contains(t, stderr, `names model "Qwen/Qwen3-32B", which is no ModelMaster: pass --recipes DIR`)
 }
 

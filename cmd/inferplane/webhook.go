@@ -14,9 +14,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/inferplane/inferplane/internal/kubeconfig"
 	"github.com/inferplane/inferplane/webhook"
 	"github.com/inferplane/inferplane/webhook/install"
 )
@@ -115,7 +114,7 @@ func (w *webhookServeFlags) run(cmd *cobra.Command) error {
 	}
 	// The cluster before the dev certificate: nothing is created or printed for a server that
 	// cannot start.
-	cfg, err := kubeRESTConfig(w.kubeconfig, w.kubeCtx)
+	cfg, err := kubeconfig.Load(w.kubeconfig, w.kubeCtx)
 	if err != nil {
 		return usageErr(err)
 	}
@@ -149,23 +148,6 @@ func checkCertDir(dir string) error {
 		}
 	}
 	return nil
-}
-
-// kubeRESTConfig loads a kubeconfig the way kubectl does (--kubeconfig, else $KUBECONFIG, else
-// ~/.kube/config, or in-cluster), with kubeCtx as the context when set.
-func kubeRESTConfig(kubeconfig, kubeCtx string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: kubeCtx}).ClientConfig()
-	if clientcmd.IsEmptyConfig(err) {
-		return nil, errors.New("no cluster to talk to: no kubeconfig at $KUBECONFIG or ~/.kube/config and not in a cluster; " +
-			"pass --kubeconfig FILE (and --context NAME) or set $KUBECONFIG")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	return cfg, nil
 }
 
 func webhookNamespacedName(flag, v string) (types.NamespacedName, error) {

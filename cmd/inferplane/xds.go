@@ -1,12 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 
 	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/gateway"
+	"github.com/inferplane/inferplane/internal/kubeconfig"
 	"github.com/inferplane/inferplane/xds"
 	"github.com/inferplane/inferplane/xds/bootstrap"
 	"github.com/inferplane/inferplane/xds/discovery"
@@ -94,8 +92,15 @@ the first time is decided by its first probe; afterwards --unhealthy-threshold f
 take it out and --healthy-threshold successes in a row bring it back.
 
 Admin endpoints (--admin-address): /healthz (alive), /readyz (a configuration is published;
-its text names tenant clusters whose replicas are served stale),
-/metrics (Prometheus), /debug/endpoints (every endpoint and replica with its state, JSON).
+its text names tenant clusters whose replicas are served stale), /metrics (Prometheus),
+/debug/endpoints (every endpoint and replica with its state, JSON), and the usage and health
+that keys usage and health read.
+
+Listening: both servers listen on 127.0.0.1 only unless told otherwise, since the admin
+address shows every endpoint and every key's usage and the gRPC address answers key checks.
+Exposing them is a deliberate choice of --grpc-address and --admin-address: :18000 and :9090
+listen on every interface (what the gateway's install manifests pass, so that Envoy, the
+kubelet's probes and Prometheus reach the pod), an IP address on that one address.
 
 Memory: the process honours Go's GOMEMLIMIT; docs/xds.md says how to size it.`,
 		Example: `  # Local run: replicas from a file, Envoy on this machine
@@ -124,8 +129,10 @@ Memory: the process honours Go's GOMEMLIMIT; docs/xds.md says how to size it.`,
 
 func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
 	x, r, h, s := &f.cfg.XDS, &f.cfg.XDS.Resources, &f.cfg.XDS.Health, &f.cfg.Source
-	fs.StringVar(&x.GRPCAddress, "grpc-address", ":18000", "address of the ADS gRPC server")
-	fs.StringVar(&x.AdminAddress, "admin-address", ":9090", "address of /healthz, /readyz, /metrics and /debug/endpoints")
+	fs.StringVar(&x.GRPCAddress, "grpc-address", "127.0.0.1:18000",
+		"address of the ADS gRPC server, the key check and the access-log service (loopback only by default; :18000 listens on every interface)")
+	fs.StringVar(&x.AdminAddress, "admin-address", "127.0.0.1:9090",
+		"address of /healthz, /readyz, /metrics, /debug and the usage API (loopback only by default; :9090 listens on every interface)")
 	fs.StringVar(&s.Kind, "source", gateway.SourceKube, "where replicas come from: "+strings.Join(gateway.Sources, ", "))
 	fs.StringVar(&s.File, "file", "", "YAML file of endpoints (--source file)")
 	fs.DurationVar(&s.FileInterval, "file-interval", time.Second, "how often the file is checked for changes")
@@ -178,12 +185,27 @@ func registerAPIKeyFlags(fs *pflag.FlagSet, k *gateway.APIKeys) {
 	fs.StringVar(&k.ServicesAddress, "services-address", "",
 		"host:port at which Envoy reaches this server's gRPC port for key checks and access logs (default 127.0.0.1:<--grpc-address port>)")
 	fs.StringSliceVar(&k.KeyChecks, "key-check-address", nil,
-		"host:port of the key check processes (inferplane keys serve; repeatable; a name stands for every address it resolves to, e.g. a headless Service): Envoy's checks go there and this server reads no key store or secret")
+		"host:port of the key check processes (inferplane keys serve; repeatable; a name stands for every address it resolves to, e.g. a headless Service): Envoy's checks go there, and this server needs no secret (it reads the key store for the keys' limits only)")
 	fs.StringVar(&k.UsageFile, "usage-file", "",
 		"file that keeps per-key usage across restarts (saved every --usage-save-interval and on shutdown); default next to --keys-file; with --keys-namespace give one on a volume of its own per server replica; - keeps usage in memory only")
 	fs.DurationVar(&k.UsageSaveInterval, "usage-save-interval", 30*time.Second, "how often changed usage is saved to --usage-file")
 	fs.BoolVar(&k.Disabled, "insecure-no-api-keys", false,
 		"serve without API key checks or usage accounting, even for jobs that require a key (local tests only)")
+	registerLimitFlags(fs, &k.Limits)
+}
+
+// registerLimitFlags are the flags of the rate limits and token budgets (docs/keys.md, Limits).
+func registerLimitFlags(fs *pflag.FlagSet, l *gateway.Limits) {
+	fs.StringVar(&l.Redis, "limits-redis", "",
+		"host:port of the Redis every gateway replica shares for rate limits and token budgets (password: $"+gateway.RedisPasswordEnv+"); default: counted in this process only")
+	fs.StringVar(&l.TenantsDir, "limits-tenants", "", "tenants folder whose <tenant>/tenant.yaml spec.limits cap each tenant's keys together (reloaded on change)")
+	fs.DurationVar(&l.TenantsInterval, "limits-tenants-interval", 10*time.Second, "how often --limits-tenants is checked for changes")
+	fs.DurationVar(&l.Grace, "limits-grace", 30*time.Second,
+		"how long the last counts are enforced while Redis is unreachable, before each tenant's onStoreDown (open or closed) applies")
+	fs.DurationVar(&l.FlushInterval, "limits-flush-interval", 100*time.Millisecond, "how often counted tokens reach Redis and the shared counts are read back")
+	fs.DurationVar(&l.Timeout, "limits-timeout", 100*time.Millisecond, "bound of a call to Redis on the key check's path; past it the replica decides from the counts it knows")
+	fs.DurationVar(&l.MaxStale, "limits-max-stale", 2*time.Second, "how old a replica's view of a key's shared token count may be before a check reads it from Redis")
+	fs.BoolVar(&l.PerKeyMetrics, "limits-per-key-metrics", false, "add a key_id label to the limited-requests metric (one series per limited key)")
 }
 
 // config checks the flags and turns them into the gateway's configuration; every error names
@@ -207,53 +229,30 @@ func (f *xdsServeFlags) config(cmd *cobra.Command) (gateway.Config, error) {
 		}
 		cfg.TLS.Selector = sel
 	}
-	kubeconfig, kubeCtx := f.kubeconfig, f.kubeCtx
-	cfg.Kube = func() (*rest.Config, error) { return kubeRESTConfig(kubeconfig, kubeCtx) }
+	path, kubeCtx := f.kubeconfig, f.kubeCtx
+	cfg.Kube = func() (*rest.Config, error) { return kubeconfig.Load(path, kubeCtx) }
 	cfg.APIKeys.DefaultFile = defaultKeysFile()
-	if err := r.Validate(); err != nil {
-		return cfg, fmt.Errorf("--domain/--listener-*: %w", err)
-	}
-	if err := cfg.XDS.Health.Validate(); err != nil {
-		return cfg, fmt.Errorf("--probe-*: %w", err)
-	}
-	s := cfg.Source
-	switch {
-	case !slices.Contains(gateway.Sources, s.Kind):
-		return cfg, fmt.Errorf("--source %q: expected one of %s", s.Kind, strings.Join(gateway.Sources, ", "))
-	case s.Kind == gateway.SourceFile && s.File == "":
-		return cfg, errors.New("--source file needs --file")
-	case s.Kind != gateway.SourceFile && s.File != "":
-		return cfg, errors.New("--file is for --source file")
-	case s.Kind == gateway.SourceClusters && (len(s.Namespaces) > 0 || s.AllowForeignNamespace):
-		return cfg, errors.New("--namespace and --allow-foreign-namespace are for --source kube: --source clusters watches each tenant's own namespace in its cluster")
-	}
 	if cfg.Source.Clusters, err = f.registry.options(); err != nil {
 		return cfg, err
 	}
-	if err := apiKeyFlagsCheck(cfg.APIKeys, cfg.XDS.GRPCAddress); err != nil {
-		return cfg, err
+	if errs := cfg.Check(); len(errs) > 0 {
+		return cfg, flagErrors(errs, gatewayFlags, "")
 	}
-	return cfg, cfg.Validate()
+	return cfg, nil
 }
 
-// apiKeyFlagsCheck names the flag of each key-store setting that cannot work.
-func apiKeyFlagsCheck(k gateway.APIKeys, grpcAddress string) error {
-	if k.Disabled {
-		return nil
-	}
-	if k.UsageSaveInterval <= 0 {
-		return fmt.Errorf("--usage-save-interval %s: want a positive duration such as 30s", k.UsageSaveInterval)
-	}
-	if k.File != "" && k.Namespace != "" {
-		return errors.New("--keys-file and --keys-namespace choose different key stores: pass one")
-	}
-	if len(k.KeyChecks) > 0 && (k.File != "" || k.Namespace != "" || k.SecretFile != "") {
-		return errors.New("--key-check-address: the key check processes read the keys; drop --keys-file, --keys-namespace and --secret-file here")
-	}
-	if _, port, err := net.SplitHostPort(grpcAddress); k.ServicesAddress == "" && err == nil && port == "0" {
-		return errors.New("--services-address is needed when --grpc-address picks a free port (:0): Envoy must know where to reach the key check")
-	}
-	return nil
+// gatewayFlags name the flag of each setting of gateway.Config.Check.
+var gatewayFlags = map[string]string{
+	"xds.resources": "--domain/--listener-*", "xds.health": "--probe-*",
+	"source.kind": "--source", "source.file": "--file", "source.namespaces": "--namespace/--allow-foreign-namespace",
+	"source.clusters":            "--argocd-namespace/--vcluster-namespace",
+	"source.lastKnownGood":       "--last-known-good-file",
+	"source.lastKnownGoodMaxAge": "--last-known-good-max-age",
+	"source.clusterCheckTimeout": "--cluster-check-timeout",
+	"apiKeys.usageSaveInterval":  "--usage-save-interval",
+	"apiKeys.namespace":          "--keys-namespace",
+	"apiKeys.servicesAddress":    "--services-address",
+	"apiKeys.secretFile":         "--secret-file",
 }
 
 func newXDSBootstrapCmd() *cobra.Command {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/clusters"
+	"github.com/inferplane/inferplane/internal/version"
 	"github.com/inferplane/inferplane/xds/resources"
 )
 
@@ -30,8 +31,7 @@ import (
 const (
 	DefaultNamespace        = "inferplane-system"
 	DefaultName             = "inferplane-gateway"
-	DefaultImage            = "ghcr.io/inferplane/inferplane:latest"
-	DefaultEnvoyImage       = "docker.io/envoyproxy/envoy:v1.36-latest"
+	DefaultEnvoyImage       = "docker.io/envoyproxy/envoy:v1.36.13" // an exact release, never a tag that moves
 	DefaultReplicas   int32 = 2
 	DefaultUsageSize        = "1Gi"
 
@@ -46,6 +46,10 @@ const (
 	keySecretKey = "secret"
 )
 
+// DefaultImage is this build's image, ghcr.io/inferplane/inferplane:<version> (what `make image`
+// builds from the same tree; internal/version says what a development build's version is).
+var DefaultImage = version.Image()
+
 // Options shape the install. Domain is required; the zero value of the rest installs two xDS
 // servers and two Envoys in inferplane-system, reading Argo CD's cluster Secrets in argocd, API
 // keys (APIKey objects) and TLS certificates (kubernetes.io/tls Secrets) in its own namespace.
@@ -56,6 +60,9 @@ type Options struct {
 	Domain     string
 	Image      string
 	EnvoyImage string
+	// RedisImage runs the limits store (rate limits and token budgets shared by the xDS
+	// servers and the key checks).
+	RedisImage string
 	// Replicas of the xDS server, of Envoy and of the key check.
 	Replicas         int32
 	EnvoyReplicas    int32
@@ -71,6 +78,9 @@ type Options struct {
 	// UsageSize is the volume of each xDS server's usage ledger.
 	UsageSize    string
 	StorageClass string
+	// TenantLimits are the tenant.yaml files of the tenants with limits, by tenant: mounted from a
+	// ConfigMap as the xDS servers' --limits-tenants folder (none: keys' own limits only).
+	TenantLimits map[string][]byte
 	// LoadBalancerClass and ServiceAnnotations shape Envoy's Service.
 	LoadBalancerClass  string
 	ServiceAnnotations map[string]string
@@ -81,6 +91,7 @@ func (o *Options) defaults() error {
 	o.Name = cmp.Or(o.Name, DefaultName)
 	o.Image = cmp.Or(o.Image, DefaultImage)
 	o.EnvoyImage = cmp.Or(o.EnvoyImage, DefaultEnvoyImage)
+	o.RedisImage = cmp.Or(o.RedisImage, DefaultRedisImage)
 	o.Replicas = cmp.Or(o.Replicas, DefaultReplicas)
 	o.EnvoyReplicas = cmp.Or(o.EnvoyReplicas, DefaultReplicas)
 	o.KeyCheckReplicas = cmp.Or(o.KeyCheckReplicas, DefaultReplicas)
@@ -119,6 +130,10 @@ func Manifests(o Options) ([]client.Object, error) {
 	objs := []client.Object{namespace(o), serviceAccount(o, o.Name+"-xds", true), serviceAccount(o, o.Name+"-envoy", false)}
 	objs = append(objs, rbac(o)...)
 	objs = append(objs, xdsServices(o)...)
+	objs = append(objs, redisObjects(o)...)
+	if len(o.TenantLimits) > 0 {
+		objs = append(objs, tenantLimitsConfigMap(o))
+	}
 	objs = append(objs, xdsStatefulSet(o), pdb(o, "xds"))
 	objs = append(objs, keyCheckObjects(o)...)
 	envoy, err := envoyObjects(o)

@@ -58,6 +58,8 @@ func TestManifests(t *testing.T) {
 		"Role/argocd/inferplane-system-inferplane-gateway-clusters", "RoleBinding/argocd/inferplane-system-inferplane-gateway-clusters",
 		"Role/vcluster-acme/inferplane-system-inferplane-gateway-clusters", "RoleBinding/vcluster-acme/inferplane-system-inferplane-gateway-clusters",
 		"Service/inferplane-system/inferplane-gateway-xds", "Service/inferplane-system/inferplane-gateway-xds-pods",
+		"ServiceAccount/inferplane-system/inferplane-gateway-redis", "StatefulSet/inferplane-system/inferplane-gateway-redis",
+		"Service/inferplane-system/inferplane-gateway-redis",
 		"StatefulSet/inferplane-system/inferplane-gateway-xds", "PodDisruptionBudget/inferplane-system/inferplane-gateway-xds",
 		"ServiceAccount/inferplane-system/inferplane-gateway-keys",
 		"Role/inferplane-system/inferplane-gateway-keys", "RoleBinding/inferplane-system/inferplane-gateway-keys",
@@ -70,20 +72,20 @@ func TestManifests(t *testing.T) {
 	xds := sts.Spec.Template.Spec.Containers[0]
 	args := strings.Join(xds.Args, " ")
 	for _, want := range []string{"xds serve --source clusters --domain inference.example.com",
-		"--services-address inferplane-gateway-xds.inferplane-system.svc:18000",
+		"--services-address inferplane-gateway-xds.inferplane-system.svc:18000", "--keys-namespace inferplane-system",
 		"--key-check-address inferplane-gateway-keys.inferplane-system.svc:18001",
 		"--tls-secret-namespace inferplane-system", "--vcluster-namespace vcluster-acme", "--usage-file /var/lib/inferplane/usage.json",
-		"--last-known-good-file /var/lib/inferplane/known-good.json"} {
+		"--last-known-good-file /var/lib/inferplane/known-good.json",
+		"--limits-redis inferplane-gateway-redis.inferplane-system.svc:6379"} {
 		assert.Contains(t, args, want)
 	}
-	assert.NotContains(t, args, "--keys-namespace", "the key checks read the keys, not the xDS servers")
 	for _, e := range xds.Env {
-		assert.Nil(t, e.ValueFrom, "the xDS servers need no key secret: %s", e.Name)
+		assert.NotEqual(t, "INFERPLANE_KEYS_SECRET", e.Name, "the xDS servers check no key: they need no key secret")
 	}
 	assert.EqualValues(t, 2, *sts.Spec.Replicas)
 	assert.Equal(t, "/readyz", xds.ReadinessProbe.HTTPGet.Path)
 	assert.Len(t, sts.Spec.VolumeClaimTemplates, 1, "each xDS server keeps its usage ledger and last known good replicas on its own volume")
-	assert.Len(t, roles["inferplane-system/inferplane-gateway-xds"].Rules, 1, "the xDS servers read Secrets only")
+	assert.Len(t, roles["inferplane-system/inferplane-gateway-xds"].Rules, 2, "the xDS servers read Secrets and the APIKey objects (their limits)")
 
 	// The key checks: several, each reading the APIKey objects only; Envoy resolves every
 	// ready one through the headless Service.
@@ -91,7 +93,8 @@ func TestManifests(t *testing.T) {
 	require.NotNil(t, keysDep)
 	assert.EqualValues(t, 2, *keysDep.Spec.Replicas)
 	kc := keysDep.Spec.Template.Spec.Containers[0]
-	assert.Equal(t, "keys serve --namespace inferplane-system --grpc-address :18001 --admin-address :9091 --log-format json", strings.Join(kc.Args, " "))
+	assert.Equal(t, "keys serve --namespace inferplane-system --grpc-address :18001 --admin-address :9091 "+
+		"--limits-redis inferplane-gateway-redis.inferplane-system.svc:6379 --log-format json", strings.Join(kc.Args, " "))
 	assert.Equal(t, "inferplane-gateway-keys", kc.Env[0].ValueFrom.SecretKeyRef.Name)
 	assert.Equal(t, "/readyz", kc.ReadinessProbe.HTTPGet.Path)
 	assert.Equal(t, []string{"apikeys"}, roles["inferplane-system/inferplane-gateway-keys"].Rules[0].Resources)
@@ -109,6 +112,46 @@ func TestManifests(t *testing.T) {
 	assert.EqualValues(t, 45, ec.Lifecycle.PreStop.Sleep.Seconds)
 	assert.Equal(t, "gateway envoy-drainer --admin-address 127.0.0.1:9901 --min-wait 15s --max-wait 40s --log-format json", strings.Join(dc.Args, " "))
 	assert.Greater(t, *pod.TerminationGracePeriodSeconds, ec.Lifecycle.PreStop.Sleep.Seconds, "the grace period outlasts the drain")
+}
+
+const tenantWithLimits = `apiVersion: inferplane.io/v1alpha1
+kind: Tenant
+metadata:
+  name: acme
+spec:
+  tier: t
+  limits:
+    requestsPerMinute: {value: 60}
+`
+
+// TestManifestsTenantLimits: the tenants' limits in a ConfigMap, mounted as a tenants folder
+// (<tenant>/tenant.yaml) that the xDS servers read with --limits-tenants.
+func TestManifestsTenantLimits(t *testing.T) {
+	objs, err := Manifests(Options{Domain: "inference.example.com", TenantLimits: map[string][]byte{"acme": []byte(tenantWithLimits)}})
+	require.NoError(t, err)
+	var cm *corev1.ConfigMap
+	var sts *appsv1.StatefulSet
+	for _, o := range objs {
+		switch v := o.(type) {
+		case *corev1.ConfigMap:
+			if v.Name == "inferplane-gateway-tenant-limits" {
+				cm = v
+			}
+		case *appsv1.StatefulSet:
+			if v.Name == "inferplane-gateway-xds" {
+				sts = v
+			}
+		}
+	}
+	require.NotNil(t, cm)
+	require.NotNil(t, sts)
+	assert.Equal(t, tenantWithLimits, cm.Data["acme.yaml"])
+	vol := sts.Spec.Template.Spec.Volumes[0]
+	assert.Equal(t, "acme/tenant.yaml", vol.ConfigMap.Items[0].Path)
+	assert.Contains(t, strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " "), "--limits-tenants /etc/inferplane/tenants")
+	without, err := Manifests(Options{Domain: "inference.example.com"})
+	require.NoError(t, err)
+	assert.Len(t, without, len(objs)-1, "no tenant limits, no ConfigMap")
 }
 
 func TestManifestsErrors(t *testing.T) {
@@ -135,7 +178,8 @@ func TestManifestsPassStrictDryRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	o := Options{Domain: "inference.example.com", VClusterNamespaces: []string{"vcluster-acme"},
-		LoadBalancerClass: "example.com/lb", ServiceAnnotations: map[string]string{"metallb.universe.tf/address-pool": "public"}}
+		LoadBalancerClass: "example.com/lb", ServiceAnnotations: map[string]string{"metallb.universe.tf/address-pool": "public"},
+		TenantLimits: map[string][]byte{"acme": []byte(tenantWithLimits)}}
 	printed, err := YAML(o)
 	require.NoError(t, err)
 	for _, ns := range []string{"inferplane-system", "argocd", "vcluster-acme"} {

@@ -22,8 +22,7 @@ import (
 // ServiceAccount that may only read the APIKey objects.
 func keyCheckObjects(o Options) []client.Object {
 	name := o.Name + "-keys"
-	role := &rbacv1.Role{TypeMeta: typeRole, ObjectMeta: meta(o, name, "keys"), Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{"inferplane.io"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch"}}}}
+	role := &rbacv1.Role{TypeMeta: typeRole, ObjectMeta: meta(o, name, "keys"), Rules: []rbacv1.PolicyRule{readAPIKeys}}
 	binding := &rbacv1.RoleBinding{TypeMeta: typeRoleBinding, ObjectMeta: meta(o, name, "keys"),
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: name}}}
@@ -38,8 +37,7 @@ func keyCheckDeployment(o Options) *appsv1.Deployment {
 	var uid int64 = 65532
 	c := corev1.Container{
 		Name: "keys", Image: o.Image,
-		Args: []string{"keys", "serve", "--namespace", o.Namespace,
-			"--grpc-address", ":" + strconv.Itoa(KeysGRPCPort), "--admin-address", ":" + strconv.Itoa(KeysAdmin), "--log-format", "json"},
+		Args:  keyCheckArgs(o),
 		Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: KeysGRPCPort}, {Name: "admin", ContainerPort: KeysAdmin}},
 		Env: []corev1.EnvVar{{Name: keys.SecretEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: o.KeySecret}, Key: keySecretKey}}}},
@@ -52,6 +50,11 @@ func keyCheckDeployment(o Options) *appsv1.Deployment {
 		LivenessProbe:   httpProbe("/healthz", 10, 6),
 		SecurityContext: restricted(),
 	}
+	var volumes []corev1.Volume
+	if len(o.TenantLimits) > 0 {
+		volumes = append(volumes, tenantLimitsVolume(o))
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tenant-limits", MountPath: tenantsMount, ReadOnly: true})
+	}
 	return &appsv1.Deployment{TypeMeta: typeDeployment, ObjectMeta: meta(o, o.Name+"-keys", "keys"),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &o.KeyCheckReplicas,
@@ -62,7 +65,7 @@ func keyCheckDeployment(o Options) *appsv1.Deployment {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels(o, "keys"), Annotations: map[string]string{
 					"prometheus.io/scrape": "true", "prometheus.io/port": strconv.Itoa(KeysAdmin)}},
 				Spec: corev1.PodSpec{
-					ServiceAccountName: o.Name + "-keys", Containers: []corev1.Container{c},
+					ServiceAccountName: o.Name + "-keys", Containers: []corev1.Container{c}, Volumes: volumes,
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: &uid, RunAsGroup: &uid,
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					// The drain (5 s) and the checks in flight (10 s at most).
@@ -71,4 +74,20 @@ func keyCheckDeployment(o Options) *appsv1.Deployment {
 				},
 			},
 		}}
+}
+
+// readAPIKeys reads the APIKey objects of the gateway's namespace.
+var readAPIKeys = rbacv1.PolicyRule{APIGroups: []string{"inferplane.io"}, Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch"}}
+
+// keyCheckArgs is the key check's command line: its keys, and the rate limits and token
+// budgets it enforces, counted in the Redis the xDS servers share (they add the tokens of the
+// access logs).
+func keyCheckArgs(o Options) []string {
+	args := []string{"keys", "serve", "--namespace", o.Namespace,
+		"--grpc-address", ":" + strconv.Itoa(KeysGRPCPort), "--admin-address", ":" + strconv.Itoa(KeysAdmin),
+		"--limits-redis", o.RedisAddress(), "--log-format", "json"}
+	if len(o.TenantLimits) > 0 {
+		args = append(args, "--limits-tenants", tenantsMount)
+	}
+	return args
 }

@@ -37,8 +37,9 @@ func serviceAccount(o Options, name string, token bool) *corev1.ServiceAccount {
 }
 
 // rbac lets the xDS server read, and only read: the cluster Secrets (Argo CD's namespace and
-// vCluster's) and the TLS Secrets of its own namespace. Roles, not ClusterRoles: nothing
-// cluster-wide. (The APIKey objects are the key checks', keyCheckObjects.)
+// vCluster's), the APIKey objects (for the keys' limits: the tokens of the access logs count
+// against them here; it holds no key secret and checks no key) and the TLS Secrets of its own
+// namespace. Roles, not ClusterRoles: nothing cluster-wide.
 func rbac(o Options) []client.Object {
 	readSecrets := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}
 	var out []client.Object
@@ -50,7 +51,7 @@ func rbac(o Options) []client.Object {
 				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: o.Name + "-xds"}}})
 	}
-	grant(o.Namespace, o.Name+"-xds", readSecrets)
+	grant(o.Namespace, o.Name+"-xds", readSecrets, readAPIKeys)
 	if o.ArgoCDNamespace != "-" && o.ArgoCDNamespace != o.Namespace {
 		grant(o.ArgoCDNamespace, o.Namespace+"-"+o.Name+"-clusters", readSecrets)
 	}
@@ -79,17 +80,24 @@ func xdsServices(o Options) []client.Object {
 
 // xdsArgs is the xDS server's command line.
 func xdsArgs(o Options) []string {
+	// Every interface, said explicitly (the server listens on loopback only by default): Envoy
+	// and its key checks reach the gRPC port through the Service, the kubelet's probes and
+	// Prometheus the admin port at the pod's IP, kubectl port-forward at the pod's loopback.
 	args := []string{"xds", "serve", "--source", "clusters", "--domain", o.Domain,
 		"--grpc-address", ":" + strconv.Itoa(GRPCPort), "--admin-address", ":" + strconv.Itoa(AdminPort),
 		"--argocd-namespace", o.ArgoCDNamespace,
-		"--key-check-address", o.KeyCheckAddress(), "--usage-file", "/var/lib/inferplane/usage.json",
+		"--key-check-address", o.KeyCheckAddress(), "--keys-namespace", o.Namespace, "--usage-file", "/var/lib/inferplane/usage.json",
 		"--last-known-good-file", "/var/lib/inferplane/known-good.json",
 		"--services-address", o.XDSAddress(),
+		"--limits-redis", o.RedisAddress(),
 		"--tls-secret-namespace", o.Namespace,
 		"--listener-port", strconv.Itoa(HTTPPort), "--tls-listener-port", strconv.Itoa(HTTPSPort),
 		"--log-format", "json"}
 	for _, ns := range o.VClusterNamespaces {
 		args = append(args, "--vcluster-namespace", ns)
+	}
+	if len(o.TenantLimits) > 0 {
+		args = append(args, "--limits-tenants", tenantsMount)
 	}
 	return args
 }
@@ -126,6 +134,11 @@ func xdsStatefulSet(o Options) *appsv1.StatefulSet {
 	if o.StorageClass != "" {
 		claim.Spec.StorageClassName = &o.StorageClass
 	}
+	var volumes []corev1.Volume
+	if len(o.TenantLimits) > 0 {
+		volumes = append(volumes, tenantLimitsVolume(o))
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tenant-limits", MountPath: tenantsMount, ReadOnly: true})
+	}
 	return &appsv1.StatefulSet{TypeMeta: typeStatefulSet, ObjectMeta: meta(o, o.Name+"-xds", "xds"),
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: &o.Replicas, ServiceName: o.Name + "-xds-pods", PodManagementPolicy: appsv1.ParallelPodManagement,
@@ -139,6 +152,7 @@ func xdsStatefulSet(o Options) *appsv1.StatefulSet {
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					TerminationGracePeriodSeconds: ptr(int64(30)),
 					TopologySpreadConstraints:     spread(o, "xds"),
+					Volumes:                       volumes,
 				},
 			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{claim},

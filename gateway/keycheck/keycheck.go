@@ -30,9 +30,9 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"k8s.io/client-go/rest"
 
-	"github.com/inferplane/inferplane/auth/envoyfilters"
 	"github.com/inferplane/inferplane/auth/extauthz"
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/gateway/envoyfilters"
 )
 
 // Defaults of Config.
@@ -63,8 +63,21 @@ type Config struct {
 	StoreCheckInterval time.Duration
 	Logger             *slog.Logger
 	Registry           *prometheus.Registry
+	// Extend, when set, adds to the key check before it serves (its rate limits and token
+	// budgets: gateway.Limits.KeyCheck); the returned stop runs once it has stopped serving.
+	Extend func(ctx context.Context, x Extension) (stop func(), err error)
 	// Started, when set, is called once both listeners are bound (tests use the addresses).
 	Started func(Running)
+}
+
+// Extension is what Config.Extend adds to: the key index, the check, the metrics registry
+// and the admin mux.
+type Extension struct {
+	Index    *keys.Index
+	Authz    *extauthz.Server
+	Registry prometheus.Registerer
+	Mux      *http.ServeMux
+	Logger   *slog.Logger
 }
 
 // Running describes a started process.
@@ -121,7 +134,17 @@ func Run(ctx context.Context, cfg Config) error {
 		grpc.MaxConcurrentStreams(1<<20))
 	authz.Register(p.grpc)
 	healthpb.RegisterHealthServer(p.grpc, p.health)
-	p.admin = &http.Server{Handler: p.adminMux(reg), ReadHeaderTimeout: 10 * time.Second}
+	mux := p.adminMux(reg)
+	p.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	stopExt := func() {}
+	if cfg.Extend != nil {
+		if stopExt, err = cfg.Extend(ctx, Extension{Index: p.idx, Authz: authz, Registry: reg, Mux: mux, Logger: log}); err != nil {
+			p.grpcLis.Close()
+			p.adminLis.Close()
+			return err
+		}
+	}
+	defer stopExt()
 	return p.run(ctx, keeper)
 }
 

@@ -21,9 +21,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/inferplane/inferplane/auth/envoyfilters"
 	"github.com/inferplane/inferplane/auth/extauthz"
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/gateway/envoyfilters"
 )
 
 func freeAddr(t *testing.T) string {

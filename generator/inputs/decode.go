@@ -10,8 +10,10 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -32,21 +34,21 @@ var folderOf = map[string]string{
 func (l *loader) decode(p string, data []byte, dir, want string, obj any) bool {
 	docs, err := splitDocuments(data)
 	if err != nil {
-		l.add(p, "", "valid YAML", "malformed YAML: %s", yamlMessage(err))
+		l.add(p, nil, "valid YAML", "malformed YAML: %s", yamlMessage(err))
 		return false
 	}
 	switch len(docs) {
 	case 0:
-		l.add(p, "", "one "+want+" object", "file is empty")
+		l.add(p, nil, "one "+want+" object", "file is empty")
 		return false
 	case 1:
 	default:
-		l.add(p, "", "one object per file", "file holds %d YAML documents", len(docs))
+		l.add(p, nil, "one object per file", "file holds %d YAML documents", len(docs))
 		return false
 	}
 	js := docs[0]
 	if len(js) == 0 || js[0] != '{' {
-		l.add(p, "", "a YAML mapping with apiVersion, kind, metadata and spec", "the document is not a mapping")
+		l.add(p, nil, "a YAML mapping with apiVersion, kind, metadata and spec", "the document is not a mapping")
 		return false
 	}
 
@@ -55,23 +57,23 @@ func (l *loader) decode(p string, data []byte, dir, want string, obj any) bool {
 		Kind       any `json:"kind"`
 	}
 	if err := json.Unmarshal(js, &tm); err != nil {
-		l.add(p, "", "a YAML mapping", "cannot read: %v", err)
+		l.add(p, nil, "a YAML mapping", "cannot read: %v", err)
 		return false
 	}
 	ok := true
 	if s, _ := tm.APIVersion.(string); s != v1alpha1.APIVersion {
-		l.add(p, "apiVersion", v1alpha1.APIVersion, "is %s", describe(tm.APIVersion))
+		l.add(p, field.NewPath("apiVersion"), v1alpha1.APIVersion, "is %s", describe(tm.APIVersion))
 		ok = false
 	}
 	if s, _ := tm.Kind.(string); s != want {
 		switch {
 		case (dir == NodeTypesDir || dir == MastersDir) && (s == v1alpha1.KindTenant || s == v1alpha1.KindManagedInferenceJob):
-			l.add(p, "kind", want+" (a tenant cannot be named "+dir+": the name is reserved)",
+			l.add(p, field.NewPath("kind"), want+" (a tenant cannot be named "+dir+": the name is reserved)",
 				"is %s, but %s/ holds %s files", describe(tm.Kind), dir, want)
 		case folderOf[s] != "":
-			l.add(p, "kind", want, "is %s, which belongs in %s, not in %s/", describe(tm.Kind), folderOf[s], dir)
+			l.add(p, field.NewPath("kind"), want, "is %s, which belongs in %s, not in %s/", describe(tm.Kind), folderOf[s], dir)
 		default:
-			l.add(p, "kind", want, "is %s", describe(tm.Kind))
+			l.add(p, field.NewPath("kind"), want, "is %s", describe(tm.Kind))
 		}
 		ok = false
 	}
@@ -81,15 +83,42 @@ func (l *loader) decode(p string, data []byte, dir, want string, obj any) bool {
 
 	strictErrs, err := sjson.UnmarshalStrict(js, obj, sjson.DisallowDuplicateFields, sjson.DisallowUnknownFields)
 	if err != nil {
-		field, msg, expected := typeError(err, reflect.TypeOf(obj).Elem())
-		l.add(p, field, expected, "%s", msg)
+		at, msg, expected := typeError(err, reflect.TypeOf(obj).Elem())
+		l.add(p, pathOf(at), expected, "%s", msg)
 		return false
 	}
 	for _, se := range strictErrs {
-		field, msg, expected := strictError(se, reflect.TypeOf(obj).Elem())
-		l.add(p, field, expected, "%s", msg)
+		at, msg, expected := strictError(se, reflect.TypeOf(obj).Elem())
+		l.add(p, pathOf(at), expected, "%s", msg)
 	}
 	return len(strictErrs) == 0
+}
+
+// pathOf is the field path of a JSON path as the decoder's errors name fields
+// ("spec.env[0].name"); nil for "".
+func pathOf(dotted string) *field.Path {
+	var p *field.Path
+	for _, seg := range strings.Split(dotted, ".") {
+		if dotted == "" {
+			break
+		}
+		name, rest, _ := strings.Cut(seg, "[")
+		if p == nil {
+			p = field.NewPath(name)
+		} else {
+			p = p.Child(name)
+		}
+		for rest != "" {
+			idx, r, _ := strings.Cut(rest, "]")
+			if n, err := strconv.Atoi(idx); err == nil {
+				p = p.Index(n)
+			} else {
+				p = p.Key(idx)
+			}
+			rest = strings.TrimPrefix(r, "[")
+		}
+	}
+	return p
 }
 
 // splitDocuments splits a YAML stream and converts each non-empty document to JSON, rejecting

@@ -23,6 +23,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/problem"
 )
@@ -45,6 +47,16 @@ type Inputs struct {
 	NodeTypes []NodeType
 	Masters   []Master
 	Tenants   []Tenant
+}
+
+// Tenant is the tenant of that name, or nil.
+func (in *Inputs) Tenant(name string) *v1alpha1.Tenant {
+	for i := range in.Tenants {
+		if t := &in.Tenants[i].Object; t.Name == name {
+			return t
+		}
+	}
+	return nil
 }
 
 // NodeType is a NodeType and the file it came from.
@@ -117,15 +129,20 @@ func (l *loader) display(p string) string {
 	return path.Join(l.root, p)
 }
 
-func (l *loader) add(p, field, expected, format string, args ...any) {
-	l.problems.Add(l.display(p), field, expected, format, args...)
+func (l *loader) add(p string, path *field.Path, expected, format string, args ...any) {
+	l.problems.Add(l.display(p), path, expected, format, args...)
+}
+
+// addErrors records the field errors of a rule (the policy's) found in file p.
+func (l *loader) addErrors(p string, errs field.ErrorList) {
+	l.problems.AddError(l.display(p), errs...)
 }
 
 func (l *loader) load() *Inputs {
 	in := &Inputs{}
 	entries, err := fs.ReadDir(l.fsys, ".")
 	if err != nil {
-		l.add(".", "", "a folder with nodetypes/, masters/ and one folder per tenant", "cannot read: %v", pathErr(err))
+		l.add(".", nil, "a folder with nodetypes/, masters/ and one folder per tenant", "cannot read: %v", pathErr(err))
 		return in
 	}
 	for _, e := range entries {
@@ -134,7 +151,7 @@ func (l *loader) load() *Inputs {
 		case ignored(name):
 		case !e.IsDir():
 			if isYAML(name) {
-				l.add(name, "", "nodetypes/<name>.yaml, masters/<name>.yaml or <tenant>/tenant.yaml",
+				l.add(name, nil, "nodetypes/<name>.yaml, masters/<name>.yaml or <tenant>/tenant.yaml",
 					"unexpected file at the top of the tenants folder")
 			}
 		case name == NodeTypesDir || name == MastersDir:
@@ -169,7 +186,7 @@ func (l *loader) loadReserved(in *Inputs, dir string) {
 	}
 	entries, err := fs.ReadDir(l.fsys, dir)
 	if err != nil {
-		l.add(dir, "", "a readable folder", "cannot read: %v", pathErr(err))
+		l.add(dir, nil, "a readable folder", "cannot read: %v", pathErr(err))
 		return
 	}
 	for _, e := range entries {
@@ -178,10 +195,10 @@ func (l *loader) loadReserved(in *Inputs, dir string) {
 		case ignored(e.Name()):
 		case e.IsDir():
 			if e.Name() == JobsDir {
-				l.add(p, "", "a tenant folder with another name", "%q is reserved for %s files: a tenant cannot be named %s", dir, want, dir)
+				l.add(p, nil, "a tenant folder with another name", "%q is reserved for %s files: a tenant cannot be named %s", dir, want, dir)
 				continue
 			}
-			l.add(p, "", fmt.Sprintf("only %s files directly in %s/", want, dir), "unexpected folder")
+			l.add(p, nil, fmt.Sprintf("only %s files directly in %s/", want, dir), "unexpected folder")
 		case isYAML(e.Name()):
 			data, ok := l.read(p)
 			if !ok {
@@ -209,11 +226,11 @@ func (l *loader) loadReserved(in *Inputs, dir string) {
 func (l *loader) loadTenant(in *Inputs, dir string) {
 	entries, err := fs.ReadDir(l.fsys, dir)
 	if err != nil {
-		l.add(dir, "", "a readable tenant folder", "cannot read: %v", pathErr(err))
+		l.add(dir, nil, "a readable tenant folder", "cannot read: %v", pathErr(err))
 		return
 	}
 	if msgs := dns1123Label(dir); msgs != "" {
-		l.add(dir, "", "a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters), e.g. acme",
+		l.add(dir, nil, "a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters), e.g. acme",
 			"tenant folder name %q is not valid: %s", dir, msgs)
 	}
 	var tenants []Tenant
@@ -225,7 +242,7 @@ func (l *loader) loadTenant(in *Inputs, dir string) {
 		case e.IsDir() && e.Name() == JobsDir:
 			jobs = l.loadJobs(dir)
 		case e.IsDir():
-			l.add(p, "", fmt.Sprintf("only %s and %s/ in a tenant folder", TenantFile, JobsDir), "unexpected folder")
+			l.add(p, nil, fmt.Sprintf("only %s and %s/ in a tenant folder", TenantFile, JobsDir), "unexpected folder")
 		case e.Name() == TenantFile || e.Name() == "tenant.yml":
 			data, ok := l.read(p)
 			if !ok {
@@ -234,7 +251,7 @@ func (l *loader) loadTenant(in *Inputs, dir string) {
 			var t v1alpha1.Tenant
 			if l.decode(p, data, dir, v1alpha1.KindTenant, &t) {
 				if t.Name != "" && t.Name != dir {
-					l.add(p, "metadata.name", fmt.Sprintf("%q, the name of the tenant's folder", dir),
+					l.add(p, field.NewPath("metadata", "name"), fmt.Sprintf("%q, the name of the tenant's folder", dir),
 						"is %q, but the file is in folder %q", t.Name, dir)
 				}
 				l.checkTenant(p, &t)
@@ -242,12 +259,12 @@ func (l *loader) loadTenant(in *Inputs, dir string) {
 			}
 		case isYAML(e.Name()):
 			hint := fmt.Sprintf("only %s and %s/<job>.yaml in a tenant folder", TenantFile, JobsDir)
-			l.add(p, "", hint, "unexpected file")
+			l.add(p, nil, hint, "unexpected file")
 		}
 	}
 	if len(tenants) == 0 {
 		if !l.hasProblemsUnder(dir) {
-			l.add(path.Join(dir, TenantFile), "", "a Tenant object named "+dir,
+			l.add(path.Join(dir, TenantFile), nil, "a Tenant object named "+dir,
 				"missing: every tenant folder needs a %s", TenantFile)
 		}
 		return
@@ -262,7 +279,7 @@ func (l *loader) loadJobs(tenant string) []Job {
 	dir := path.Join(tenant, JobsDir)
 	entries, err := fs.ReadDir(l.fsys, dir)
 	if err != nil {
-		l.add(dir, "", "a readable folder", "cannot read: %v", pathErr(err))
+		l.add(dir, nil, "a readable folder", "cannot read: %v", pathErr(err))
 		return nil
 	}
 	var jobs []Job
@@ -271,7 +288,7 @@ func (l *loader) loadJobs(tenant string) []Job {
 		switch {
 		case ignored(e.Name()):
 		case e.IsDir():
-			l.add(p, "", "only ManagedInferenceJob files directly in "+dir+"/", "unexpected folder")
+			l.add(p, nil, "only ManagedInferenceJob files directly in "+dir+"/", "unexpected folder")
 		case isYAML(e.Name()):
 			data, ok := l.read(p)
 			if !ok {
@@ -289,16 +306,16 @@ func (l *loader) loadJobs(tenant string) []Job {
 
 func (l *loader) read(p string) ([]byte, bool) {
 	if info, err := fs.Stat(l.fsys, p); err == nil && info.Size() > MaxFileSize {
-		l.add(p, "", fmt.Sprintf("at most %d bytes", MaxFileSize), "file is %d bytes", info.Size())
+		l.add(p, nil, fmt.Sprintf("at most %d bytes", MaxFileSize), "file is %d bytes", info.Size())
 		return nil, false
 	}
 	data, err := fs.ReadFile(l.fsys, p)
 	if err != nil {
-		l.add(p, "", "a readable file", "cannot read: %v", pathErr(err))
+		l.add(p, nil, "a readable file", "cannot read: %v", pathErr(err))
 		return nil, false
 	}
 	if len(data) > MaxFileSize {
-		l.add(p, "", fmt.Sprintf("at most %d bytes", MaxFileSize), "file is %d bytes", len(data))
+		l.add(p, nil, fmt.Sprintf("at most %d bytes", MaxFileSize), "file is %d bytes", len(data))
 		return nil, false
 	}
 	return data, true
@@ -339,7 +356,7 @@ func checkDuplicates[T any](ps *problem.List, what string, items []T, key func(T
 			continue
 		}
 		if prev, ok := first[name]; ok {
-			ps.Add(file, "metadata.name", "a name no other "+what+" uses",
+			ps.Add(file, field.NewPath("metadata", "name"), "a name no other "+what+" uses",
 				"duplicate %s name %q, also defined in %s", what, name, prev)
 			continue
 		}

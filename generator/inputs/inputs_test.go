@@ -315,7 +315,7 @@ func TestLoadBadInput(t *testing.T) {
 			mutate: func(m fstest.MapFS) {
 				m["acme/tenant.yaml"] = job(strings.Replace(tenantAcme, "[metal3.gpu-h100]", `["*"]`, 1))
 			},
-			want: []want{{"tenants/acme/tenant.yaml", "spec.allowedNodeTypes[0]", `"*" is not valid`, "metal3.*"}},
+			want: []want{{"tenants/acme/tenant.yaml", "spec.allowedNodeTypes[0]", `is "*"`, "a provider wildcard (metal3.*)"}},
 		},
 		{
 			name: "job namespace of another tenant",
@@ -329,7 +329,7 @@ func TestLoadBadInput(t *testing.T) {
 			mutate: func(m fstest.MapFS) {
 				m["acme/jobs/qwen3-32b.yaml"] = job(strings.Replace(jobQwen, "  name: qwen3-32b", "  name: qwen3-32b\n  labels:\n    inferplane.io/tenant: globex", 1))
 			},
-			want: []want{{"tenants/acme/jobs/qwen3-32b.yaml", "metadata.labels.inferplane.io/tenant", `is "globex"`, `"acme"`}},
+			want: []want{{"tenants/acme/jobs/qwen3-32b.yaml", "metadata.labels[inferplane.io/tenant]", `is "globex"`, `"acme"`}},
 		},
 		{
 			name: "server-set metadata",
@@ -352,14 +352,26 @@ spec:
   modelCacheSize: lots
 `)
 			},
+			// The name, replicas, GPUs and node type are the policy's job rules, which the plan
+			// applies (plan's TestBuildBadInput): a job file on its own is checked for the rest.
 			want: []want{
-				{"tenants/acme/jobs/qwen3-32b.yaml", "metadata.name", `"9lives" is not a valid job name`, "starting with a letter"},
-				{"tenants/acme/jobs/qwen3-32b.yaml", "spec.gpuCount", "is 0", "at least 1"},
 				{"tenants/acme/jobs/qwen3-32b.yaml", "spec.modelCacheSize", `"lots" is not a quantity`, "200Gi"},
-				{"tenants/acme/jobs/qwen3-32b.yaml", "spec.nodeType", "missing", "the name of a NodeType"},
-				{"tenants/acme/jobs/qwen3-32b.yaml", "spec.replicas", "is 0", "at least 1"},
 				{"tenants/acme/jobs/qwen3-32b.yaml", "spec.runtime", `is "sglang"`, `"vllm" or "parakeet"`},
 			},
+		},
+		{
+			name: "hand-written master without parallelism for its GPUs",
+			mutate: func(m fstest.MapFS) {
+				m["masters/mistral.yaml"] = job(strings.Replace(masterMistral, "perReplicaGPUCount: 1", "perReplicaGPUCount: 4", 1))
+			},
+			want: []want{{"tenants/masters/mistral.yaml", "spec.tensorParallelSize", "to use the 4 GPUs the master claims", "tensorParallelSize: 4"}},
+		},
+		{
+			name: "hand-written master whose parallelism disagrees with its GPU count",
+			mutate: func(m fstest.MapFS) {
+				m["masters/mistral.yaml"] = job(strings.Replace(masterMistral, "perReplicaGPUCount: 1", "perReplicaGPUCount: 4\n  tensorParallelSize: 2", 1))
+			},
+			want: []want{{"tenants/masters/mistral.yaml", "spec.perReplicaGPUCount", "is 4", "tensor 2 x pipeline 1 = 2"}},
 		},
 		{
 			name: "node type field checks",
@@ -378,13 +390,36 @@ spec:
 `)
 			},
 			want: []want{
-				{"tenants/nodetypes/h100.yaml", "metadata.name", `"Metal3_GPU" is not a valid node type name`, "metal3.gpu-h100"},
+				{"tenants/nodetypes/h100.yaml", "metadata.name", `is "Metal3_GPU"`, "e.g. metal3.gpu-h100"},
 				{"tenants/nodetypes/h100.yaml", "spec.cpu", "is 0", "at least 1"},
 				{"tenants/nodetypes/h100.yaml", "spec.gpu.count", "is 0", "at least 1"},
 				{"tenants/nodetypes/h100.yaml", "spec.gpu.memoryGB", "is 0", "at least 1"},
-				{"tenants/nodetypes/h100.yaml", "spec.gpu.resourceName", `"GH100" is not a resource name`, "nvidia.com/"},
+				{"tenants/nodetypes/h100.yaml", "spec.gpu.resourceName", `is "GH100"`, "nvidia.com/"},
 				{"tenants/nodetypes/h100.yaml", "spec.memory", `"-1Gi" is not positive`, "1800Gi"},
 				{"tenants/nodetypes/h100.yaml", "spec.rackLabel", "not a valid label key", "a label key"},
+			},
+		},
+		{
+			name: "tenant access: one of group and user, a known role, each member once",
+			mutate: func(m fstest.MapFS) {
+				m["acme/tenant.yaml"] = job(tenantAcme + `  access:
+  - group: acme-ml
+    role: developer
+  - {role: viewer}
+  - {group: acme-ops, user: ops@acme.example, role: admin}
+  - {user: ops, role: admin}
+  - {user: Dana@acme.example, role: owner}
+  - {group: acme-ml, role: admin}
+  - {user: dana@ACME.example, role: viewer}
+`)
+			},
+			want: []want{
+				{"tenants/acme/tenant.yaml", "spec.access[1]", "has neither", "exactly one of group and user"},
+				{"tenants/acme/tenant.yaml", "spec.access[2]", "has both", "exactly one of group and user"},
+				{"tenants/acme/tenant.yaml", "spec.access[3].user", `"ops" is not one`, "an email address"},
+				{"tenants/acme/tenant.yaml", "spec.access[4].role", `is "owner"`, `"viewer", "developer" or "admin"`},
+				{"tenants/acme/tenant.yaml", "spec.access[5]", "group acme-ml is listed twice", "each group and user once"},
+				{"tenants/acme/tenant.yaml", "spec.access[6]", "user dana@acme.example is listed twice", "each group and user once"},
 			},
 		},
 		{
@@ -416,7 +451,7 @@ spec:
 
 func TestLoadCollectsEveryProblemSorted(t *testing.T) {
 	tree := validTree()
-	tree["acme/jobs/qwen3-32b.yaml"] = &fstest.MapFile{Data: []byte(strings.Replace(jobQwen, "replicas: 2", "replicas: 0", 1))}
+	tree["acme/jobs/qwen3-32b.yaml"] = &fstest.MapFile{Data: []byte(strings.Replace(jobQwen, "replicas: 2", "replicas: 2\n  runtime: tgi", 1))}
 	tree["nodetypes/h100.yaml"] = &fstest.MapFile{Data: []byte("kind: [")}
 	tree["masters/mistral.yaml"] = &fstest.MapFile{Data: []byte(strings.Replace(masterMistral, "runtime: vllm", "runtime: tgi", 1))}
 	_, err := Load(tree, "tenants")
@@ -425,7 +460,7 @@ func TestLoadCollectsEveryProblemSorted(t *testing.T) {
 	assert.Equal(t, "tenants/acme/jobs/qwen3-32b.yaml", ps[0].File)
 	assert.Equal(t, "tenants/masters/mistral.yaml", ps[1].File)
 	assert.Equal(t, "tenants/nodetypes/h100.yaml", ps[2].File)
-	assert.True(t, strings.HasPrefix(err.Error(), "3 problems:\n  tenants/acme/jobs/qwen3-32b.yaml: spec.replicas: is 0"), err.Error())
+	assert.True(t, strings.HasPrefix(err.Error(), "3 problems:\n  tenants/acme/jobs/qwen3-32b.yaml: spec.runtime: is \"tgi\""), err.Error())
 }
 
 func TestLoadNodeTypesIgnoresTenants(t *testing.T) {

@@ -1,10 +1,8 @@
 package recipe_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/inferplane/inferplane/generator/recipe"
 )
@@ -102,26 +100,4 @@ func BenchmarkDeriveEveryOffer(b *testing.B) {
 			}
 		}
 	}
-}
-
-// TestBenchRecipesReport (make bench-recipes) times the work of `recipe show` and `recipe
-// list` against their baseline, the whole tree parsed, in one run, and prints the ratios; it
-// asserts nothing about time.
-func TestBenchRecipesReport(t *testing.T) {
-	if os.Getenv("INFERPLANE_BENCH") != "1" {
-		t.Skip("SKIPPED: set INFERPLANE_BENCH=1 (make bench-recipes) to time recipe loading")
-	}
-	show := testing.Benchmark(BenchmarkShow)
-	whole := testing.Benchmark(BenchmarkShowWholeTree)
-	list := testing.Benchmark(BenchmarkList)
-	load := testing.Benchmark(BenchmarkLoadDir)
-	line := func(what string, r testing.BenchmarkResult) {
-		fmt.Printf("%-52s %10v/op %10d B/op\n", what, time.Duration(r.NsPerOp()), r.AllocedBytesPerOp())
-	}
-	line("recipe show's work (LoadFor + Derive)", show)
-	line("  baseline: the whole tree parsed (Load + Derive)", whole)
-	fmt.Printf("  ratio baseline / show: %.1fx\n", float64(whole.NsPerOp())/float64(show.NsPerOp()))
-	line("recipe list's work (List)", list)
-	line("  baseline: the whole tree parsed (Load)", load)
-	fmt.Printf("  ratio baseline / list: %.1fx\n", float64(load.NsPerOp())/float64(list.NsPerOp()))
 }

@@ -4,15 +4,15 @@ import (
 	"strconv"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
-	"github.com/inferplane/inferplane/policy"
+	"github.com/inferplane/inferplane/internal/vllmargs"
 )
 
 // vLLM's parallel-size flags.
 const (
-	flagTP      = "--tensor-parallel-size"
-	flagPP      = "--pipeline-parallel-size"
-	flagDP      = "--data-parallel-size"
-	flagDPLocal = "--data-parallel-size-local"
+	flagTP      = vllmargs.TensorParallelSize
+	flagPP      = vllmargs.PipelineParallelSize
+	flagDP      = vllmargs.DataParallelSize
+	flagDPLocal = vllmargs.DataParallelSizeLocal
 )
 
 // singleNodeTP is upstream's resolveSingleNodeTp: the variant's tp, else the recipe's
@@ -130,7 +130,7 @@ func (d *derivation) buildArgs() []string {
 	if d.kv != nil {
 		args = append(args, d.kv.Args...)
 	}
-	return MergeArgs(args)
+	return vllmargs.Merge(args)
 }
 
 func (d *derivation) featureArgs(name string) []string {
@@ -289,7 +289,7 @@ func (d *derivation) buildImage() string {
 // every node, TP x PP across the --nnodes launcher, or data-parallel-size-local ranks of
 // TP x PP GPUs on each node under the data-parallel launcher.
 func (d *derivation) sizes() error {
-	par := policy.ArgSizes(d.args)
+	par, _ := vllmargs.ParseSizes(d.args)
 	d.tp, d.pp, d.dp = max(par.TP, 1), max(par.PP, 1), max(par.DP, 1)
 	total, g, n := d.tp*d.pp*d.dp, d.gpusPerNode, d.nodes
 	uses := func() string {
@@ -297,19 +297,19 @@ func (d *derivation) sizes() error {
 	}
 	switch {
 	case n == 1 && total > g:
-		return newError(ErrArgsMismatch, "strategy", "the serving args of recipe %s with strategy %s on %s use %s, more than the %d of one %s node",
+		return newError(ReasonArgsMismatch, "strategy", "the serving args of recipe %s with strategy %s on %s use %s, more than the %d of one %s node",
 			d.recipe.ID, d.strategy.Name, d.profileID, uses(), g, d.profileID)
 	case n == 1:
 		d.perReplica = total
 	case d.dp > 1:
 		local := par.DPLocal
 		if local < 1 || local*d.tp*d.pp != g || d.dp != local*n {
-			return newError(ErrArgsMismatch, "strategy", "the serving args of recipe %s with strategy %s on %d %s nodes use %s with %s %d on each node, not the %d GPUs of each of the %d nodes",
+			return newError(ReasonArgsMismatch, "strategy", "the serving args of recipe %s with strategy %s on %d %s nodes use %s with %s %d on each node, not the %d GPUs of each of the %d nodes",
 				d.recipe.ID, d.strategy.Name, n, d.profileID, uses(), flagDPLocal, local, g, n)
 		}
 		d.perReplica = total
 	case total != g*n:
-		return newError(ErrArgsMismatch, "strategy", "the serving args of recipe %s with strategy %s on %d %s nodes use %s, not the %d GPUs of the %d nodes",
+		return newError(ReasonArgsMismatch, "strategy", "the serving args of recipe %s with strategy %s on %d %s nodes use %s, not the %d GPUs of the %d nodes",
 			d.recipe.ID, d.strategy.Name, n, d.profileID, uses(), g*n, n)
 	default:
 		d.perReplica = total

@@ -1,7 +1,6 @@
 package recipe_test
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -13,16 +12,18 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/recipe"
+	"github.com/inferplane/inferplane/internal/vllmargs"
 	"github.com/inferplane/inferplane/policy"
 )
 
 // TestConformanceWholeCorpus holds the bundled corpus (upstream's 173 recipes at 8959cf6) to
 // the derivation's contract: every recipe loads; every (recipe, hardware, variant, strategy)
 // combination upstream's site offers either derives a master whose GPUs are the GPUs its args
-// use, laid out the way the webhook admits it, or is refused with a *recipe.Error naming the
+// use, laid out the way the webhook admits it, or is refused with a derivation error naming the
 // reason. The counts are asserted, so a change in what derives is seen (docs/recipes.md
 // quotes them).
 func TestConformanceWholeCorpus(t *testing.T) {
@@ -42,7 +43,7 @@ func TestConformanceWholeCorpus(t *testing.T) {
 			omni++
 			assert.Empty(t, offers, "%s: upstream renders vllm-omni recipes apart", id)
 			_, err := b.Derive(recipe.Request{ModelID: id, Hardware: hw("h200")})
-			assert.ErrorIs(t, err, recipe.ErrUnsupportedRecipe, id)
+			assert.Equal(t, recipe.ReasonUnsupportedRecipe, recipe.Reason(err), id)
 			continue
 		}
 		for _, o := range offers {
@@ -50,10 +51,9 @@ func TestConformanceWholeCorpus(t *testing.T) {
 			m, err := b.Derive(recipe.Request{ModelID: id, Variant: o.Variant, Strategy: o.Strategy, Hardware: hw(o.Hardware)})
 			where := fmt.Sprintf("%s %s/%s/%s", id, o.Variant, o.Hardware, o.Strategy)
 			if err != nil {
-				var re *recipe.Error
-				require.True(t, errors.As(err, &re), "%s: %v is not a *recipe.Error", where, err)
-				require.NotEmpty(t, re.Field(), where)
-				refused[refusalReason(o, re)]++
+				require.NotEmpty(t, recipe.Reason(err), "%s: %v is not a derivation error", where, err)
+				require.NotEmpty(t, recipe.Field(err), where)
+				refused[refusalReason(o, err)]++
 				continue
 			}
 			derived++
@@ -81,18 +81,19 @@ func TestConformanceWholeCorpus(t *testing.T) {
 }
 
 // refusalReason sorts a refusal into the reasons docs/recipes.md lists.
-func refusalReason(o recipe.Offer, re *recipe.Error) string {
+func refusalReason(o recipe.Offer, err error) string {
+	why, msg := recipe.Reason(err), err.(*field.Error).Detail
 	switch {
-	case errors.Is(re, recipe.ErrUnsupportedStrategy) && o.Strategy == recipe.StrategyPDCluster:
+	case why == recipe.ReasonUnsupportedStrategy && o.Strategy == recipe.StrategyPDCluster:
 		return "pd_cluster is not rendered"
-	case errors.Is(re, recipe.ErrDoesNotFit) && strings.Contains(re.Error(), "scalable: false"):
+	case why == recipe.ReasonDoesNotFit && strings.Contains(msg, "scalable: false"):
 		return "does not fit hardware that cannot be clustered"
-	case errors.Is(re, recipe.ErrDoesNotFit) && strings.HasPrefix(re.Error(), "does not fit one node with strategy"):
+	case why == recipe.ReasonDoesNotFit && strings.HasPrefix(msg, "does not fit one node with strategy"):
 		return "does not fit one node (a single-node strategy; upstream treats memory as a hint)"
-	case errors.Is(re, recipe.ErrArgsMismatch):
+	case why == recipe.ReasonArgsMismatch:
 		return "the args use other GPUs than the layout has (an override's parallel size)"
 	}
-	return "other: " + re.Kind.Error() + ": " + re.Error()
+	return "other: " + why + ": " + msg
 }
 
 // checkConformingMaster asserts what every derived master owes the renderer and the webhook.
@@ -103,7 +104,7 @@ func checkConformingMaster(t *testing.T, where string, m *v1alpha1.ModelMaster, 
 
 	// The GPUs the args use, read independently of the derivation.
 	size := func(flag string) int {
-		v, ok := recipe.ArgValue(s.Args, flag)
+		v, ok := vllmargs.Value(s.Args, flag)
 		if !ok {
 			return 1
 		}
@@ -124,7 +125,7 @@ func checkConformingMaster(t *testing.T, where string, m *v1alpha1.ModelMaster, 
 	assert.Equal(t, s.Source.Nodes, layout.Nodes, "%s: the webhook's layout has the nodes the master was derived for", where)
 	if layout.Nodes > 1 {
 		assert.EqualValues(t, p.GPUCount, layout.GPUsPerNode, "%s: a multi-node replica takes whole nodes", where)
-		_, dataParallel := recipe.ArgValue(s.Args, "--data-parallel-size-local")
+		_, dataParallel := vllmargs.Value(s.Args, "--data-parallel-size-local")
 		assert.Equal(t, dataParallel, layout.DataParallelLocal > 0, where)
 	}
 	for _, a := range s.Args {
@@ -133,5 +134,5 @@ func checkConformingMaster(t *testing.T, where string, m *v1alpha1.ModelMaster, 
 			t.Errorf("%s: launcher flag %s in the master's args (the renderer adds them per node)", where, a)
 		}
 	}
-	assert.Equal(t, s.Args, recipe.MergeArgs(s.Args), "%s: args are deduplicated", where)
+	assert.Equal(t, s.Args, vllmargs.Merge(s.Args), "%s: args are deduplicated", where)
 }

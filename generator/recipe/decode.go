@@ -12,6 +12,10 @@ import (
 	"sync"
 
 	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/inferplane/inferplane/generator/problem"
+	"github.com/inferplane/inferplane/internal/fielderr"
 )
 
 // The recipes are decoded from yaml.v3 nodes by a small reflective walker instead of
@@ -23,24 +27,10 @@ import (
 // ignored, so keys upstream adds later do not break loading. A `recipe:"required"` tag makes a
 // field mandatory.
 
-// fieldError is one decoding problem: the dotted path of the field, the line, and the message.
-type fieldError struct {
-	Path string
-	Line int
-	Msg  string
-}
-
-func (e *fieldError) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("%s: %s (line %d)", e.Path, e.Msg, e.Line)
-	}
-	return fmt.Sprintf("%s: %s", e.Path, e.Msg)
-}
-
 // nodeDecoder is implemented by types whose YAML shape is not a plain struct, list or map
 // (a number or a hardware-keyed map, a string or a brand map, an ordered mapping).
 type nodeDecoder interface {
-	decodeNode(d *decoder, n *yaml.Node, path string) error
+	decodeNode(d *decoder, n *yaml.Node, path *field.Path) error
 }
 
 // maxNodeVisits bounds the work one file can cause: aliases can make a small file expand
@@ -56,7 +46,7 @@ type decoder struct {
 func parseDocument(data []byte) (*yaml.Node, error) {
 	if !mayHoldDocuments(data) {
 		// One document at most: yaml.Unmarshal parses the bytes in place, where a Decoder
-		// copies them through a reader (a third of the parse on the upstream corpus).
+		// copies them through a reader (docs/recipes.md, "Speed").
 		var doc yaml.Node
 		if err := yaml.Unmarshal(data, &doc); err != nil {
 			return nil, fmt.Errorf("malformed YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
@@ -103,42 +93,40 @@ func decodeInto(root *yaml.Node, out any) error {
 	if root == nil {
 		root = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
 	}
-	return d.decode(root, reflect.ValueOf(out).Elem(), "")
+	return d.decode(root, reflect.ValueOf(out).Elem(), nil)
 }
 
 var (
 	nodeDecoderType = reflect.TypeFor[nodeDecoder]()
 )
 
-func join(path, key string) string {
-	if path == "" {
-		return key
+// join is the path of key under path (nil: the top of the file).
+func join(path *field.Path, key string) *field.Path {
+	if path == nil {
+		return field.NewPath(key)
 	}
-	return path + "." + key
+	return path.Child(key)
 }
 
-func index(path string, i int) string {
-	return fmt.Sprintf("%s[%d]", path, i)
-}
-
-// root is how the top of a file is named in messages.
-func displayPath(path string) string {
-	if path == "" {
-		return "(top level)"
+// index is the path of item i of the list at path.
+func index(path *field.Path, i int) *field.Path {
+	if path == nil {
+		return field.NewPath("").Index(i)
 	}
-	return path
+	return path.Index(i)
 }
 
-func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) error {
+// errorf is a decoding problem at path (nil: the file as a whole), at n's line.
+func (d *decoder) errorf(n *yaml.Node, path *field.Path, format string, args ...any) error {
 	line := 0
 	if n != nil {
 		line = n.Line
 	}
-	return &fieldError{Path: displayPath(path), Line: line, Msg: fmt.Sprintf(format, args...)}
+	return problem.Problem{Line: line, Err: fielderr.Errorf(path, format, args...)}
 }
 
 // resolve follows aliases and counts the work done.
-func (d *decoder) resolve(n *yaml.Node, path string) (*yaml.Node, error) {
+func (d *decoder) resolve(n *yaml.Node, path *field.Path) (*yaml.Node, error) {
 	for hops := 0; n.Kind == yaml.AliasNode; hops++ {
 		if n.Alias == nil || hops > 64 {
 			return nil, d.errorf(n, path, "unresolvable alias")
@@ -184,7 +172,7 @@ func describe(n *yaml.Node) string {
 	return "an unknown node"
 }
 
-func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path *field.Path) error {
 	n, err := d.resolve(n, path)
 	if err != nil {
 		return err
@@ -230,7 +218,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 
 // decodeScalar decodes a string, a whole number, a number or a boolean; null leaves numbers
 // and booleans at zero.
-func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) error {
+func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path *field.Path) error {
 	if v.Kind() == reflect.String {
 		s, err := d.scalarString(n, path)
 		if err != nil {
@@ -272,7 +260,7 @@ func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) error
 }
 
 // decodeMap decodes a mapping into a map with string keys.
-func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) error {
+func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path *field.Path) error {
 	if isNull(n) {
 		return nil
 	}
@@ -296,7 +284,7 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) error {
 }
 
 // eachPair walks a mapping's key/value pairs in order. Keys must be scalars and unique.
-func (d *decoder) eachPair(n *yaml.Node, path string, fn func(key string, kn, vn *yaml.Node) error) error {
+func (d *decoder) eachPair(n *yaml.Node, path *field.Path, fn func(key string, kn, vn *yaml.Node) error) error {
 	if n.Kind != yaml.MappingNode {
 		return d.errorf(n, path, "expected a mapping, got %s", describe(n))
 	}
@@ -360,7 +348,7 @@ func structInfoOf(t reflect.Type) *structInfo {
 	return info
 }
 
-func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) error {
+func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path *field.Path) error {
 	info := structInfoOf(v.Type())
 	if isNull(n) {
 		n = &yaml.Node{Kind: yaml.MappingNode, Line: n.Line}
@@ -374,18 +362,18 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) error
 		if !ok {
 			return nil // a key upstream added that we do not use
 		}
-		field := join(path, key)
-		rv, err := d.resolve(vn, field)
+		at := join(path, key)
+		rv, err := d.resolve(vn, at)
 		if err != nil {
 			return err
 		}
 		if f.required {
 			found[key] = true
 			if isNull(rv) {
-				return d.errorf(kn, field, "is required but empty")
+				return d.errorf(kn, at, "is required but empty")
 			}
 		}
-		return d.decode(rv, v.Field(f.index), field)
+		return d.decode(rv, v.Field(f.index), at)
 	})
 	if err != nil {
 		return err
@@ -400,7 +388,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) error
 
 // scalarString accepts any scalar (a version like 0.12 or a date is read as written) and
 // null as the empty string.
-func (d *decoder) scalarString(n *yaml.Node, path string) (string, error) {
+func (d *decoder) scalarString(n *yaml.Node, path *field.Path) (string, error) {
 	if n.Kind != yaml.ScalarNode {
 		return "", d.errorf(n, path, "expected a string, got %s", describe(n))
 	}
@@ -410,7 +398,7 @@ func (d *decoder) scalarString(n *yaml.Node, path string) (string, error) {
 	return n.Value, nil
 }
 
-func (d *decoder) integer(n *yaml.Node, path string) (int64, error) {
+func (d *decoder) integer(n *yaml.Node, path *field.Path) (int64, error) {
 	if n.Kind == yaml.ScalarNode {
 		switch n.ShortTag() {
 		case "!!int":
@@ -426,7 +414,7 @@ func (d *decoder) integer(n *yaml.Node, path string) (int64, error) {
 	return 0, d.errorf(n, path, "expected a whole number, got %s", describe(n))
 }
 
-func (d *decoder) number(n *yaml.Node, path string) (float64, error) {
+func (d *decoder) number(n *yaml.Node, path *field.Path) (float64, error) {
 	if n.Kind == yaml.ScalarNode {
 		switch n.ShortTag() {
 		case "!!int":
@@ -457,7 +445,7 @@ func (o Ordered[T]) Get(key string) (T, bool) {
 // Len is the number of keys.
 func (o Ordered[T]) Len() int { return len(o.Keys) }
 
-func (o *Ordered[T]) decodeNode(d *decoder, n *yaml.Node, path string) error {
+func (o *Ordered[T]) decodeNode(d *decoder, n *yaml.Node, path *field.Path) error {
 	o.Keys, o.Values = nil, nil
 	if isNull(n) {
 		return nil

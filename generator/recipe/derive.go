@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/vllmargs"
 )
 
 // The derivation follows the upstream command builder (vllm-project/recipes,
@@ -69,7 +70,7 @@ func (b *Book) derive(req Request) (*derivation, error) {
 		return nil, err
 	}
 	if slices.Contains(r.Meta.Tasks, "omni") {
-		return nil, newError(ErrUnsupportedRecipe, "model",
+		return nil, newError(ReasonUnsupportedRecipe, "model",
 			"recipe %s is a vllm-omni recipe (meta.tasks lists omni): inferplane derives masters for `vllm serve` chat and completion models only, not `vllm serve --omni` (docs/recipes.md)", r.ID)
 	}
 	steps := []func() error{
@@ -95,15 +96,15 @@ func (b *Book) derive(req Request) (*derivation, error) {
 
 func (b *Book) unknownModel(modelID string) error {
 	if strings.TrimSpace(modelID) == "" {
-		return newError(ErrUnknownModel, "model", "no model given: name a recipe's model id (e.g. %s)", b.exampleID())
+		return newError(ReasonUnknownModel, "model", "no model given: name a recipe's model id (e.g. %s)", b.exampleID())
 	}
 	msg := fmt.Sprintf("unknown model %q: the recipes tree has no models/%s.yaml", modelID, modelID)
-	if s := suggest(modelID, b.Models()); len(s) > 0 {
-		msg += "; did you mean " + list(s) + "?"
+	if s := didYouMean(modelID, b.Models()); s != "" {
+		msg += s
 	} else {
 		msg += fmt.Sprintf(" and no recipe with a close id (%d recipes)", len(b.recipes))
 	}
-	return newError(ErrUnknownModel, "model", "%s", msg)
+	return newError(ReasonUnknownModel, "model", "%s", msg)
 }
 
 func (b *Book) exampleID() string {
@@ -125,7 +126,7 @@ func (d *derivation) pickVariant(asked, implied, modelID string) error {
 	case key == "" && implied != "":
 		key = implied
 	case key != "" && implied != "" && key != implied:
-		return newError(ErrUnknownVariant, "variant",
+		return newError(ReasonUnknownVariant, "variant",
 			"model %s is the checkpoint of variant %q of recipe %s, but variant %q was asked for", modelID, implied, r.ID, asked)
 	case key == "":
 		key = "default"
@@ -135,7 +136,7 @@ func (d *derivation) pickVariant(asked, implied, modelID string) error {
 	}
 	v, ok := r.Variants.Get(key)
 	if !ok {
-		return newError(ErrUnknownVariant, "variant", "recipe %s has no variant %q; its variants: %s%s", r.ID, key, list(r.Variants.Keys), didYouMean(key, r.Variants.Keys))
+		return newError(ReasonUnknownVariant, "variant", "recipe %s has no variant %q; its variants: %s%s", r.ID, key, list(r.Variants.Keys), didYouMean(key, r.Variants.Keys))
 	}
 	d.variantKey, d.variant = key, v
 	return nil
@@ -148,14 +149,14 @@ func (d *derivation) pickVariant(asked, implied, modelID string) error {
 func (b *Book) pickHardware(d *derivation, hw Hardware) error {
 	r, tax := d.recipe, b.taxonomy
 	if hw.Profile == "" {
-		return newError(ErrUnknownHardware, "hardware", "no hardware profile given: the node type must name one of the taxonomy's (%s)", list(tax.HardwareProfiles.Keys))
+		return newError(ReasonUnknownHardware, "hardware", "no hardware profile given: the node type must name one of the taxonomy's (%s)", list(tax.HardwareProfiles.Keys))
 	}
 	p, ok := tax.HardwareProfiles.Get(hw.Profile)
 	if !ok {
-		return newError(ErrUnknownHardware, "hardware", "unknown hardware profile %q; taxonomy.yaml defines %s%s", hw.Profile, list(tax.HardwareProfiles.Keys), didYouMean(hw.Profile, tax.HardwareProfiles.Keys))
+		return newError(ReasonUnknownHardware, "hardware", "unknown hardware profile %q; taxonomy.yaml defines %s%s", hw.Profile, list(tax.HardwareProfiles.Keys), didYouMean(hw.Profile, tax.HardwareProfiles.Keys))
 	}
 	if hw.GPUsPerNode < 0 || hw.GPUsPerNode > maxGPUsPerNode || hw.GPUMemoryGB < 0 {
-		return newError(ErrUnknownHardware, "hardware", "GPUs per node must be 0 (the taxonomy's) to %d and GPU memory not negative; got %d GPUs of %d GB",
+		return newError(ReasonUnknownHardware, "hardware", "GPUs per node must be 0 (the taxonomy's) to %d and GPU memory not negative; got %d GPUs of %d GB",
 			maxGPUsPerNode, hw.GPUsPerNode, hw.GPUMemoryGB)
 	}
 	d.profileID, d.profile = hw.Profile, p
@@ -173,17 +174,17 @@ func (b *Book) pickHardware(d *derivation, hw Hardware) error {
 // hardwareRefusal says why upstream does not offer variant v of r on a profile, or nil.
 func hardwareRefusal(r *Recipe, variantKey string, v Variant, id string, p HardwareProfile) error {
 	if r.Meta.Hardware[id] == "unsupported" {
-		return newError(ErrUnsupportedHardware, "hardware", "recipe %s marks hardware %s unsupported (meta.hardware)", r.ID, id)
+		return newError(ReasonUnsupportedHardware, "hardware", "recipe %s marks hardware %s unsupported (meta.hardware)", r.ID, id)
 	}
 	if s := v.SupportedHardware; len(s) > 0 && !slices.Contains(s, id) {
-		return newError(ErrUnsupportedHardware, "hardware", "variant %q of recipe %s runs only on %s, not on %s", variantKey, r.ID, list(s), id)
+		return newError(ReasonUnsupportedHardware, "hardware", "variant %q of recipe %s runs only on %s, not on %s", variantKey, r.ID, list(s), id)
 	}
 	if c := precisionConstraint(v); c != nil && !c.matches(p) {
-		return newError(ErrUnsupportedHardware, "hardware", "variant %q of recipe %s (precision %s) needs %s GPUs; hardware %s is %s %s",
+		return newError(ReasonUnsupportedHardware, "hardware", "variant %q of recipe %s (precision %s) needs %s GPUs; hardware %s is %s %s",
 			variantKey, r.ID, v.Precision, strings.TrimSpace(c.Brand+" "+c.Generation), id, p.Brand, p.Generation)
 	}
 	if _, declared := r.Meta.Hardware[id]; p.Restricted && !declared {
-		return newError(ErrUnsupportedHardware, "hardware", "hardware %s is restricted in taxonomy.yaml (offered only for recipes that declare it) and recipe %s does not list it in meta.hardware (it lists %s)",
+		return newError(ReasonUnsupportedHardware, "hardware", "hardware %s is restricted in taxonomy.yaml (offered only for recipes that declare it) and recipe %s does not list it in meta.hardware (it lists %s)",
 			id, r.ID, list(slices.Sorted(maps.Keys(r.Meta.Hardware))))
 	}
 	return nil
@@ -212,8 +213,8 @@ func (d *derivation) master() *v1alpha1.ModelMaster {
 	}
 	features := slices.Clone(d.features)
 	slices.Sort(features)
-	tool, _ := ArgValue(d.args, "--tool-call-parser")
-	reasoning, _ := ArgValue(d.args, "--reasoning-parser")
+	tool, _ := vllmargs.Value(d.args, "--tool-call-parser")
+	reasoning, _ := vllmargs.Value(d.args, "--reasoning-parser")
 	var modes map[string]string
 	if len(d.modes) > 0 {
 		modes = maps.Clone(d.modes)

@@ -1,7 +1,6 @@
 package recipe_test
 
 import (
-	"errors"
 	"io/fs"
 	"maps"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/recipe"
+	"github.com/inferplane/inferplane/internal/vllmargs"
 )
 
 // bundledDir is the repo's own recipes tree, the one `inferplane generate` reads by default.
@@ -184,7 +184,7 @@ func TestDeriveEveryBundledRecipe(t *testing.T) {
 				t.Run(id+"/"+variant+"/"+profile, func(t *testing.T) {
 					m, err := b.Derive(recipe.Request{ModelID: id, Variant: variant, Hardware: hw(profile)})
 					if exp.err != "" {
-						require.ErrorIs(t, err, recipe.ErrUnsupportedHardware)
+						require.Equal(t, recipe.ReasonUnsupportedHardware, recipe.Reason(err), "%v", err)
 						assert.ErrorContains(t, err, exp.err)
 						return
 					}
@@ -224,7 +224,7 @@ func checkInvariants(t *testing.T, b *recipe.Book, m *v1alpha1.ModelMaster, vari
 	}
 
 	// The parallel flag is in the args, the launcher flags are not, and no flag repeats.
-	got, ok := recipe.ArgValue(s.Args, "--tensor-parallel-size")
+	got, ok := vllmargs.Value(s.Args, "--tensor-parallel-size")
 	assert.True(t, ok)
 	assert.Equal(t, strconv.Itoa(int(s.TensorParallelSize)), got)
 	seen := map[string]bool{}
@@ -238,11 +238,11 @@ func checkInvariants(t *testing.T, b *recipe.Book, m *v1alpha1.ModelMaster, vari
 			seen[flag] = true
 		}
 	}
-	assert.Equal(t, s.Args, recipe.MergeArgs(s.Args), "args are already deduplicated")
+	assert.Equal(t, s.Args, vllmargs.Merge(s.Args), "args are already deduplicated")
 
 	// Parsers are read from the args.
-	tool, _ := recipe.ArgValue(s.Args, "--tool-call-parser")
-	reasoning, _ := recipe.ArgValue(s.Args, "--reasoning-parser")
+	tool, _ := vllmargs.Value(s.Args, "--tool-call-parser")
+	reasoning, _ := vllmargs.Value(s.Args, "--reasoning-parser")
 	assert.Equal(t, tool, s.ToolCallParser)
 	assert.Equal(t, reasoning, s.ReasoningParser)
 
@@ -331,7 +331,7 @@ func TestDeriveArgsAndEnv(t *testing.T) {
 			assert.Equal(t, tc.args, m.Spec.Args)
 			assert.Equal(t, tc.env, m.Spec.Env)
 			assert.Equal(t, tc.features, m.Spec.Source.Features)
-			tool, _ := recipe.ArgValue(tc.args, "--tool-call-parser")
+			tool, _ := vllmargs.Value(tc.args, "--tool-call-parser")
 			assert.Equal(t, tool, m.Spec.ToolCallParser)
 		})
 	}
@@ -442,7 +442,7 @@ func TestDeriveLayouts(t *testing.T) {
 			assert.Equal(t, tc.gpus, s.PerReplicaGPUCount, "GPUs per replica")
 			assert.Equal(t, tc.nodes, s.Source.Nodes, "nodes")
 			assert.Equal(t, tc.strategy, s.Source.Strategy)
-			v, _ := recipe.ArgValue(s.Args, "--tensor-parallel-size")
+			v, _ := vllmargs.Value(s.Args, "--tensor-parallel-size")
 			assert.Equal(t, strconv.Itoa(int(tc.tp)), v)
 			if tc.wantName != "" {
 				assert.Equal(t, tc.wantName, m.Name)
@@ -566,107 +566,105 @@ compatible_strategies: [single_node_tp]
 		name  string
 		book  *recipe.Book
 		req   recipe.Request
-		kind  error
+		kind  string
 		field string
 		msg   string
 	}{
 		{"unknown model, with close ids", b, recipe.Request{ModelID: "Qwen/Qwen3-23B", Hardware: hw("h100")},
-			recipe.ErrUnknownModel, "model", `unknown model "Qwen/Qwen3-23B": the recipes tree has no models/Qwen/Qwen3-23B.yaml; did you mean Qwen/Qwen3-32B, Qwen/Qwen3-4B, Qwen/Qwen3-8B?`},
+			recipe.ReasonUnknownModel, "model", `unknown model "Qwen/Qwen3-23B": the recipes tree has no models/Qwen/Qwen3-23B.yaml; did you mean Qwen/Qwen3-32B, Qwen/Qwen3-4B, Qwen/Qwen3-8B?`},
 		{"unknown model, nothing close", b, recipe.Request{ModelID: "acme/zzzzzzzzzz", Hardware: hw("h100")},
-			recipe.ErrUnknownModel, "model", `unknown model "acme/zzzzzzzzzz": the recipes tree has no models/acme/zzzzzzzzzz.yaml and no recipe with a close id (173 recipes)`},
+			recipe.ReasonUnknownModel, "model", `unknown model "acme/zzzzzzzzzz": the recipes tree has no models/acme/zzzzzzzzzz.yaml and no recipe with a close id (173 recipes)`},
 		{"unknown model, part of an id", b, recipe.Request{ModelID: "gpt-oss", Hardware: hw("h100")},
-			recipe.ErrUnknownModel, "model", `did you mean openai/gpt-oss-20b, openai/gpt-oss-120b?`},
+			recipe.ReasonUnknownModel, "model", `did you mean openai/gpt-oss-20b, openai/gpt-oss-120b?`},
 		{"no model", b, recipe.Request{Hardware: hw("h100")},
-			recipe.ErrUnknownModel, "model", `no model given: name a recipe's model id (e.g. Qwen/Qwen3-32B)`},
+			recipe.ReasonUnknownModel, "model", `no model given: name a recipe's model id (e.g. Qwen/Qwen3-32B)`},
 		{"unknown variant lists the recipe's", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Variant: "fp9", Hardware: hw("h100")},
-			recipe.ErrUnknownVariant, "variant", `recipe Qwen/Qwen3-32B has no variant "fp9"; its variants: default, fp8, awq; did you mean fp8?`},
+			recipe.ReasonUnknownVariant, "variant", `recipe Qwen/Qwen3-32B has no variant "fp9"; its variants: default, fp8, awq; did you mean fp8?`},
 		{"checkpoint id and variant disagree", b, recipe.Request{ModelID: "Qwen/Qwen3-32B-FP8", Variant: "awq", Hardware: hw("h100")},
-			recipe.ErrUnknownVariant, "variant", `model Qwen/Qwen3-32B-FP8 is the checkpoint of variant "fp8" of recipe Qwen/Qwen3-32B, but variant "awq" was asked for`},
+			recipe.ReasonUnknownVariant, "variant", `model Qwen/Qwen3-32B-FP8 is the checkpoint of variant "fp8" of recipe Qwen/Qwen3-32B, but variant "awq" was asked for`},
 		{"unknown strategy lists compatible ones", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Strategy: "multi_node_tpp", Hardware: hw("h100")},
-			recipe.ErrUnknownStrategy, "strategy", `unknown strategy "multi_node_tpp"; recipe Qwen/Qwen3-32B is compatible with single_node_tp, multi_node_tp; did you mean multi_node_tep, multi_node_tp, multi_node_dep?`},
+			recipe.ReasonUnknownStrategy, "strategy", `unknown strategy "multi_node_tpp"; recipe Qwen/Qwen3-32B is compatible with single_node_tp, multi_node_tp; did you mean multi_node_tep, multi_node_tp, multi_node_dep?`},
 		{"incompatible strategy", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Strategy: "single_node_dep", Hardware: hw("h100")},
-			recipe.ErrIncompatibleStrategy, "strategy", `strategy single_node_dep is not compatible with recipe Qwen/Qwen3-32B on h100; compatible: single_node_tp, multi_node_tp`},
+			recipe.ReasonIncompatibleStrategy, "strategy", `strategy single_node_dep is not compatible with recipe Qwen/Qwen3-32B on h100; compatible: single_node_tp, multi_node_tp`},
 		{"strategy in the taxonomy without a file", eb, recipe.Request{ModelID: "meta-llama/Llama-3.3-70B-Instruct", Strategy: "multi_node_tp_pp", Hardware: hw("h100")},
-			recipe.ErrStrategyUnavailable, "strategy", `strategy multi_node_tp_pp is not available in this recipes tree (no strategies/multi_node_tp_pp.yaml); available for recipe meta-llama/Llama-3.3-70B-Instruct: single_node_tp, multi_node_tp`},
+			recipe.ReasonStrategyUnavailable, "strategy", `strategy multi_node_tp_pp is not available in this recipes tree (no strategies/multi_node_tp_pp.yaml); available for recipe meta-llama/Llama-3.3-70B-Instruct: single_node_tp, multi_node_tp`},
 		{"pd_cluster is not rendered by inferplane", b, recipe.Request{ModelID: "moonshotai/Kimi-K2-Instruct", Strategy: "pd_cluster", Hardware: hw("h200")},
-			recipe.ErrUnsupportedStrategy, "strategy", `strategy pd_cluster is not rendered by inferplane: disaggregated prefill/decode needs two pools of servers joined by a NIXL KV connector and a vllm-router in front of them, which inferplane does not render yet (docs/recipes.md); use instead: single_node_tp, single_node_tep, single_node_dep, multi_node_tp, multi_node_tp_pp, multi_node_dep, multi_node_tep`},
+			recipe.ReasonUnsupportedStrategy, "strategy", `strategy pd_cluster is not rendered by inferplane: disaggregated prefill/decode needs two pools of servers joined by a NIXL KV connector and a vllm-router in front of them, which inferplane does not render yet (docs/recipes.md); use instead: single_node_tp, single_node_tep, single_node_dep, multi_node_tp, multi_node_tp_pp, multi_node_dep, multi_node_tep`},
 		{"below the recipe's GPU floor on this hardware (strategy_min_gpus)", b, recipe.Request{ModelID: "moonshotai/Kimi-K3", Strategy: "single_node_tp", Hardware: hw("h100")},
-			recipe.ErrDoesNotFit, "strategy", `strategy single_node_tp needs at least 32 GPUs for recipe moonshotai/Kimi-K3 on h100 (strategy_min_gpus), and one h100 node has 8; usable here: multi_node_tp`},
+			recipe.ReasonDoesNotFit, "strategy", `strategy single_node_tp needs at least 32 GPUs for recipe moonshotai/Kimi-K3 on h100 (strategy_min_gpus), and one h100 node has 8; usable here: multi_node_tp`},
 		{"nodes below the GPU floor", b, recipe.Request{ModelID: "moonshotai/Kimi-K3", Strategy: "multi_node_tp", Nodes: 3, Hardware: hw("h100")},
-			recipe.ErrDoesNotFit, "nodes", `strategy multi_node_tp needs at least 4 nodes of h100 per replica (strategy_min_gpus 32 GPUs;`},
+			recipe.ReasonDoesNotFit, "nodes", `strategy multi_node_tp needs at least 4 nodes of h100 per replica (strategy_min_gpus 32 GPUs;`},
 		{"an override's TP that does not fill the nodes (MiniMax-M2's amd TP 2 under multi_node_tp)", b, recipe.Request{ModelID: "MiniMaxAI/MiniMax-M2", Strategy: "multi_node_tp", Hardware: hw("mi300x")},
-			recipe.ErrArgsMismatch, "strategy", `the serving args of recipe MiniMaxAI/MiniMax-M2 with strategy multi_node_tp on 2 mi300x nodes use tensor 2 x pipeline 1 x data 1 = 2 GPUs, not the 16 GPUs of the 2 nodes`},
+			recipe.ReasonArgsMismatch, "strategy", `the serving args of recipe MiniMaxAI/MiniMax-M2 with strategy multi_node_tp on 2 mi300x nodes use tensor 2 x pipeline 1 x data 1 = 2 GPUs, not the 16 GPUs of the 2 nodes`},
 		{"a base TP that multiplies DEP's ranks past the node", b, recipe.Request{ModelID: "inclusionAI/Ring-2.6-1T", Strategy: "multi_node_dep", Hardware: hw("h200")},
-			recipe.ErrArgsMismatch, "strategy", `use tensor 8 x pipeline 1 x data 16 = 128 GPUs with --data-parallel-size-local 8 on each node, not the 8 GPUs of each of the 2 nodes`},
+			recipe.ReasonArgsMismatch, "strategy", `use tensor 8 x pipeline 1 x data 16 = 128 GPUs with --data-parallel-size-local 8 on each node, not the 8 GPUs of each of the 2 nodes`},
 		{"single-node strategy for a model that needs two nodes", b, recipe.Request{ModelID: "moonshotai/Kimi-K2-Instruct", Strategy: "single_node_tp", Hardware: hw("h200")},
-			recipe.ErrDoesNotFit, "strategy", `does not fit one node with strategy single_node_tp: variant "default" of moonshotai/Kimi-K2-Instruct needs 1200 GB; one h200 node has 8 GPUs x 141 GB = 1128 GB; a multi-node strategy over at least 2 nodes is needed (multi_node_tp, multi_node_tp_pp, multi_node_dep, multi_node_tep available)`},
+			recipe.ReasonDoesNotFit, "strategy", `does not fit one node with strategy single_node_tp: variant "default" of moonshotai/Kimi-K2-Instruct needs 1200 GB; one h200 node has 8 GPUs x 141 GB = 1128 GB; a multi-node strategy over at least 2 nodes is needed (multi_node_tp, multi_node_tp_pp, multi_node_dep, multi_node_tep available)`},
 		{"one node forced for a model that needs two", b, recipe.Request{ModelID: "moonshotai/Kimi-K2-Instruct", Nodes: 1, Hardware: hw("h200")},
-			recipe.ErrDoesNotFit, "nodes", `does not fit 1 node(s): variant "default" of moonshotai/Kimi-K2-Instruct needs 1200 GB; one h200 node has 8 GPUs x 141 GB = 1128 GB, so a replica needs at least 2 nodes`},
+			recipe.ReasonDoesNotFit, "nodes", `does not fit 1 node(s): variant "default" of moonshotai/Kimi-K2-Instruct needs 1200 GB; one h200 node has 8 GPUs x 141 GB = 1128 GB, so a replica needs at least 2 nodes`},
 		{"single-node strategy on two nodes", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Strategy: "single_node_tp", Nodes: 2, Hardware: hw("h100")},
-			recipe.ErrIncompatibleStrategy, "strategy", `strategy single_node_tp runs on one node, but 2 nodes per replica were asked for`},
+			recipe.ReasonIncompatibleStrategy, "strategy", `strategy single_node_tp runs on one node, but 2 nodes per replica were asked for`},
 		{"multi-node strategy on one node", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Strategy: "multi_node_tp", Nodes: 1, Hardware: hw("h100")},
-			recipe.ErrIncompatibleStrategy, "strategy", `strategy multi_node_tp spans two or more nodes, but 1 node per replica was asked for`},
+			recipe.ReasonIncompatibleStrategy, "strategy", `strategy multi_node_tp spans two or more nodes, but 1 node per replica was asked for`},
 		{"too many nodes", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Nodes: 17, Hardware: hw("h100")},
-			recipe.ErrDoesNotFit, "nodes", `17 nodes per replica is more than the 16 a replica may span`},
+			recipe.ReasonDoesNotFit, "nodes", `17 nodes per replica is more than the 16 a replica may span`},
 		{"does not fit and the recipe allows no multi-node strategy", eb, recipe.Request{ModelID: "acme/Single-Only", Hardware: hw("h200")},
-			recipe.ErrDoesNotFit, "strategy", `does not fit: variant "default" of acme/Single-Only needs 2000 GB; one h200 node has 8 GPUs x 141 GB = 1128 GB, so a replica needs at least 2 nodes, and recipe acme/Single-Only has no multi-node strategy inferplane can use on h200 (compatible: single_node_tp; usable: single_node_tp)`},
+			recipe.ReasonDoesNotFit, "strategy", `does not fit: variant "default" of acme/Single-Only needs 2000 GB; one h200 node has 8 GPUs x 141 GB = 1128 GB, so a replica needs at least 2 nodes, and recipe acme/Single-Only has no multi-node strategy inferplane can use on h200 (compatible: single_node_tp; usable: single_node_tp)`},
 		{"does not fit even on 16 nodes", b, recipe.Request{ModelID: "moonshotai/Kimi-K2-Instruct", Hardware: recipe.Hardware{Profile: "h100", GPUsPerNode: 1, GPUMemoryGB: 24}},
-			recipe.ErrDoesNotFit, "nodes", `does not fit: variant "default" of moonshotai/Kimi-K2-Instruct needs 1200 GB; one h100 node has 1 GPUs x 24 GB = 24 GB, so it would span 50 nodes, more than the 16 a replica may`},
+			recipe.ReasonDoesNotFit, "nodes", `does not fit: variant "default" of moonshotai/Kimi-K2-Instruct needs 1200 GB; one h100 node has 1 GPUs x 24 GB = 24 GB, so it would span 50 nodes, more than the 16 a replica may`},
 		{"a profile that cannot be clustered names the variant that fits", b, recipe.Request{ModelID: "Google/gemma-4-26B-A4B-it", Hardware: hw("rtx_5090")},
-			recipe.ErrDoesNotFit, "nodes", `does not fit: variant "default" of Google/gemma-4-26B-A4B-it needs 64 GB; one rtx_5090 node has 1 GPUs x 32 GB = 32 GB, and rtx_5090 nodes cannot be joined into one deployment (taxonomy: scalable: false); variant "fp8" fits (32 GB)`},
+			recipe.ReasonDoesNotFit, "nodes", `does not fit: variant "default" of Google/gemma-4-26B-A4B-it needs 64 GB; one rtx_5090 node has 1 GPUs x 32 GB = 32 GB, and rtx_5090 nodes cannot be joined into one deployment (taxonomy: scalable: false); variant "fp8" fits (32 GB)`},
 		{"a restricted profile the recipe does not declare", b, recipe.Request{ModelID: "meta-llama/Llama-3.3-70B-Instruct", Hardware: hw("rtx_pro_6000")},
-			recipe.ErrUnsupportedHardware, "hardware", `hardware rtx_pro_6000 is restricted in taxonomy.yaml (offered only for recipes that declare it) and recipe meta-llama/Llama-3.3-70B-Instruct does not list it in meta.hardware (it lists b200,`},
+			recipe.ReasonUnsupportedHardware, "hardware", `hardware rtx_pro_6000 is restricted in taxonomy.yaml (offered only for recipes that declare it) and recipe meta-llama/Llama-3.3-70B-Instruct does not list it in meta.hardware (it lists b200,`},
 		{"unknown hardware profile lists the taxonomy's", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Hardware: hw("h800")},
-			recipe.ErrUnknownHardware, "hardware", `unknown hardware profile "h800"; taxonomy.yaml defines h100, h200, b200, gb200`},
+			recipe.ReasonUnknownHardware, "hardware", `unknown hardware profile "h800"; taxonomy.yaml defines h100, h200, b200, gb200`},
 		{"no hardware profile", b, recipe.Request{ModelID: "Qwen/Qwen3-32B"},
-			recipe.ErrUnknownHardware, "hardware", `no hardware profile given: the node type must name one of the taxonomy's (h100, h200,`},
+			recipe.ReasonUnknownHardware, "hardware", `no hardware profile given: the node type must name one of the taxonomy's (h100, h200,`},
 		{"negative GPUs", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", Hardware: recipe.Hardware{Profile: "h100", GPUsPerNode: -1}},
-			recipe.ErrUnknownHardware, "hardware", `GPUs per node must be 0 (the taxonomy's) to 1024 and GPU memory not negative; got -1 GPUs of 0 GB`},
+			recipe.ReasonUnknownHardware, "hardware", `GPUs per node must be 0 (the taxonomy's) to 1024 and GPU memory not negative; got -1 GPUs of 0 GB`},
 		{"nvfp4 on hopper", b, recipe.Request{ModelID: "meta-llama/Llama-3.3-70B-Instruct", Variant: "nvfp4", Hardware: hw("h200")},
-			recipe.ErrUnsupportedHardware, "hardware", `variant "nvfp4" of recipe meta-llama/Llama-3.3-70B-Instruct (precision nvfp4) needs NVIDIA blackwell GPUs; hardware h200 is NVIDIA hopper`},
+			recipe.ReasonUnsupportedHardware, "hardware", `variant "nvfp4" of recipe meta-llama/Llama-3.3-70B-Instruct (precision nvfp4) needs NVIDIA blackwell GPUs; hardware h200 is NVIDIA hopper`},
 		{"hardware the recipe marks unsupported", eb, recipe.Request{ModelID: "acme/Picky", Hardware: hw("h100")},
-			recipe.ErrUnsupportedHardware, "hardware", `recipe acme/Picky marks hardware h100 unsupported (meta.hardware)`},
+			recipe.ReasonUnsupportedHardware, "hardware", `recipe acme/Picky marks hardware h100 unsupported (meta.hardware)`},
 		{"a variant for other hardware", eb, recipe.Request{ModelID: "acme/Picky", Variant: "mi", Hardware: hw("h200")},
-			recipe.ErrUnsupportedHardware, "hardware", `variant "mi" of recipe acme/Picky runs only on mi300x, not on h200`},
+			recipe.ReasonUnsupportedHardware, "hardware", `variant "mi" of recipe acme/Picky runs only on mi300x, not on h200`},
 		{"unknown feature lists the recipe's", b, recipe.Request{ModelID: "openai/gpt-oss-120b", Features: map[string]bool{"reasoning": true}, Hardware: hw("h200")},
-			recipe.ErrUnknownFeature, "features", `unknown feature "reasoning"; recipe openai/gpt-oss-120b has tool_calling (on by default) and spec_decoding (opt-in)`},
+			recipe.ReasonUnknownFeature, "features", `unknown feature "reasoning"; recipe openai/gpt-oss-120b has tool_calling (on by default) and spec_decoding (opt-in)`},
 		{"a feature on a recipe without any", b, recipe.Request{ModelID: "meta-llama/Llama-3.3-70B-Instruct", Features: map[string]bool{"tool_calling": true}, Hardware: hw("h200")},
-			recipe.ErrUnknownFeature, "features", `unknown feature "tool_calling": recipe meta-llama/Llama-3.3-70B-Instruct has no features`},
+			recipe.ReasonUnknownFeature, "features", `unknown feature "tool_calling": recipe meta-llama/Llama-3.3-70B-Instruct has no features`},
 		{"features that exclude each other, both asked for", b, recipe.Request{ModelID: "Qwen/Qwen3.5-35B-A3B", Features: map[string]bool{"text_only": true, "encoder_parallel": true}, Hardware: hw("h200")},
-			recipe.ErrUnknownFeature, "features", `features text_only and encoder_parallel of recipe Qwen/Qwen3.5-35B-A3B exclude each other: turn one of them off`},
+			recipe.ReasonUnknownFeature, "features", `features text_only and encoder_parallel of recipe Qwen/Qwen3.5-35B-A3B exclude each other: turn one of them off`},
 		{"a mode the feature does not have", b, recipe.Request{ModelID: "deepseek-ai/DeepSeek-V4-Pro", FeatureModes: map[string]string{"spec_decoding": "mpt"}, Hardware: hw("b200")},
-			recipe.ErrUnknownFeature, "featureModes", `feature spec_decoding of recipe deepseek-ai/DeepSeek-V4-Pro has no mode "mpt"; its modes: mtp, dspark; did you mean mtp?`},
+			recipe.ReasonUnknownFeature, "featureModes", `feature spec_decoding of recipe deepseek-ai/DeepSeek-V4-Pro has no mode "mpt"; its modes: mtp, dspark; did you mean mtp?`},
 		{"a mode of another variant", b, recipe.Request{ModelID: "deepseek-ai/DeepSeek-V4-Pro", FeatureModes: map[string]string{"spec_decoding": "mtp"}, Hardware: hw("b200")},
-			recipe.ErrUnknownFeature, "featureModes", `mode "mtp" of feature spec_decoding of recipe deepseek-ai/DeepSeek-V4-Pro does not run with variant "default" on b200; modes that do: dspark`},
+			recipe.ReasonUnknownFeature, "featureModes", `mode "mtp" of feature spec_decoding of recipe deepseek-ai/DeepSeek-V4-Pro does not run with variant "default" on b200; modes that do: dspark`},
 		{"a mode for a feature without modes", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", FeatureModes: map[string]string{"reasoning": "on"}, Hardware: hw("h100")},
-			recipe.ErrUnknownFeature, "featureModes", `feature reasoning of recipe Qwen/Qwen3-32B has no modes: it is only turned on or off`},
+			recipe.ReasonUnknownFeature, "featureModes", `feature reasoning of recipe Qwen/Qwen3-32B has no modes: it is only turned on or off`},
 		{"a mode for a feature turned off", b, recipe.Request{ModelID: "deepseek-ai/DeepSeek-V4-Pro", Features: map[string]bool{"spec_decoding": false}, FeatureModes: map[string]string{"spec_decoding": "dspark"}, Hardware: hw("b200")},
-			recipe.ErrUnknownFeature, "featureModes", `feature spec_decoding of recipe deepseek-ai/DeepSeek-V4-Pro is turned off, but its mode "dspark" was asked for`},
+			recipe.ReasonUnknownFeature, "featureModes", `feature spec_decoding of recipe deepseek-ai/DeepSeek-V4-Pro is turned off, but its mode "dspark" was asked for`},
 		{"a feature that needs a companion process", eb, recipe.Request{ModelID: "acme/Helper", Hardware: hw("h100")},
-			recipe.ErrUnsupportedFeature, "features", `feature cache of recipe acme/Helper needs its companion process "Cache server" running beside vllm serve on the node, which inferplane does not render; turn it off (features: {cache: false})`},
+			recipe.ReasonUnsupportedFeature, "features", `feature cache of recipe acme/Helper needs its companion process "Cache server" running beside vllm serve on the node, which inferplane does not render; turn it off (features: {cache: false})`},
 		{"unknown KV offload option", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", KVOffload: "simpel", Hardware: hw("h100")},
-			recipe.ErrUnknownKVOffload, "kvOffload", `unknown KV offload option "simpel"; taxonomy.yaml offers simple, offloading_cpu, offloading_fs, lmcache, kv_store_centralized_mooncake, kv_store_distributed_mooncake; did you mean simple?`},
+			recipe.ReasonUnknownKVOffload, "kvOffload", `unknown KV offload option "simpel"; taxonomy.yaml offers simple, offloading_cpu, offloading_fs, lmcache, kv_store_centralized_mooncake, kv_store_distributed_mooncake; did you mean simple?`},
 		{"a Mooncake KV store", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", KVOffload: "kv_store_distributed_mooncake", Hardware: hw("h100")},
-			recipe.ErrUnsupportedKVOffload, "kvOffload", `KV offload kv_store_distributed_mooncake is a Mooncake KV-store deployment: it needs a mooncake_master, a shared Mooncake config file and, past one instance, a vllm-router in front, which inferplane does not render; the options inferplane renders here: simple`},
+			recipe.ReasonUnsupportedKVOffload, "kvOffload", `KV offload kv_store_distributed_mooncake is a Mooncake KV-store deployment: it needs a mooncake_master, a shared Mooncake config file and, past one instance, a vllm-router in front, which inferplane does not render; the options inferplane renders here: simple`},
 		{"an opt-in option the recipe has not verified", b, recipe.Request{ModelID: "Google/gemma-4-31B-it", KVOffload: "offloading_cpu", Hardware: hw("h100")},
-			recipe.ErrUnsupportedKVOffload, "kvOffload", `KV offload offloading_cpu is offered only for recipes that mark it verified (kv_offload_support), and recipe Google/gemma-4-31B-it does not; the options inferplane renders here: simple`},
+			recipe.ReasonUnsupportedKVOffload, "kvOffload", `KV offload offloading_cpu is offered only for recipes that mark it verified (kv_offload_support), and recipe Google/gemma-4-31B-it does not; the options inferplane renders here: simple`},
 		{"an option for single-node strategies only", b, recipe.Request{ModelID: "moonshotai/Kimi-K2-Instruct", KVOffload: "lmcache", Hardware: hw("h200")},
-			recipe.ErrUnsupportedKVOffload, "kvOffload", `KV offload lmcache runs only under strategy single_node_tp, single_node_tep, single_node_dep, not multi_node_tp; the options inferplane renders here: simple`},
+			recipe.ReasonUnsupportedKVOffload, "kvOffload", `KV offload lmcache runs only under strategy single_node_tp, single_node_tep, single_node_dep, not multi_node_tp; the options inferplane renders here: simple`},
 		{"an option with a companion process", b, recipe.Request{ModelID: "Qwen/Qwen3-32B", KVOffload: "lmcache", Hardware: hw("h100")},
-			recipe.ErrUnsupportedKVOffload, "kvOffload", `KV offload lmcache needs its companion process "LMCache Server" running beside vllm serve on the node (uv pip install "lmcache==0.5.1"), which inferplane does not render`},
+			recipe.ReasonUnsupportedKVOffload, "kvOffload", `KV offload lmcache needs its companion process "LMCache Server" running beside vllm serve on the node (uv pip install "lmcache==0.5.1"), which inferplane does not render`},
 		{"omni recipes", eb, recipe.Request{ModelID: "acme/Omni", Hardware: hw("h200")},
-			recipe.ErrUnsupportedRecipe, "model", `recipe acme/Omni is a vllm-omni recipe (meta.tasks lists omni): inferplane derives masters for ` + "`vllm serve`" + ` chat and completion models only, not ` + "`vllm serve --omni`"},
+			recipe.ReasonUnsupportedRecipe, "model", `recipe acme/Omni is a vllm-omni recipe (meta.tasks lists omni): inferplane derives masters for ` + "`vllm serve`" + ` chat and completion models only, not ` + "`vllm serve --omni`"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := tc.book.Derive(tc.req)
 			require.Error(t, err)
 			assert.Nil(t, m)
-			assert.ErrorIs(t, err, tc.kind)
+			assert.Equal(t, tc.kind, recipe.Reason(err), "%v", err)
 			assert.ErrorContains(t, err, tc.msg)
-			var re *recipe.Error
-			require.True(t, errors.As(err, &re))
-			assert.Equal(t, tc.field, re.Field())
+			assert.Equal(t, tc.field, recipe.Field(err))
 		})
 	}
 }

@@ -3,78 +3,81 @@ package recipe
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	suggestpkg "github.com/inferplane/inferplane/internal/suggest"
+	"github.com/inferplane/inferplane/internal/fielderr"
+	"github.com/inferplane/inferplane/internal/suggest"
 )
 
-// Kinds of derivation errors, for errors.Is.
-var (
-	ErrUnknownModel         = errors.New("unknown model")
-	ErrUnknownVariant       = errors.New("unknown variant")
-	ErrUnknownStrategy      = errors.New("unknown strategy")
-	ErrIncompatibleStrategy = errors.New("incompatible strategy")
-	ErrStrategyUnavailable  = errors.New("strategy not available in this recipes tree")
-	ErrUnsupportedStrategy  = errors.New("strategy not supported by inferplane")
-	ErrUnknownHardware      = errors.New("unknown hardware profile")
-	ErrUnsupportedHardware  = errors.New("hardware not supported by the recipe")
-	ErrUnknownFeature       = errors.New("unknown feature")
-	ErrDoesNotFit           = errors.New("model does not fit")
-	ErrUnsupportedRecipe    = errors.New("recipe not supported by inferplane")
-	ErrUnsupportedFeature   = errors.New("feature not supported by inferplane")
-	ErrUnknownKVOffload     = errors.New("unknown KV offload option")
-	ErrUnsupportedKVOffload = errors.New("KV offload option not offered here")
-	ErrArgsMismatch         = errors.New("serving args disagree with the layout")
+// Reasons a derivation is refused. A derivation error is an apimachinery field error whose
+// Field is the request field it concerns ("model", "variant", "strategy", "hardware",
+// "features", "featureModes", "kvOffload", "nodes"), whose Detail names what is unknown and
+// lists what exists (with the closest names: "did you mean"), and whose Origin is one of these
+// (Reason reads it).
+const (
+	ReasonUnknownModel         = "unknownModel"
+	ReasonUnknownVariant       = "unknownVariant"
+	ReasonUnknownStrategy      = "unknownStrategy"
+	ReasonIncompatibleStrategy = "incompatibleStrategy"
+	ReasonStrategyUnavailable  = "strategyUnavailable"
+	ReasonUnsupportedStrategy  = "unsupportedStrategy"
+	ReasonUnknownHardware      = "unknownHardware"
+	ReasonUnsupportedHardware  = "unsupportedHardware"
+	ReasonUnknownFeature       = "unknownFeature"
+	ReasonDoesNotFit           = "doesNotFit"
+	ReasonUnsupportedRecipe    = "unsupportedRecipe"
+	ReasonUnsupportedFeature   = "unsupportedFeature"
+	ReasonUnknownKVOffload     = "unknownKVOffload"
+	ReasonUnsupportedKVOffload = "unsupportedKVOffload"
+	ReasonArgsMismatch         = "argsMismatch"
 )
 
-// Error is a derivation error: an apimachinery field error (Err) whose Field is the request
-// field it concerns ("model", "variant", "strategy", "hardware", "features", "nodes") and whose
-// Detail names what is unknown and lists what exists; Kind says what went wrong (errors.Is
-// matches it), and Suggestions are close model ids for an unknown model, as data.
-type Error struct {
-	Kind        error
-	Err         *field.Error
-	Suggestions []string
+// Reason is why err refuses a derivation (ReasonUnknownModel, ...); "" for any other error.
+func Reason(err error) string {
+	if fe := fieldError(err); fe != nil {
+		return fe.Origin
+	}
+	return ""
 }
 
-func (e *Error) Error() string   { return e.Err.Detail }
-func (e *Error) Unwrap() []error { return []error{e.Kind, e.Err} }
-
-// Field is the request field the error concerns.
-func (e *Error) Field() string { return e.Err.Field }
-
-func newError(kind error, field, format string, args ...any) *Error {
-	typ := fieldErrorType(kind)
-	return &Error{Kind: kind, Err: &fieldErr{Type: typ, Field: field, BadValue: omitValue, Detail: fmt.Sprintf(format, args...)}}
+// Field is the request field a derivation error concerns ("model", "variant", ...); "" for any
+// other error.
+func Field(err error) string {
+	if fe := fieldError(err); fe != nil {
+		return fe.Field
+	}
+	return ""
 }
 
-// fieldErr is field.Error under a name newError's parameter does not shadow.
-type fieldErr = field.Error
+func fieldError(err error) *field.Error {
+	var fe *field.Error
+	if errors.As(err, &fe) && fe.Origin != "" {
+		return fe
+	}
+	return nil
+}
 
-var omitValue = field.OmitValueType{}
+func newError(reason, request, format string, args ...any) error {
+	return &field.Error{Type: errorType(reason), Field: request, BadValue: fielderr.Omit, Detail: fmt.Sprintf(format, args...), Origin: reason}
+}
 
-// fieldErrorType classifies a kind of derivation error: something unknown, or a request the
-// recipe cannot serve.
-func fieldErrorType(kind error) field.ErrorType {
-	switch kind {
-	case ErrUnknownModel, ErrUnknownVariant, ErrUnknownStrategy, ErrUnknownHardware, ErrUnknownFeature, ErrUnknownKVOffload:
+// errorType classifies a reason: something unknown, or a request the recipe cannot serve.
+func errorType(reason string) field.ErrorType {
+	switch reason {
+	case ReasonUnknownModel, ReasonUnknownVariant, ReasonUnknownStrategy, ReasonUnknownHardware, ReasonUnknownFeature, ReasonUnknownKVOffload:
 		return field.ErrorTypeNotFound
-	case ErrUnsupportedStrategy, ErrUnsupportedHardware, ErrUnsupportedRecipe, ErrStrategyUnavailable,
-		ErrUnsupportedFeature, ErrUnsupportedKVOffload:
+	case ReasonUnsupportedStrategy, ReasonUnsupportedHardware, ReasonUnsupportedRecipe, ReasonStrategyUnavailable,
+		ReasonUnsupportedFeature, ReasonUnsupportedKVOffload:
 		return field.ErrorTypeNotSupported
 	}
 	return field.ErrorTypeInvalid
 }
 
 // list formats names for a message: "a, b, c", or "none".
-func list(names []string) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ", ")
-}
+var list = fielderr.List
 
-// suggest returns up to three ids close to query (internal/suggest).
-func suggest(query string, ids []string) []string { return suggestpkg.Close(query, ids) }
+// didYouMean is "; did you mean a, b?" for the names close to q (internal/suggest), or "".
+func didYouMean(q string, names []string) string {
+	return suggest.DidYouMean(suggest.Close(q, names))
+}

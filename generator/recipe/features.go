@@ -3,7 +3,6 @@ package recipe
 import (
 	"maps"
 	"slices"
-	"strings"
 )
 
 // exclusive pairs features that upstream's builder never has on together: turning one on
@@ -40,7 +39,7 @@ func (d *derivation) pickFeatures(toggles map[string]bool, modes map[string]stri
 		}
 		if other, ok := exclusive[name]; ok && slices.Contains(d.features, other) {
 			if toggles[other] || modes[other] != "" {
-				return newError(ErrUnknownFeature, "features", "features %s and %s of recipe %s exclude each other: turn one of them off", name, other, r.ID)
+				return newError(ReasonUnknownFeature, "features", "features %s and %s of recipe %s exclude each other: turn one of them off", name, other, r.ID)
 			}
 			d.features = slices.DeleteFunc(d.features, func(f string) bool { return f == other })
 		}
@@ -90,16 +89,16 @@ func (d *derivation) checkFeatureNames(toggles map[string]bool, modes map[string
 		case !ok:
 			return d.unknownFeature(name)
 		case f.Modes.Len() == 0:
-			return newError(ErrUnknownFeature, "featureModes", "feature %s of recipe %s has no modes: it is only turned on or off (features: {%s: true})", name, r.ID, name)
+			return newError(ReasonUnknownFeature, "featureModes", "feature %s of recipe %s has no modes: it is only turned on or off (features: {%s: true})", name, r.ID, name)
 		case toggles[name] == false && hasKey(toggles, name):
-			return newError(ErrUnknownFeature, "featureModes", "feature %s of recipe %s is turned off, but its mode %q was asked for", name, r.ID, modes[name])
+			return newError(ReasonUnknownFeature, "featureModes", "feature %s of recipe %s is turned off, but its mode %q was asked for", name, r.ID, modes[name])
 		}
 		mode := modes[name]
 		if _, ok := f.Modes.Get(mode); !ok {
-			return newError(ErrUnknownFeature, "featureModes", "feature %s of recipe %s has no mode %q; its modes: %s%s", name, r.ID, mode, list(f.Modes.Keys), didYouMean(mode, f.Modes.Keys))
+			return newError(ReasonUnknownFeature, "featureModes", "feature %s of recipe %s has no mode %q; its modes: %s%s", name, r.ID, mode, list(f.Modes.Keys), didYouMean(mode, f.Modes.Keys))
 		}
 		if allowed := d.allowedModes(f); !slices.Contains(allowed, mode) {
-			return newError(ErrUnknownFeature, "featureModes", "mode %q of feature %s of recipe %s does not run with variant %q on %s; modes that do: %s",
+			return newError(ReasonUnknownFeature, "featureModes", "mode %q of feature %s of recipe %s does not run with variant %q on %s; modes that do: %s",
 				mode, name, r.ID, d.variantKey, d.profileID, list(allowed))
 		}
 	}
@@ -114,9 +113,9 @@ func hasKey[V any](m map[string]V, k string) bool {
 func (d *derivation) unknownFeature(name string) error {
 	r := d.recipe
 	if r.Features.Len() == 0 {
-		return newError(ErrUnknownFeature, "features", "unknown feature %q: recipe %s has no features", name, r.ID)
+		return newError(ReasonUnknownFeature, "features", "unknown feature %q: recipe %s has no features", name, r.ID)
 	}
-	return newError(ErrUnknownFeature, "features", "unknown feature %q; recipe %s has %s%s", name, r.ID, d.describeFeatures(), didYouMean(name, r.Features.Keys))
+	return newError(ReasonUnknownFeature, "features", "unknown feature %q; recipe %s has %s%s", name, r.ID, d.describeFeatures(), didYouMean(name, r.Features.Keys))
 }
 
 func (d *derivation) describeFeatures() string {
@@ -184,7 +183,7 @@ func (d *derivation) dropStrategyFeatures() error {
 			return false
 		}
 		if d.asked[name] && err == nil {
-			err = newError(ErrUnknownFeature, "features", "feature %q of recipe %s applies only under strategy %s, not %s",
+			err = newError(ReasonUnknownFeature, "features", "feature %q of recipe %s applies only under strategy %s, not %s",
 				name, d.recipe.ID, list(f.Strategies), d.strategy.Name)
 		}
 		delete(d.modes, name)
@@ -195,7 +194,7 @@ func (d *derivation) dropStrategyFeatures() error {
 	}
 	for _, name := range d.features {
 		if c := d.recipe.Features.Values[name].Companion; c != nil && c.Command != "" {
-			return newError(ErrUnsupportedFeature, "features", "feature %s of recipe %s needs its companion process %q running beside vllm serve on the node, which inferplane does not render; turn it off (features: {%s: false})",
+			return newError(ReasonUnsupportedFeature, "features", "feature %s of recipe %s needs its companion process %q running beside vllm serve on the node, which inferplane does not render; turn it off (features: {%s: false})",
 				name, d.recipe.ID, companionName(c, name), name)
 		}
 	}
@@ -207,13 +206,4 @@ func companionName(c *Companion, fallback string) string {
 		return c.Label
 	}
 	return fallback
-}
-
-// didYouMean is "; did you mean a, b?" for the names close to q (a typo, or a name containing
-// it), or "".
-func didYouMean(q string, names []string) string {
-	if s := suggest(q, names); len(s) > 0 {
-		return "; did you mean " + strings.Join(s, ", ") + "?"
-	}
-	return ""
 }

@@ -18,20 +18,20 @@ func (b *Book) pickKVOffload(d *derivation, name string) error {
 	}
 	r, tax := d.recipe, b.taxonomy
 	if _, ok := b.kvStores[name]; ok {
-		return newError(ErrUnsupportedKVOffload, "kvOffload",
+		return newError(ReasonUnsupportedKVOffload, "kvOffload",
 			"KV offload %s is a Mooncake KV-store deployment: it needs a mooncake_master, a shared Mooncake config file and, past one instance, a vllm-router in front, which inferplane does not render; the options inferplane renders here: %s",
 			name, list(b.kvOffloads(d)))
 	}
 	opt, ok := tax.KVOffload.Get(name)
 	if !ok {
 		known := append(slices.Clone(tax.KVOffload.Keys), slices.Sorted(maps.Keys(b.kvStores))...)
-		return newError(ErrUnknownKVOffload, "kvOffload", "unknown KV offload option %q; taxonomy.yaml offers %s%s", name, list(known), didYouMean(name, known))
+		return newError(ReasonUnknownKVOffload, "kvOffload", "unknown KV offload option %q; taxonomy.yaml offers %s%s", name, list(known), didYouMean(name, known))
 	}
 	if why := kvOffloadRefusal(r, name, &opt, d.strategy.Name, d.profile); why != "" {
-		return newError(ErrUnsupportedKVOffload, "kvOffload", "KV offload %s %s; the options inferplane renders here: %s", name, why, list(b.kvOffloads(d)))
+		return newError(ReasonUnsupportedKVOffload, "kvOffload", "KV offload %s %s; the options inferplane renders here: %s", name, why, list(b.kvOffloads(d)))
 	}
 	if opt.Companion != nil && opt.Companion.Command != "" {
-		return newError(ErrUnsupportedKVOffload, "kvOffload",
+		return newError(ReasonUnsupportedKVOffload, "kvOffload",
 			"KV offload %s needs its companion process %q running beside vllm serve on the node (%s), which inferplane does not render; the options inferplane renders here: %s",
 			name, companionName(opt.Companion, name), opt.Install, list(b.kvOffloads(d)))
 	}

@@ -56,19 +56,19 @@ func (d *derivation) floorNodes(s string) int64 {
 // nil. It checks what upstream checks before offering a strategy (listed, per-hardware gate,
 // GPU floor, scalable hardware), then what inferplane adds (a strategies/ file, a layout it
 // renders).
-func (b *Book) unavailable(d *derivation, s string) *Error {
+func (b *Book) unavailable(d *derivation, s string) error {
 	r := d.recipe
 	if !b.knownStrategies()[s] {
-		return newError(ErrUnknownStrategy, "strategy", "unknown strategy %q; recipe %s is compatible with %s%s",
+		return newError(ReasonUnknownStrategy, "strategy", "unknown strategy %q; recipe %s is compatible with %s%s",
 			s, r.ID, list(effectiveStrategies(r)), didYouMean(s, slices.Sorted(maps.Keys(b.knownStrategies()))))
 	}
 	if !slices.Contains(effectiveStrategies(r), s) || !strategyOnHardware(r, s, d.profileID, d.profile) {
-		return newError(ErrIncompatibleStrategy, "strategy", "strategy %s is not compatible with recipe %s on %s; compatible: %s",
+		return newError(ReasonIncompatibleStrategy, "strategy", "strategy %s is not compatible with recipe %s on %s; compatible: %s",
 			s, r.ID, d.profileID, list(b.usable(d)))
 	}
 	st, ok := b.strategies[s]
 	if !ok {
-		return newError(ErrStrategyUnavailable, "strategy", "strategy %s is not available in this recipes tree (no %s/%s.yaml); available for recipe %s: %s",
+		return newError(ReasonStrategyUnavailable, "strategy", "strategy %s is not available in this recipes tree (no %s/%s.yaml); available for recipe %s: %s",
 			s, StrategiesDir, s, r.ID, list(b.usable(d)))
 	}
 	multi := st.DeployType == DeployMultiNode || st.DeployType == DeployPDCluster
@@ -81,14 +81,14 @@ func (b *Book) unavailable(d *derivation, s string) *Error {
 		if multi {
 			where = fmt.Sprintf("%d %s nodes have %d", MaxNodes, d.profileID, reach)
 		}
-		return newError(ErrDoesNotFit, "strategy", "strategy %s needs at least %d GPUs for recipe %s on %s (strategy_min_gpus), and %s; usable here: %s",
+		return newError(ReasonDoesNotFit, "strategy", "strategy %s needs at least %d GPUs for recipe %s on %s (strategy_min_gpus), and %s; usable here: %s",
 			s, floor, r.ID, d.profileID, where, list(b.usable(d)))
 	}
 	if multi && !d.profile.scalable() {
-		return newError(ErrIncompatibleStrategy, "strategy", "strategy %s spans several nodes, and %s nodes cannot be joined into one deployment (taxonomy: scalable: false)", s, d.profileID)
+		return newError(ReasonIncompatibleStrategy, "strategy", "strategy %s spans several nodes, and %s nodes cannot be joined into one deployment (taxonomy: scalable: false)", s, d.profileID)
 	}
 	if why := supported(st); why != "" {
-		return newError(ErrUnsupportedStrategy, "strategy", "strategy %s is not rendered by inferplane: %s; use instead: %s", s, why, list(b.usable(d)))
+		return newError(ReasonUnsupportedStrategy, "strategy", "strategy %s is not rendered by inferplane: %s; use instead: %s", s, why, list(b.usable(d)))
 	}
 	return nil
 }
@@ -168,26 +168,26 @@ func (d *derivation) fitMsg() string {
 // for; a request may ask for more.
 func (b *Book) pickLayout(d *derivation, asked string, nodes int64) error {
 	if nodes < 0 {
-		return newError(ErrDoesNotFit, "nodes", "nodes per replica must not be negative (got %d)", nodes)
+		return newError(ReasonDoesNotFit, "nodes", "nodes per replica must not be negative (got %d)", nodes)
 	}
 	if nodes > MaxNodes {
-		return newError(ErrDoesNotFit, "nodes", "%d nodes per replica is more than the %d a replica may span", nodes, MaxNodes)
+		return newError(ReasonDoesNotFit, "nodes", "%d nodes per replica is more than the %d a replica may span", nodes, MaxNodes)
 	}
 	minNodes := d.minNodes()
 	if minNodes > MaxNodes {
 		nodeVRAM := d.gpuMemGB * float64(d.gpusPerNode)
-		return newError(ErrDoesNotFit, "nodes", "does not fit: %s, so it would span %s nodes, more than the %d a replica may",
+		return newError(ReasonDoesNotFit, "nodes", "does not fit: %s, so it would span %s nodes, more than the %d a replica may",
 			d.fitMsg(), strconv.FormatFloat(math.Ceil(d.variant.VRAMMinimumGB/nodeVRAM), 'f', -1, 64), MaxNodes)
 	}
 	if nodes > 0 && nodes < minNodes {
-		return newError(ErrDoesNotFit, "nodes", "does not fit %d node(s): %s, so a replica needs at least %d nodes", nodes, d.fitMsg(), minNodes)
+		return newError(ReasonDoesNotFit, "nodes", "does not fit %d node(s): %s, so a replica needs at least %d nodes", nodes, d.fitMsg(), minNodes)
 	}
 	if minNodes > 1 && !d.profile.scalable() {
-		return newError(ErrDoesNotFit, "nodes", "does not fit: %s, and %s nodes cannot be joined into one deployment (taxonomy: scalable: false)%s",
+		return newError(ReasonDoesNotFit, "nodes", "does not fit: %s, and %s nodes cannot be joined into one deployment (taxonomy: scalable: false)%s",
 			d.fitMsg(), d.profileID, d.fittingVariantHint())
 	}
 	if nodes > 1 && !d.profile.scalable() {
-		return newError(ErrIncompatibleStrategy, "nodes", "%d nodes per replica were asked for, and %s nodes cannot be joined into one deployment (taxonomy: scalable: false)", nodes, d.profileID)
+		return newError(ReasonIncompatibleStrategy, "nodes", "%d nodes per replica were asked for, and %s nodes cannot be joined into one deployment (taxonomy: scalable: false)", nodes, d.profileID)
 	}
 	var s *Strategy
 	if asked != "" {
@@ -204,23 +204,23 @@ func (b *Book) pickLayout(d *derivation, asked string, nodes int64) error {
 	if s.DeployType == DeploySingleNode {
 		switch {
 		case nodes > 1:
-			return newError(ErrIncompatibleStrategy, "strategy", "strategy %s runs on one node, but %d nodes per replica were asked for", s.Name, nodes)
+			return newError(ReasonIncompatibleStrategy, "strategy", "strategy %s runs on one node, but %d nodes per replica were asked for", s.Name, nodes)
 		case minNodes > 1:
-			return newError(ErrDoesNotFit, "strategy", "does not fit one node with strategy %s: %s; a multi-node strategy over at least %d nodes is needed (%s available)",
+			return newError(ReasonDoesNotFit, "strategy", "does not fit one node with strategy %s: %s; a multi-node strategy over at least %d nodes is needed (%s available)",
 				s.Name, d.fitMsg(), minNodes, list(multiNode(b, b.usable(d))))
 		}
 		d.strategy, d.nodes = s, 1
 		return nil
 	}
 	if nodes == 1 {
-		return newError(ErrIncompatibleStrategy, "strategy", "strategy %s spans two or more nodes, but 1 node per replica was asked for", s.Name)
+		return newError(ReasonIncompatibleStrategy, "strategy", "strategy %s spans two or more nodes, but 1 node per replica was asked for", s.Name)
 	}
 	need := max(2, minNodes, d.floorNodes(s.Name))
 	switch {
 	case need > MaxNodes:
-		return newError(ErrDoesNotFit, "nodes", "strategy %s needs %d nodes of %s, more than the %d a replica may span", s.Name, need, d.profileID, MaxNodes)
+		return newError(ReasonDoesNotFit, "nodes", "strategy %s needs %d nodes of %s, more than the %d a replica may span", s.Name, need, d.profileID, MaxNodes)
 	case nodes > 0 && nodes < need:
-		return newError(ErrDoesNotFit, "nodes", "strategy %s needs at least %d nodes of %s per replica (strategy_min_gpus %d GPUs; %s), but %d were asked for",
+		return newError(ReasonDoesNotFit, "nodes", "strategy %s needs at least %d nodes of %s per replica (strategy_min_gpus %d GPUs; %s), but %d were asked for",
 			s.Name, need, d.profileID, d.recipe.StrategyMinGPUs.For(s.Name, d.profileID), d.fitMsg(), nodes)
 	}
 	d.strategy, d.nodes = s, max(nodes, need)
@@ -297,9 +297,9 @@ func (b *Book) recommend(d *derivation, nodes int64) (*Strategy, error) {
 		}
 	}
 	if nodes > 1 {
-		return nil, newError(ErrDoesNotFit, "strategy", "does not fit: %s, so a replica needs at least %d nodes, and recipe %s has no multi-node strategy inferplane can use on %s (compatible: %s; usable: %s)",
+		return nil, newError(ReasonDoesNotFit, "strategy", "does not fit: %s, so a replica needs at least %d nodes, and recipe %s has no multi-node strategy inferplane can use on %s (compatible: %s; usable: %s)",
 			d.fitMsg(), nodes, r.ID, d.profileID, list(compatible), list(usable))
 	}
-	return nil, newError(ErrStrategyUnavailable, "strategy", "recipe %s has no strategy inferplane can use on %s (compatible: %s; usable: %s)",
+	return nil, newError(ReasonStrategyUnavailable, "strategy", "recipe %s has no strategy inferplane can use on %s (compatible: %s; usable: %s)",
 		r.ID, d.profileID, list(compatible), list(usable))
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/inferplane/inferplane/generator/problem"
 )
 
@@ -87,7 +89,7 @@ func readFile(fsys fs.FS, name string) ([]byte, error) {
 func decodeFile(fsys fs.FS, file string, out any, probs *problem.List) bool {
 	data, err := readFile(fsys, file)
 	if err != nil {
-		probs.Add(file, "", "", "cannot read: %v", unwrapPathError(err))
+		probs.Add(file, nil, "", "cannot read: %v", unwrapPathError(err))
 		return false
 	}
 	root, err := parseDocument(skipUnread(data, out))
@@ -97,23 +99,20 @@ func decodeFile(fsys fs.FS, file string, out any, probs *problem.List) bool {
 		root, err = parseDocument(data)
 	}
 	if err != nil {
-		probs.Add(file, "", "", "%v", err)
+		probs.Add(file, nil, "", "%v", err)
 		return false
 	}
 	if root == nil {
-		probs.Add(file, "", "a YAML mapping", "file is empty")
+		probs.Add(file, nil, "a YAML mapping", "file is empty")
 		return false
 	}
 	if err := decodeInto(root, out); err != nil {
-		var fe *fieldError
-		if errors.As(err, &fe) {
-			msg := fe.Msg
-			if fe.Line > 0 {
-				msg = fmt.Sprintf("%s (line %d)", fe.Msg, fe.Line)
-			}
-			probs.Add(file, fe.Path, "", "%s", msg)
+		var p problem.Problem
+		if errors.As(err, &p) {
+			p.File = file
+			*probs = append(*probs, p)
 		} else {
-			probs.Add(file, "", "", "%v", err)
+			probs.Add(file, nil, "", "%v", err)
 		}
 		return false
 	}
@@ -122,8 +121,8 @@ func decodeFile(fsys fs.FS, file string, out any, probs *problem.List) bool {
 
 // skipUnread blanks, in a recipe file, the top-level blocks whose keys out's type does not
 // declare: the decoder would read past them, and the parser need not see them at all (the
-// `guide:` prose alone is 60% of the upstream corpus). Each block is replaced by its newlines,
-// so line numbers in messages stay right. Other files are returned as they are.
+// `guide:` prose is most of the upstream corpus: docs/recipes.md). Each block is replaced by
+// its newlines, so line numbers in messages stay right. Other files are returned as they are.
 func skipUnread(data []byte, out any) []byte {
 	t := reflect.TypeOf(out)
 	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct || (t.Elem() != reflect.TypeFor[Recipe]() && t.Elem() != reflect.TypeFor[listedRecipe]()) {
@@ -191,7 +190,7 @@ func unwrapPathError(err error) error {
 
 func readTaxonomy(fsys fs.FS, probs *problem.List) (*Taxonomy, bool) {
 	if _, err := fs.Stat(fsys, TaxonomyFile); errors.Is(err, fs.ErrNotExist) {
-		probs.Add(TaxonomyFile, "", "the upstream vllm-project/recipes layout: models/<org>/<repo>.yaml, strategies/*.yaml, taxonomy.yaml",
+		probs.Add(TaxonomyFile, nil, "the upstream vllm-project/recipes layout: models/<org>/<repo>.yaml, strategies/*.yaml, taxonomy.yaml",
 			"missing: the recipes tree has no taxonomy")
 		return nil, false
 	}
@@ -202,18 +201,18 @@ func readTaxonomy(fsys fs.FS, probs *problem.List) (*Taxonomy, bool) {
 	ok := true
 	for _, id := range tax.HardwareProfiles.Keys {
 		p := tax.HardwareProfiles.Values[id]
-		field := "hardware_profiles." + id
+		at := field.NewPath("hardware_profiles", id)
 		if p.GPUCount < 1 || p.GPUCount > maxGPUsPerNode {
-			probs.Add(TaxonomyFile, field+".gpu_count", fmt.Sprintf("a whole number from 1 to %d", maxGPUsPerNode), "is %d", p.GPUCount)
+			probs.Add(TaxonomyFile, at.Child("gpu_count"), fmt.Sprintf("a whole number from 1 to %d", maxGPUsPerNode), "is %d", p.GPUCount)
 			ok = false
 		}
 		if p.VRAMGB <= 0 {
-			probs.Add(TaxonomyFile, field+".vram_gb", "a positive number of GB", "is %g", p.VRAMGB)
+			probs.Add(TaxonomyFile, at.Child("vram_gb"), "a positive number of GB", "is %g", p.VRAMGB)
 			ok = false
 		}
 	}
 	if tax.HardwareProfiles.Len() == 0 {
-		probs.Add(TaxonomyFile, "hardware_profiles", "at least one profile", "is empty")
+		probs.Add(TaxonomyFile, field.NewPath("hardware_profiles"), "at least one profile", "is empty")
 		ok = false
 	}
 	return &tax, ok
@@ -227,11 +226,11 @@ func (b *Book) readStrategies(fsys fs.FS, probs *problem.List) {
 		}
 		s.File = file
 		if s.Name != base {
-			probs.Add(file, "name", fmt.Sprintf("%q, the file's name", base), "is %q", s.Name)
+			probs.Add(file, field.NewPath("name"), fmt.Sprintf("%q, the file's name", base), "is %q", s.Name)
 			return
 		}
 		if prev, dup := b.strategies[s.Name]; dup {
-			probs.Add(file, "name", "", "strategy %q is also defined in %s", s.Name, prev.File)
+			probs.Add(file, field.NewPath("name"), "", "strategy %q is also defined in %s", s.Name, prev.File)
 			return
 		}
 		b.strategies[s.Name] = &s
@@ -248,7 +247,7 @@ func (b *Book) readKVStores(fsys fs.FS, probs *problem.List) {
 		}
 		s.File = file
 		if _, dup := b.kvStores[s.Name]; dup {
-			probs.Add(file, "name", "", "KV store %q is defined twice", s.Name)
+			probs.Add(file, field.NewPath("name"), "", "KV store %q is defined twice", s.Name)
 			return
 		}
 		b.kvStores[s.Name] = &s
@@ -261,13 +260,13 @@ func yamlFiles(fsys fs.FS, dir string, required bool, probs *problem.List, fn fu
 	entries, err := fs.ReadDir(fsys, dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && required:
-		probs.Add(dir+"/", "", "the upstream vllm-project/recipes layout: models/<org>/<repo>.yaml, strategies/*.yaml, taxonomy.yaml",
+		probs.Add(dir+"/", nil, "the upstream vllm-project/recipes layout: models/<org>/<repo>.yaml, strategies/*.yaml, taxonomy.yaml",
 			"missing: the recipes tree has no %s", dir)
 		return
 	case errors.Is(err, fs.ErrNotExist):
 		return
 	case err != nil:
-		probs.Add(dir+"/", "", "", "cannot read: %v", unwrapPathError(err))
+		probs.Add(dir+"/", nil, "", "cannot read: %v", unwrapPathError(err))
 		return
 	}
 	for _, e := range entries {
@@ -282,11 +281,11 @@ func isYAML(name string) bool {
 }
 
 // readModels reads models/<org>/<repo>.yaml. The files are parsed in parallel (YAML parsing
-// is most of a load: 1.2 MB over 173 upstream recipes) and registered in path order, so the
-// result and the problems do not depend on scheduling.
+// is most of a load) and registered in path order, so the result and the problems do not
+// depend on scheduling.
 func (b *Book) readModels(fsys fs.FS, only string, probs *problem.List) {
 	if _, err := fs.Stat(fsys, ModelsDir); errors.Is(err, fs.ErrNotExist) {
-		probs.Add(ModelsDir+"/", "", "the upstream vllm-project/recipes layout: models/<org>/<repo>.yaml, strategies/*.yaml, taxonomy.yaml",
+		probs.Add(ModelsDir+"/", nil, "the upstream vllm-project/recipes layout: models/<org>/<repo>.yaml, strategies/*.yaml, taxonomy.yaml",
 			"missing: the recipes tree has no models")
 		return
 	}
@@ -294,10 +293,10 @@ func (b *Book) readModels(fsys fs.FS, only string, probs *problem.List) {
 	err := fs.WalkDir(fsys, ModelsDir, func(file string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:
-			probs.Add(file, "", "", "cannot read: %v", unwrapPathError(err))
+			probs.Add(file, nil, "", "cannot read: %v", unwrapPathError(err))
 		case d.IsDir() || !isYAML(d.Name()):
 		case strings.Count(file, "/") != 2:
-			probs.Add(file, "", "models/<org>/<repo>.yaml", "is not where a recipe file goes")
+			probs.Add(file, nil, "models/<org>/<repo>.yaml", "is not where a recipe file goes")
 		default:
 			id := recipeID(file)
 			b.fileIDs = append(b.fileIDs, id)
@@ -308,7 +307,7 @@ func (b *Book) readModels(fsys fs.FS, only string, probs *problem.List) {
 		return nil
 	})
 	if err != nil {
-		probs.Add(ModelsDir+"/", "", "", "cannot read: %v", err)
+		probs.Add(ModelsDir+"/", nil, "", "cannot read: %v", err)
 	}
 	type parsed struct {
 		recipe *Recipe
@@ -355,7 +354,7 @@ func (b *Book) addRecipe(r *Recipe, file, id string, probs *problem.List) {
 		return
 	}
 	if prev, dup := b.byLower[strings.ToLower(id)]; dup {
-		probs.Add(file, "", "one file per model id", "model %q is also defined in %s (ids are case-insensitive)", id, b.recipes[prev].File)
+		probs.Add(file, nil, "one file per model id", "model %q is also defined in %s (ids are case-insensitive)", id, b.recipes[prev].File)
 		return
 	}
 	b.recipes[id] = r
@@ -365,33 +364,34 @@ func (b *Book) addRecipe(r *Recipe, file, id string, probs *problem.List) {
 // checkRecipe checks what decoding alone cannot: references between fields and files.
 func (b *Book) checkRecipe(r *Recipe, probs *problem.List) bool {
 	ok := true
-	bad := func(field, expected, format string, args ...any) {
-		probs.Add(r.File, field, expected, format, args...)
+	bad := func(at *field.Path, expected, format string, args ...any) {
+		probs.Add(r.File, at, expected, format, args...)
 		ok = false
 	}
 	if r.Variants.Len() == 0 {
-		bad("variants", "at least one variant (e.g. default)", "is empty")
+		bad(field.NewPath("variants"), "at least one variant (e.g. default)", "is empty")
 	}
 	for _, k := range r.Variants.Keys {
 		v := r.Variants.Values[k]
+		at := field.NewPath("variants", k)
 		if v.VRAMMinimumGB < 0 {
-			bad("variants."+k+".vram_minimum_gb", "a number of GB, 0 or more", "is %g", v.VRAMMinimumGB)
+			bad(at.Child("vram_minimum_gb"), "a number of GB, 0 or more", "is %g", v.VRAMMinimumGB)
 		}
-		checkTP("variants."+k+".tp", v.TP, bad)
+		checkTP(at.Child("tp"), v.TP, bad)
 	}
 	for s, so := range r.StrategyOverrides {
-		checkTP("strategy_overrides."+s+".tp", so.TP, bad)
+		checkTP(field.NewPath("strategy_overrides", s, "tp"), so.TP, bad)
 	}
 	for i, f := range r.OptInFeatures {
 		if _, known := r.Features.Get(f); !known {
-			bad(fmt.Sprintf("opt_in_features[%d]", i), "one of the recipe's features ("+strings.Join(r.Features.Keys, ", ")+")", "names unknown feature %q", f)
+			bad(field.NewPath("opt_in_features").Index(i), "one of the recipe's features ("+strings.Join(r.Features.Keys, ", ")+")", "names unknown feature %q", f)
 		}
 	}
 	if b.taxonomy != nil {
 		known := b.knownStrategies()
 		for i, s := range r.CompatibleStrategies {
 			if !known[s] {
-				bad(fmt.Sprintf("compatible_strategies[%d]", i), "a strategy of taxonomy.yaml ("+strings.Join(slices.Sorted(maps.Keys(known)), ", ")+")", "names unknown strategy %q", s)
+				bad(field.NewPath("compatible_strategies").Index(i), "a strategy of taxonomy.yaml ("+strings.Join(slices.Sorted(maps.Keys(known)), ", ")+")", "names unknown strategy %q", s)
 			}
 		}
 	}
@@ -406,16 +406,16 @@ func (b *Book) checkRecipe(r *Recipe, probs *problem.List) bool {
 }
 
 // checkTP checks a tensor-parallel size: a number or a hardware-keyed map of numbers, >= 1.
-func checkTP(field string, tp *HardwareInt, bad func(field, expected, format string, args ...any)) {
+func checkTP(at *field.Path, tp *HardwareInt, bad func(at *field.Path, expected, format string, args ...any)) {
 	if tp == nil {
 		return
 	}
 	if tp.ByHardware == nil && tp.Value < 1 {
-		bad(field, "a whole number of at least 1", "is %d", tp.Value)
+		bad(at, "a whole number of at least 1", "is %d", tp.Value)
 	}
 	for _, hk := range slices.Sorted(maps.Keys(tp.ByHardware)) {
 		if n := tp.ByHardware[hk]; n < 1 {
-			bad(field+"."+hk, "a whole number of at least 1", "is %d", n)
+			bad(at.Child(hk), "a whole number of at least 1", "is %d", n)
 		}
 	}
 }

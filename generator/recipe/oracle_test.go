@@ -18,6 +18,7 @@ import (
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/recipe"
+	"github.com/inferplane/inferplane/internal/vllmargs"
 )
 
 // upstreamSynthesisSHA256 is the sha256 of src/lib/command-synthesis.js at
@@ -208,7 +209,7 @@ func compareRanks(m *v1alpha1.ModelMaster, head map[string]string, workers [][]s
 	if len(workers) != nodes-1 {
 		return []string{fmt.Sprintf("upstream renders %d worker commands for %d nodes", len(workers), nodes)}
 	}
-	local, _ := recipe.ArgValue(m.Spec.Args, "--data-parallel-size-local")
+	local, _ := vllmargs.Value(m.Spec.Args, "--data-parallel-size-local")
 	var diffs []string
 	for rank := 0; rank < nodes; rank++ {
 		flags := head

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // The types below mirror the upstream vllm-project/recipes format. Only the keys the
@@ -233,7 +234,7 @@ type HardwareProfile struct {
 // Generation is a profile's GPU generation; upstream allows a list, whose first entry counts.
 type Generation string
 
-func (g *Generation) decodeNode(d *decoder, n *yaml.Node, path string) error {
+func (g *Generation) decodeNode(d *decoder, n *yaml.Node, path *field.Path) error {
 	if n.Kind == yaml.SequenceNode {
 		var list []string
 		if err := d.decode(n, reflectValue(&list), path); err != nil {
@@ -254,7 +255,7 @@ func (g *Generation) decodeNode(d *decoder, n *yaml.Node, path string) error {
 // empty list replace a default (feature hardware_overrides).
 type Args []string
 
-func (a *Args) decodeNode(d *decoder, n *yaml.Node, path string) error {
+func (a *Args) decodeNode(d *decoder, n *yaml.Node, path *field.Path) error {
 	*a = nil
 	if isNull(n) {
 		return nil
@@ -288,7 +289,7 @@ type HardwareInt struct {
 	ByHardware map[string]int64
 }
 
-func (h *HardwareInt) decodeNode(d *decoder, n *yaml.Node, path string) error {
+func (h *HardwareInt) decodeNode(d *decoder, n *yaml.Node, path *field.Path) error {
 	if n.Kind == yaml.MappingNode {
 		return d.decode(n, reflectValue(&h.ByHardware), path)
 	}
@@ -339,7 +340,7 @@ type Image struct {
 	CUDA    map[string]string
 }
 
-func (im *Image) decodeNode(d *decoder, n *yaml.Node, path string) error {
+func (im *Image) decodeNode(d *decoder, n *yaml.Node, path *field.Path) error {
 	if n.Kind == yaml.ScalarNode {
 		s, err := d.scalarString(n, path)
 		im.Single = s
@@ -400,7 +401,7 @@ type MinGPUs struct {
 	ByKey map[string]HardwareInt
 }
 
-func (m *MinGPUs) decodeNode(d *decoder, n *yaml.Node, path string) error {
+func (m *MinGPUs) decodeNode(d *decoder, n *yaml.Node, path *field.Path) error {
 	if n.Kind == yaml.MappingNode {
 		return d.decode(n, reflectValue(&m.ByKey), path)
 	}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
@@ -57,35 +58,35 @@ func resolveAddress(probs *problem.List, t *tenant, j *job, tenantFile string) {
 
 // checkAddress checks one servingAddress.
 func checkAddress(probs *problem.List, file string, a *v1alpha1.ServingAddress) {
-	const f = "spec.servingAddress."
+	f := field.NewPath("spec", "servingAddress")
 	switch a.Mode {
 	case "", v1alpha1.AddressPod, v1alpha1.AddressLoadBalancer:
 		if a.Network != "" {
-			probs.Add(file, f+"network", "no network unless mode is Network", "got %q with mode %q", a.Network, a.Mode)
+			probs.Add(file, f.Child("network"), "no network unless mode is Network", "got %q with mode %q", a.Network, a.Mode)
 		}
 	case v1alpha1.AddressNetwork:
 		if msg := networkNameErr(a.Network); msg != "" {
-			probs.Add(file, f+"network", "the Multus NetworkAttachmentDefinition the gateway reaches the VMs on (name or namespace/name)", "%s", msg)
+			probs.Add(file, f.Child("network"), "the Multus NetworkAttachmentDefinition the gateway reaches the VMs on (name or namespace/name)", "%s", msg)
 		}
 	default:
-		probs.Add(file, f+"mode", "Pod, Network or LoadBalancer", "got %q", a.Mode)
+		probs.Add(file, f.Child("mode"), "Pod, Network or LoadBalancer", "got %q", a.Mode)
 	}
 	if a.Mode != v1alpha1.AddressLoadBalancer && (a.LoadBalancerClass != "" || len(a.SourceRanges) > 0 || len(a.ServiceAnnotations) > 0) {
-		probs.Add(file, f+"mode", "LoadBalancer when loadBalancerClass, sourceRanges or serviceAnnotations are set", "got %q", a.Mode)
+		probs.Add(file, f.Child("mode"), "LoadBalancer when loadBalancerClass, sourceRanges or serviceAnnotations are set", "got %q", a.Mode)
 	}
 	for _, r := range a.SourceRanges {
 		if _, err := netip.ParsePrefix(r); err != nil {
-			probs.Add(file, f+"sourceRanges", "CIDRs such as 10.0.0.0/24", "got %q", r)
+			probs.Add(file, f.Child("sourceRanges"), "CIDRs such as 10.0.0.0/24", "got %q", r)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(a.ServiceAnnotations)) {
 		for _, msg := range validation.IsQualifiedName(k) {
-			probs.Add(file, f+"serviceAnnotations", "annotation keys such as metallb.universe.tf/address-pool", "key %q: %s", k, msg)
+			probs.Add(file, f.Child("serviceAnnotations"), "annotation keys such as metallb.universe.tf/address-pool", "key %q: %s", k, msg)
 		}
 	}
 	if c := a.LoadBalancerClass; c != "" {
 		for _, msg := range validation.IsQualifiedName(c) {
-			probs.Add(file, f+"loadBalancerClass", "a label-style name such as example.com/internal-vip", "got %q: %s", c, msg)
+			probs.Add(file, f.Child("loadBalancerClass"), "a label-style name such as example.com/internal-vip", "got %q: %s", c, msg)
 		}
 	}
 }

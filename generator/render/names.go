@@ -9,17 +9,10 @@ import (
 // input does not pay for the expressions. names_test.go holds the two to the same answers.
 
 func dns1123LabelErrs(s string) []string {
-	if len(s) <= validation.DNS1123LabelMaxLength && isLabelShape(s, false) {
+	if len(s) <= validation.DNS1123LabelMaxLength && isLabelShape(s) {
 		return nil
 	}
 	return validation.IsDNS1123Label(s)
-}
-
-func dns1035LabelErrs(s string) []string {
-	if len(s) <= validation.DNS1035LabelMaxLength && isLabelShape(s, true) {
-		return nil
-	}
-	return validation.IsDNS1035Label(s)
 }
 
 func dns1123SubdomainErrs(s string) []string {
@@ -39,9 +32,9 @@ func labelValueErrs(s string) []string {
 func isLower(c byte) bool { return c >= 'a' && c <= 'z' }
 func isNum(c byte) bool   { return c >= '0' && c <= '9' }
 
-// isLabelShape: [a-z0-9]([-a-z0-9]*[a-z0-9])? (the first a letter when letterFirst).
-func isLabelShape(s string, letterFirst bool) bool {
-	if s == "" || letterFirst && !isLower(s[0]) {
+// isLabelShape: [a-z0-9]([-a-z0-9]*[a-z0-9])?.
+func isLabelShape(s string) bool {
+	if s == "" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -58,7 +51,7 @@ func isSubdomainShape(s string) bool {
 	start := 0
 	for i := 0; i <= len(s); i++ {
 		if i == len(s) || s[i] == '.' {
-			if !isLabelShape(s[start:i], false) {
+			if !isLabelShape(s[start:i]) {
 				return false
 			}
 			start = i + 1

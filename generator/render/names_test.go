@@ -20,7 +20,6 @@ func TestNameChecksAgreeWithAPIMachinery(t *testing.T) {
 			fast, slow func(string) []string
 		}{
 			{"DNS-1123 label", dns1123LabelErrs, validation.IsDNS1123Label},
-			{"DNS-1035 label", dns1035LabelErrs, validation.IsDNS1035Label},
 			{"DNS-1123 subdomain", dns1123SubdomainErrs, validation.IsDNS1123Subdomain},
 			{"label value", labelValueErrs, validation.IsValidLabelValue},
 		} {
@@ -38,7 +37,6 @@ func FuzzNameChecks(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		if (len(dns1123LabelErrs(s)) == 0) != (len(validation.IsDNS1123Label(s)) == 0) ||
-			(len(dns1035LabelErrs(s)) == 0) != (len(validation.IsDNS1035Label(s)) == 0) ||
 			(len(dns1123SubdomainErrs(s)) == 0) != (len(validation.IsDNS1123Subdomain(s)) == 0) ||
 			(len(labelValueErrs(s)) == 0) != (len(validation.IsValidLabelValue(s)) == 0) {
 			t.Fatalf("quick checks and apimachinery disagree on %q", s)

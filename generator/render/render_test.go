@@ -210,26 +210,26 @@ func TestBadPlans(t *testing.T) {
 		{"zero GPUs per node", acme(func(tp *plan.TenantPlan) { tp.Jobs[0].GPUsPerNode = 0 }), render.Options{},
 			jobFile, "spec.gpuCount", "0 GPU"},
 		{"layout differs from the master", acme(func(tp *plan.TenantPlan) { tp.Jobs[0].Master.Spec.PerReplicaGPUCount = 2 }), render.Options{},
-			jobFile, "spec.gpuCount", "perReplicaGPUCount"},
+			jobFile, "spec.gpuCount", "the plan lays a replica out as 1 node(s) x 1 GPU(s); expected the policy's layout"},
 		{"more GPUs on a node than it has", acme(func(tp *plan.TenantPlan) {
 			tp.Jobs[0].GPUsPerNode, tp.Jobs[0].Master.Spec.PerReplicaGPUCount = 16, 16
-		}), render.Options{}, jobFile, "spec.gpuCount", "at most 8"},
+		}), render.Options{}, jobFile, "spec.gpuCount", "the policy's layout of master qwen3-32b-h100 on metal3.gpu-h100: 2 node(s) x 8 GPU(s)"},
 		{"multi-node Parakeet", acme(func(tp *plan.TenantPlan) {
 			p := &tp.Jobs[1]
 			p.NodesPerReplica, p.GPUsPerNode, p.Master.Spec.PerReplicaGPUCount = 2, 8, 16
-		}), render.Options{}, "tenants/acme/jobs/transcribe.yaml", "spec.gpuCount", "Parakeet"},
+		}), render.Options{}, "tenants/acme/jobs/transcribe.yaml", "spec.nodeType", "a Parakeet replica runs on one node"},
 		{"zero replicas", acme(func(tp *plan.TenantPlan) { tp.Jobs[0].Job.Spec.Replicas = 0 }), render.Options{},
 			jobFile, "spec.replicas", "at least 1"},
 		{"bad cache size", acme(func(tp *plan.TenantPlan) { tp.Jobs[0].ModelCacheSize = "lots" }), render.Options{},
 			jobFile, "spec.modelCacheSize", "lots"},
 		{"bad node memory", acme(func(tp *plan.TenantPlan) { tp.Jobs[0].NodeType.Spec.Memory = "much" }), render.Options{},
 			jobFile, "spec.nodeType", "cannot size"},
-		{"job name too long for a Service", acme(func(tp *plan.TenantPlan) {
+		{"job name too long for its VMs", acme(func(tp *plan.TenantPlan) {
 			tp.Jobs[0].Job.Name = strings.Repeat("q", 62)
 			tp.Jobs[0].SourceFile = ""
-		}), render.Options{}, "tenants/acme/jobs/" + strings.Repeat("q", 62) + ".yaml", "metadata.name", "Service"},
+		}), render.Options{}, "tenants/acme/jobs/" + strings.Repeat("q", 62) + ".yaml", "metadata.name", "must be at most 57 characters (it has 62)"},
 		{"job name starting with a digit", acme(func(tp *plan.TenantPlan) { tp.Jobs[0].Job.Name = "7b" }), render.Options{},
-			jobFile, "metadata.name", `Service "7b-r1"`},
+			jobFile, "metadata.name", "starting with a letter"},
 		{"master name too long for a label", acme(func(tp *plan.TenantPlan) { tp.Jobs[0].Master.Name = strings.Repeat("m", 64) }), render.Options{},
 			jobFile, "spec.model", "label"},
 		{"duplicate job", acme(func(tp *plan.TenantPlan) { tp.Jobs = append(tp.Jobs, tp.Jobs[0]) }), render.Options{},
@@ -249,7 +249,7 @@ func TestBadPlans(t *testing.T) {
 		{"unknown runtime", acme(func(tp *plan.TenantPlan) {
 			tp.Jobs[0].Job.Spec.Runtime = "triton"
 			tp.Jobs[0].Master.Spec.Runtime = "triton"
-		}), render.Options{}, jobFile, "spec.runtime", "vllm or parakeet"},
+		}), render.Options{}, jobFile, "spec.model", `spec.runtime is "triton": must be "vllm" or "parakeet"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -266,7 +266,7 @@ func TestBadPlans(t *testing.T) {
 			}
 			found := false
 			for _, p := range probs {
-				if p.File == c.file && p.Field() == c.field && strings.Contains(p.Error(), c.mentioned) {
+				if p.File == c.file && p.Err.Field == c.field && strings.Contains(p.Error(), c.mentioned) {
 					found = true
 				}
 			}

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/plan"
@@ -21,6 +22,7 @@ import (
 // tenant is a tenant plan with every default applied and every value the builders need
 // checked and parsed, so that the builders themselves cannot fail.
 type tenant struct {
+	obj  *v1alpha1.Tenant
 	name string
 	// namespace is where the tenant's workloads live in its tenant cluster (the tenant name).
 	namespace string
@@ -83,26 +85,27 @@ func resolve(tp *plan.TenantPlan, opts Options) (*tenant, error) {
 	tenantFile := "tenants/" + tn + "/tenant.yaml"
 
 	for _, msg := range dns1123LabelErrs(tn) {
-		probs.Add(tenantFile, "metadata.name", "a DNS-1123 label (it names the tenant's namespace)",
+		probs.Add(tenantFile, field.NewPath("metadata", "name"), "a DNS-1123 label (it names the tenant's namespace)",
 			"tenant name %q is not usable: %s", tn, msg)
 	}
 	if opts.RepoURL == "" {
-		probs.Add(tenantFile, "spec.git.url", "a repository URL Argo CD can pull (spec.git.url, or the generator's --repo-url for the embedded default)",
+		probs.Add(tenantFile, field.NewPath("spec", "git", "url"), "a repository URL Argo CD can pull (spec.git.url, or the generator's --repo-url for the embedded default)",
 			"no repository URL for the tenant's Argo CD applications")
 	}
 	if u, err := url.Parse(opts.RepoURL); err == nil && u.User != nil {
 		if _, hasPassword := u.User.Password(); hasPassword {
-			probs.Add(tenantFile, "spec.git.url", "a URL without credentials (name them in spec.git.auth)",
+			probs.Add(tenantFile, field.NewPath("spec", "git", "url"), "a URL without credentials (name them in spec.git.auth)",
 				"the repository URL carries a password, which would be written to the tenant's repository")
 		}
 	}
 	checkOptions(&probs, tenantFile, opts)
 	if len(tp.Jobs) > 0 && tp.Tenant.Spec.ArgoCD.Connector == "" {
-		probs.Add(tenantFile, "spec.argoCD.connector", "the vCluster Platform Argo CD connector name (e.g. argocd-main)",
+		probs.Add(tenantFile, field.NewPath("spec", "argoCD", "connector"), "the vCluster Platform Argo CD connector name (e.g. argocd-main)",
 			"required when the tenant has jobs: vCluster needs a connector to deploy Argo CD applications")
 	}
 
 	t := &tenant{
+		obj:           &tp.Tenant,
 		name:          tn,
 		namespace:     tn,
 		spec:          &tp.Tenant.Spec,
@@ -124,7 +127,7 @@ func resolve(tp *plan.TenantPlan, opts Options) (*tenant, error) {
 	for i := range tp.Jobs {
 		jp := &tp.Jobs[i]
 		if seenJob[jp.Job.Name] {
-			probs.Add(jobFile(jp), "metadata.name", "job names unique within a tenant", "duplicate job %q", jp.Job.Name)
+			probs.Add(jobFile(jp), field.NewPath("metadata", "name"), "job names unique within a tenant", "duplicate job %q", jp.Job.Name)
 			continue
 		}
 		seenJob[jp.Job.Name] = true
@@ -135,7 +138,7 @@ func resolve(tp *plan.TenantPlan, opts Options) (*tenant, error) {
 		// A master is cluster-scoped in the tenant cluster: jobs that share a name must share
 		// the whole spec, or their Applications would fight over one object.
 		if other, dup := masters[j.master]; dup && !equality.Semantic.DeepEqual(other.Master.Spec, jp.Master.Spec) {
-			probs.Add(jobFile(jp), "spec.model", "one spec per master name within a tenant",
+			probs.Add(jobFile(jp), field.NewPath("spec", "model"), "one spec per master name within a tenant",
 				"master %q differs from the master of the same name used by job %q", j.master, other.Job.Name)
 		}
 		masters[j.master] = jp
@@ -166,50 +169,43 @@ func jobFile(jp *plan.JobPlan) string {
 // checkOptions checks the settings that end up in object names and in the guest script.
 func checkOptions(probs *problem.List, file string, o Options) {
 	for _, msg := range dns1123SubdomainErrs(o.HFTokenSecret) {
-		probs.Add(file, "", "a Secret name", "HF token Secret %q: %s", o.HFTokenSecret, msg)
+		probs.Add(file, nil, "a Secret name", "HF token Secret %q: %s", o.HFTokenSecret, msg)
 	}
 	if o.StorageClass != "" {
 		for _, msg := range dns1123SubdomainErrs(o.StorageClass) {
-			probs.Add(file, "", "a storage class name", "storage class %q: %s", o.StorageClass, msg)
+			probs.Add(file, nil, "a storage class name", "storage class %q: %s", o.StorageClass, msg)
 		}
 	}
 	for _, msg := range dns1123SubdomainErrs(o.ClusterDomain) {
-		probs.Add(file, "", "a DNS domain", "cluster domain %q: %s", o.ClusterDomain, msg)
+		probs.Add(file, nil, "a DNS domain", "cluster domain %q: %s", o.ClusterDomain, msg)
 	}
 	if strings.ContainsAny(o.GuestImage, " \t\n") || hasControl(o.GuestImage) {
-		probs.Add(file, "", "an image reference", "guest image %q", o.GuestImage)
+		probs.Add(file, nil, "an image reference", "guest image %q", o.GuestImage)
 	}
 }
 
 func nodeTypeFile(nt *v1alpha1.NodeType) string { return "tenants/nodetypes/" + nt.Name + ".yaml" }
 
-// checkNodeType checks what the builders read from a node type.
+// checkNodeType checks what the builders read from a node type that the policy's rules do not
+// (those are the job's, through policy.CheckJobSpec): what sizes a VM and boots its guest.
 func checkNodeType(probs *problem.List, nt *v1alpha1.NodeType) {
 	f := nodeTypeFile(nt)
-	for _, msg := range labelValueErrs(nt.Name) {
-		probs.Add(f, "metadata.name", "a valid label value (it is the inferplane.io/node-type label)", "node type name %q: %s", nt.Name, msg)
-	}
-	if nt.Spec.GPU.ResourceName == "" {
-		probs.Add(f, "spec.gpu.resourceName", "the GPU device-plugin resource name, e.g. nvidia.com/GH100_H100_SXM5_80GB", "missing")
-	}
-	if nt.Spec.GPU.Count < 1 {
-		probs.Add(f, "spec.gpu.count", "at least 1", "got %d", nt.Spec.GPU.Count)
-	}
+	spec := field.NewPath("spec")
 	if nt.Spec.CPU < 1 {
-		probs.Add(f, "spec.cpu", "at least 1", "got %d", nt.Spec.CPU)
+		probs.Add(f, spec.Child("cpu"), "at least 1", "got %d", nt.Spec.CPU)
 	}
 	if q, err := resource.ParseQuantity(nt.Spec.Memory); err != nil || q.Sign() <= 0 {
-		probs.Add(f, "spec.memory", "a positive Kubernetes quantity, e.g. 1800Gi", "got %q", nt.Spec.Memory)
+		probs.Add(f, spec.Child("memory"), "a positive Kubernetes quantity, e.g. 1800Gi", "got %q", nt.Spec.Memory)
 	}
 	if strings.ContainsAny(nt.Spec.GuestImage, " \t\n") || hasControl(nt.Spec.GuestImage) {
-		probs.Add(f, "spec.guestImage", "a containerDisk image reference", "got %q", nt.Spec.GuestImage)
+		probs.Add(f, spec.Child("guestImage"), "a containerDisk image reference", "got %q", nt.Spec.GuestImage)
 	}
 	if ib := nt.Spec.InfiniBand; ib != nil {
 		if ib.ResourceName == "" {
-			probs.Add(f, "spec.infiniBand.resourceName", "the InfiniBand device-plugin resource name", "missing")
+			probs.Add(f, spec.Child("infiniBand", "resourceName"), "the InfiniBand device-plugin resource name", "missing")
 		}
 		if ib.Count < 1 {
-			probs.Add(f, "spec.infiniBand.count", "at least 1", "got %d", ib.Count)
+			probs.Add(f, spec.Child("infiniBand", "count"), "at least 1", "got %d", ib.Count)
 		}
 	}
 }
@@ -233,99 +229,68 @@ func resolveJob(probs *problem.List, t *tenant, jp *plan.JobPlan) (job, bool) {
 		requireAPIKey: jp.Job.Spec.APIKeyRequired(),
 	}
 
-	if jp.Master.Spec.Runtime != "" && jp.Master.Spec.Runtime != j.runtime {
-		probs.Add(f, "spec.runtime", "the runtime of master "+j.master, "job runtime %q, master runtime %q", j.runtime, jp.Master.Spec.Runtime)
+	// The plan resolved the job with the policy's job rules; a plan built another way (tests,
+	// fuzzing) is held to them here, and to the policy's layout, so that nothing the webhook
+	// would deny is rendered.
+	probs.AddError(f, policy.CheckJobSpec(&jp.Job, policy.Data{Tenant: t.obj, Master: &jp.Master, NodeType: nt})...)
+	if l, err := policy.ReplicaLayout(&jp.Master, nt); err == nil && l != (policy.Layout{Nodes: j.nodes, GPUsPerNode: j.gpusPerNode, DataParallelLocal: j.dpLocal}) {
+		probs.Add(f, field.NewPath("spec", "gpuCount"), fmt.Sprintf("the policy's layout of master %s on %s: %d node(s) x %d GPU(s)", j.master, nt.Name, l.Nodes, l.GPUsPerNode),
+			"the plan lays a replica out as %d node(s) x %d GPU(s)", j.nodes, j.gpusPerNode)
 	}
 	switch j.runtime {
-	case v1alpha1.RuntimeVLLM:
-		j.image = cmp.Or(jp.Image, v1alpha1.DefaultVLLMImage)
-		if jp.Master.Spec.Model == "" {
-			probs.Add(f, "spec.model", "a master with spec.model set", "master %q names no model to serve", j.master)
-		}
 	case v1alpha1.RuntimeParakeet:
 		j.image = cmp.Or(jp.Image, v1alpha1.DefaultParakeetImage)
-		if j.nodes > 1 {
-			probs.Add(f, "spec.gpuCount", "a Parakeet replica on one node", "the plan spreads it over %d nodes", j.nodes)
-		}
 	default:
-		probs.Add(f, "spec.runtime", "vllm or parakeet", "got %q", j.runtime)
+		j.image = cmp.Or(jp.Image, v1alpha1.DefaultVLLMImage)
 	}
 	checkJobNames(probs, f, t, &j)
 	if jp.Job.Spec.NodeType != "" && jp.Job.Spec.NodeType != nt.Name {
-		probs.Add(f, "spec.nodeType", "the node type the plan resolved", "job names %q, plan carries %q", jp.Job.Spec.NodeType, nt.Name)
+		probs.Add(f, field.NewPath("spec", "nodeType"), "the node type the plan resolved", "job names %q, plan carries %q", jp.Job.Spec.NodeType, nt.Name)
 	}
 	resolveResources(probs, f, t, jp, &j)
 	checkServerArgs(probs, f, jp, &j)
 	return j, len(*probs) == before
 }
 
-// checkJobNames checks that the names built from the job are valid object names: the Service
-// name is the strictest (a DNS-1035 label) and the VM name becomes the guest's host name (a
-// DNS-1123 label).
+// checkJobNames checks the names built from the job that its name rule (policy.CheckJobName)
+// does not cover: the Argo CD Application's, and the master's, which labels carry.
 func checkJobNames(probs *problem.List, f string, t *tenant, j *job) {
-	if j.replicas < 1 {
-		probs.Add(f, "spec.replicas", "at least 1", "got %d", j.replicas)
-	} else if j.nodes >= 1 {
-		last := j.replicas - 1
-		for _, msg := range dns1035LabelErrs(serviceName(j.name, last)) {
-			probs.Add(f, "metadata.name", "a name that gives valid Service names (<job>-r<replica>: lowercase letters, digits and '-', starting with a letter, at most 63 characters)",
-				"job name %q: Service %q: %s", j.name, serviceName(j.name, last), msg)
-		}
-		for _, msg := range dns1123LabelErrs(policy.VMName(j.name, last, j.nodes-1)) {
-			probs.Add(f, "metadata.name", "a name that gives valid VM names (<job>-r<replica>-n<rank>, at most 63 characters)",
-				"job name %q: VM %q: %s", j.name, policy.VMName(j.name, last, j.nodes-1), msg)
-		}
-	}
 	for _, msg := range dns1123SubdomainErrs(applicationName(t.name, j.name)) {
-		probs.Add(f, "metadata.name", "a name that gives a valid Argo CD Application name (<tenant>-<job>)", "%s", msg)
-	}
-	for _, msg := range labelValueErrs(j.name) {
-		probs.Add(f, "metadata.name", "a valid label value (it is the inferplane.io/job label)", "%s", msg)
+		probs.Add(f, field.NewPath("metadata", "name"), "a name that gives a valid Argo CD Application name (<tenant>-<job>)", "%s", msg)
 	}
 	if j.master == "" {
-		probs.Add(f, "spec.model", "a resolved master with a name", "the plan gives the job no master name")
+		probs.Add(f, field.NewPath("spec", "model"), "a resolved master with a name", "the plan gives the job no master name")
 		return
 	}
 	for _, msg := range dns1123SubdomainErrs(j.master) {
-		probs.Add(f, "spec.model", "a master name that is a valid object name", "master %q: %s", j.master, msg)
+		probs.Add(f, field.NewPath("spec", "model"), "a master name that is a valid object name", "master %q: %s", j.master, msg)
 	}
 	for _, msg := range labelValueErrs(j.master) {
-		probs.Add(f, "spec.model", "a master name that is a valid label value (it is the inferplane.io/model-master label, at most 63 characters)", "master %q: %s", j.master, msg)
+		probs.Add(f, field.NewPath("spec", "model"), "a master name that is a valid label value (it is the inferplane.io/model-master label, at most 63 characters)", "master %q: %s", j.master, msg)
 	}
 }
 
 // resolveResources checks the replica layout and sizes one VM (CPU, memory, model cache, fabric).
 func resolveResources(probs *problem.List, f string, t *tenant, jp *plan.JobPlan, j *job) {
 	nt := j.nodeType
-	// The replica layout. The plan builder and the policy package own these rules; the render
-	// re-checks only what would otherwise make it divide by zero or emit objects the webhook
-	// is bound to deny.
-	switch {
-	case j.nodes < 1 || j.gpusPerNode < 1:
-		probs.Add(f, "spec.gpuCount", "at least one node and one GPU per node", "plan layout %d node(s) x %d GPU(s)", j.nodes, j.gpusPerNode)
-	case nt.Spec.GPU.Count >= 1 && j.gpusPerNode > nt.Spec.GPU.Count:
-		probs.Add(f, "spec.gpuCount", fmt.Sprintf("at most %d GPUs per node (node type %s)", nt.Spec.GPU.Count, nt.Name),
-			"plan puts %d GPUs on one node", j.gpusPerNode)
-	case jp.Master.Spec.PerReplicaGPUCount != j.nodes*j.gpusPerNode:
-		probs.Add(f, "spec.gpuCount", fmt.Sprintf("%d (master %s perReplicaGPUCount)", jp.Master.Spec.PerReplicaGPUCount, j.master),
-			"plan layout %d node(s) x %d GPU(s) = %d", j.nodes, j.gpusPerNode, j.nodes*j.gpusPerNode)
+	if j.nodes < 1 || j.gpusPerNode < 1 {
+		return // the layout is refused above
 	}
-
 	// Resources of one VM: the node type's, scaled to the VM's share of the node's GPUs.
 	nodeMem, err := resource.ParseQuantity(nt.Spec.Memory)
 	if err == nil && nt.Spec.GPU.Count >= 1 && nt.Spec.CPU >= 1 && j.gpusPerNode >= 1 && j.gpusPerNode <= nt.Spec.GPU.Count {
 		j.cpu, j.memory = share(nt.Spec.CPU, nodeMem, j.gpusPerNode, nt.Spec.GPU.Count)
 	} else if err != nil || nt.Spec.CPU < 1 {
-		probs.Add(f, "spec.nodeType", "a node type with valid spec.cpu and spec.memory", "node type %q cannot size a VM", nt.Name)
+		probs.Add(f, field.NewPath("spec", "nodeType"), "a node type with valid spec.cpu and spec.memory", "node type %q cannot size a VM", nt.Name)
 	}
 
 	cacheText := cmp.Or(cmp.Or(jp.ModelCacheSize, jp.Job.Spec.ModelCacheSize), DefaultModelCacheSize)
 	cache, err := resource.ParseQuantity(cacheText)
 	switch {
 	case err != nil:
-		probs.Add(f, "spec.modelCacheSize", "a Kubernetes quantity, e.g. 200Gi", "got %q", cacheText)
+		probs.Add(f, field.NewPath("spec", "modelCacheSize"), "a Kubernetes quantity, e.g. 200Gi", "got %q", cacheText)
 	case cache.Sign() <= 0:
-		probs.Add(f, "spec.modelCacheSize", "a positive size", "got %q", cache.String())
+		probs.Add(f, field.NewPath("spec", "modelCacheSize"), "a positive size", "got %q", cache.String())
 	default:
 		j.cache = cache
 	}
@@ -344,16 +309,16 @@ func resolveResources(probs *problem.List, f string, t *tenant, jp *plan.JobPlan
 func checkServerArgs(probs *problem.List, f string, jp *plan.JobPlan, j *job) {
 	for i, a := range jp.Args {
 		if hasControl(a) {
-			probs.Add(f, "spec.extraArgs", "arguments without control characters", "argument %d of the model server (%q) contains one", i, a)
+			probs.Add(f, field.NewPath("spec", "extraArgs"), "arguments without control characters", "argument %d of the model server (%q) contains one", i, a)
 		}
 	}
 	for _, e := range jp.Env {
 		if e.Name == "" || strings.ContainsRune(e.Name, '=') || hasControl(e.Name) || hasControl(e.Value) {
-			probs.Add(f, "spec.model", "master env names without '=' and values without control characters", "env %q of master %q", e.Name, j.master)
+			probs.Add(f, field.NewPath("spec", "model"), "master env names without '=' and values without control characters", "env %q of master %q", e.Name, j.master)
 		}
 	}
 	if hasControl(j.image) || strings.ContainsAny(j.image, " \t\n") {
-		probs.Add(f, "spec.model", "a container image reference", "image %q of master %q", j.image, j.master)
+		probs.Add(f, field.NewPath("spec", "model"), "a container image reference", "image %q of master %q", j.image, j.master)
 	}
 }
 

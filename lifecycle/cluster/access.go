@@ -15,6 +15,9 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/inferplane/inferplane/internal/fielderr"
+	"github.com/inferplane/inferplane/internal/kubeconfig"
 )
 
 // Access reaches the clusters a job lives in.
@@ -69,9 +72,7 @@ func (k Kubeconfig) tenant(tenant, cluster string) (*rest.Config, error) {
 }
 
 func (k Kubeconfig) load(contextName, flag string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = k.Path
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: contextName})
+	cc, rules := kubeconfig.Loader(k.Path, contextName)
 	raw, err := cc.RawConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", k.describe(rules), err)
@@ -79,7 +80,7 @@ func (k Kubeconfig) load(contextName, flag string) (*rest.Config, error) {
 	if contextName != "" {
 		if _, ok := raw.Contexts[contextName]; !ok {
 			return nil, fmt.Errorf("%w in kubeconfig %s (contexts: %s); name it with %s",
-				&NoContextError{Context: contextName}, k.describe(rules), orNone(slices.Sorted(maps.Keys(raw.Contexts))), flag)
+				&NoContextError{Context: contextName}, k.describe(rules), fielderr.List(slices.Sorted(maps.Keys(raw.Contexts))), flag)
 		}
 	}
 	cfg, err := cc.ClientConfig()
@@ -103,11 +104,4 @@ func (k Kubeconfig) describe(rules *clientcmd.ClientConfigLoadingRules) string {
 		return strings.Join(files, ":")
 	}
 	return "(none)"
-}
-
-func orNone(s []string) string {
-	if len(s) == 0 {
-		return "none"
-	}
-	return strings.Join(s, ", ")
 }

@@ -1,6 +1,7 @@
-// Package gateway asks the gateway (`inferplane xds serve`) which replicas of a tenant's jobs
-// it sends traffic to: GET /v1/health gives each endpoint's status and ready count, and GET
-// /debug/endpoints, on the same admin address, names the replicas in rotation.
+// Package gateway is the client of the gateway's admin API (`inferplane xds serve`, its admin
+// address): GET /v1/health gives each endpoint's status and ready count, GET /v1/usage the
+// requests and tokens per key and hour, and GET /debug/endpoints names the replicas in
+// rotation, which tells which replicas of a tenant's jobs get traffic.
 package gateway
 
 import (
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/usage"
 	"github.com/inferplane/inferplane/xds"
@@ -30,11 +32,42 @@ type Client struct {
 	HTTP *http.Client
 }
 
+// Health is the gateway's health report, of tenant's endpoints ("": every endpoint).
+func (c Client) Health(ctx context.Context, tenant string) (usage.HealthReport, error) {
+	var rep usage.HealthReport
+	q := url.Values{}
+	if tenant != "" {
+		q.Set("tenant", tenant)
+	}
+	return rep, c.get(ctx, usage.HealthPath, q, &rep)
+}
+
+// Usage is the gateway's usage report; q filters it (tenant, key, since).
+func (c Client) Usage(ctx context.Context, q url.Values) (usage.UsageReport, error) {
+	var rep usage.UsageReport
+	return rep, c.get(ctx, usage.UsagePath, q, &rep)
+}
+
+// Limits is the spend against the limits of a tenant ("": every tenant) and its keys, or of
+// one key, in the current windows (auth/limits' /v1/limits; the counts are shared by every
+// replica).
+func (c Client) Limits(ctx context.Context, tenant, key string) (limits.StatusReport, error) {
+	var rep limits.StatusReport
+	q := url.Values{}
+	if tenant != "" {
+		q.Set("tenant", tenant)
+	}
+	if key != "" {
+		q.Set("key", key)
+	}
+	return rep, c.get(ctx, limits.Path, q, &rep)
+}
+
 // Rotations is the gateway's view of a tenant's endpoints by job. An endpoint the gateway
 // does not know is absent. A gateway that does not name replicas leaves InRotation nil.
 func (c Client) Rotations(ctx context.Context, tenant string) (map[string]*lifecycle.Rotation, error) {
-	var health usage.HealthReport
-	if err := c.get(ctx, usage.HealthPath, url.Values{"tenant": {tenant}}, &health); err != nil {
+	health, err := c.Health(ctx, tenant)
+	if err != nil {
 		return nil, err
 	}
 	out := map[string]*lifecycle.Rotation{}
@@ -71,10 +104,23 @@ func (c Client) Rotations(ctx context.Context, tenant string) (map[string]*lifec
 	return out, nil
 }
 
+// ErrBadURL is a BaseURL that is no http(s) URL.
+var ErrBadURL = errors.New("want the xDS server's admin URL, such as http://127.0.0.1:9090")
+
+// UnreachableError is a gateway that did not answer at all (as opposed to one that answered
+// with an error).
+type UnreachableError struct {
+	URL string
+	Err error
+}
+
+func (e *UnreachableError) Error() string { return "gateway " + e.URL + ": " + e.Err.Error() }
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
 func (c Client) get(ctx context.Context, path string, q url.Values, v any) error {
 	u, err := url.Parse(strings.TrimRight(c.BaseURL, "/") + path)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("gateway %q: want the xDS server's admin URL, such as http://127.0.0.1:9090", c.BaseURL)
+		return fmt.Errorf("gateway %q: %w", c.BaseURL, ErrBadURL)
 	}
 	u.RawQuery = q.Encode()
 	hc := c.HTTP
@@ -91,7 +137,7 @@ func (c Client) get(ctx context.Context, path string, q url.Values, v any) error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("gateway %s: %w", u.Redacted(), err)
+		return &UnreachableError{URL: u.Redacted(), Err: err}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
@@ -99,6 +145,12 @@ func (c Client) get(ctx context.Context, path string, q url.Values, v any) error
 		return fmt.Errorf("gateway %s: %w", u.Redacted(), err)
 	}
 	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return fmt.Errorf("gateway %s: %s: %s", u.Redacted(), resp.Status, e.Error)
+		}
 		return fmt.Errorf("gateway %s: %s", u.Redacted(), resp.Status)
 	}
 	if err := json.Unmarshal(body, v); err != nil {

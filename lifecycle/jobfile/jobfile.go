@@ -15,11 +15,16 @@ import (
 	"testing/fstest"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/inputs"
+	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/recipe"
+	"github.com/inferplane/inferplane/internal/fielderr"
+	"github.com/inferplane/inferplane/internal/suggest"
+	"github.com/inferplane/inferplane/policy"
 )
 
 // Path is where a new job's file goes, relative to the tenants folder.
@@ -27,14 +32,29 @@ func Path(tenant, job string) string {
 	return path.Join(tenant, inputs.JobsDir, job+".yaml")
 }
 
-// CheckName says what is wrong with a tenant or job name given on the command line, before it
-// becomes part of a path.
+// CheckName says what is wrong with a tenant's name (what: "tenant") given on the command
+// line, before it becomes part of a path.
 func CheckName(what, name string) error {
 	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
 		return fmt.Errorf("%s %q: expected a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters, e.g. chat): %s",
 			what, name, strings.Join(msgs, "; "))
 	}
 	return nil
+}
+
+// CheckJobName says what is wrong with a job's name given on the command line, by the policy's
+// name rule (policy.CheckJobName) for a job of replicas replicas (0: not known yet) on one node:
+// the words generate and the webhook use.
+func CheckJobName(name string, replicas int32) error {
+	errs := policy.CheckJobName(field.NewPath("metadata", "name"), name, replicas, 1)
+	if len(errs) == 0 {
+		return nil
+	}
+	details := make([]string, len(errs))
+	for i, e := range errs {
+		details[i] = e.Detail
+	}
+	return fmt.Errorf("job %q: %s", name, strings.Join(details, "; "))
 }
 
 // CheckTenant says whether dir holds a tenant folder of that name, and if not, which tenants
@@ -54,10 +74,7 @@ func CheckTenant(dir, tenant string) error {
 		}
 	}
 	msg := fmt.Sprintf("unknown tenant %q: no %s in %s", tenant, path.Join(tenant, inputs.TenantFile), dir)
-	if s := recipe.Suggest(tenant, names); len(s) > 0 {
-		msg += "; did you mean " + strings.Join(s, " or ") + "?"
-	}
-	return fmt.Errorf("%s (tenants: %s)", msg, orNone(names))
+	return fmt.Errorf("%s%s (tenants: %s)", msg, suggest.DidYouMean(suggest.Close(tenant, names)), fielderr.List(slices.Sorted(slices.Values(names))))
 }
 
 // Encode is the YAML of a new job file: the job as an operator would write it.
@@ -86,32 +103,15 @@ func EncodeInput(kind, name string, spec any, header string) ([]byte, error) {
 }
 
 // GPUs is the perReplicaGPUCount of the master a job would run, for a job that names no GPU
-// count: a hand-written master's, Parakeet's, or the one its recipe derives for the node
-// type. ok is false when the master cannot be resolved; the plan then says why.
+// count: the master the plan resolves for it (plan.Resolver). ok is false when the master
+// cannot be resolved; the plan then says why.
 func GPUs(in *inputs.Inputs, book *recipe.Book, spec *v1alpha1.ManagedInferenceJobSpec) (n int32, ok bool) {
-	for _, m := range in.Masters {
-		if m.Object.Name == spec.Model {
-			return m.Object.Spec.PerReplicaGPUCount, true
-		}
-	}
-	if spec.EffectiveRuntime() == v1alpha1.RuntimeParakeet {
-		return recipe.Parakeet().Spec.PerReplicaGPUCount, true
-	}
-	if book == nil {
+	r := plan.NewResolver(in, book)
+	m, _, errs := r.Master(&v1alpha1.ManagedInferenceJob{Spec: *spec}, r.NodeType(spec.NodeType))
+	if m == nil || len(errs) > 0 {
 		return 0, false
 	}
-	for _, nt := range in.NodeTypes {
-		if nt.Object.Name != spec.NodeType || nt.Object.Spec.HardwareProfile == "" {
-			continue
-		}
-		m, err := book.Derive(recipe.Request{ModelID: spec.Model, Variant: spec.Variant, Strategy: spec.Strategy,
-			Features: spec.Features, Hardware: recipe.HardwareOf(&nt.Object.Spec)})
-		if err != nil {
-			return 0, false
-		}
-		return m.Spec.PerReplicaGPUCount, true
-	}
-	return 0, false
+	return m.Spec.PerReplicaGPUCount, true
 }
 
 // Tree is the tenants folder read into memory, hidden entries left out as the loader leaves
@@ -170,10 +170,7 @@ func Find(in *inputs.Inputs, root, tenant, job string) (string, error) {
 			jobs = append(jobs, j.Object.Name)
 		}
 		msg := fmt.Sprintf("tenant %s has no job %q", tenant, job)
-		if s := recipe.Suggest(job, jobs); len(s) > 0 {
-			msg += "; did you mean " + strings.Join(s, " or ") + "?"
-		}
-		return "", fmt.Errorf("%s (jobs: %s)", msg, orNone(jobs))
+		return "", fmt.Errorf("%s%s (jobs: %s)", msg, suggest.DidYouMean(suggest.Close(job, jobs)), fielderr.List(slices.Sorted(slices.Values(jobs))))
 	}
 	return "", fmt.Errorf("unknown tenant %q", tenant)
 }
@@ -213,11 +210,4 @@ func Remove(dir, rel string) error {
 		}
 	}
 	return nil
-}
-
-func orNone(names []string) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(slices.Sorted(slices.Values(names)), ", ")
 }

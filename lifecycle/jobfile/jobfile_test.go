@@ -3,6 +3,7 @@ package jobfile
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -40,10 +41,17 @@ func TestEncodeLoads(t *testing.T) {
 }
 
 func TestCheckNameAndTenant(t *testing.T) {
-	require.NoError(t, CheckName("job", "chat-2"))
-	for _, bad := range []string{"../acme", "Chat", "a/b", "", "chat.v2"} {
-		assert.ErrorContains(t, CheckName("job", bad), "expected a DNS-1123 label", bad)
+	require.NoError(t, CheckName("tenant", "acme-2"))
+	for _, bad := range []string{"../acme", "Acme", "a/b", "", "acme.v2"} {
+		assert.ErrorContains(t, CheckName("tenant", bad), "expected a DNS-1123 label", bad)
 	}
+	require.NoError(t, CheckJobName("chat-2", 1))
+	for _, bad := range []string{"../acme", "Chat", "a/b", "", "chat.v2", "7b"} {
+		assert.ErrorContains(t, CheckJobName(bad, 1), "must be lower-case letters, digits and '-', starting with a letter", bad)
+	}
+	long := strings.Repeat("j", 58)
+	assert.EqualError(t, CheckJobName(long, 1), `job "`+long+`": must be at most 57 characters (it has 58): `+
+		"it names the job's VMs, <job>-r<replica>-n<node>, up to <job>-r0-n0, and a VM name is at most 63")
 	require.NoError(t, CheckTenant("../../tenants", "acme"))
 	assert.EqualError(t, CheckTenant("../../tenants", "acmee"),
 		`unknown tenant "acmee": no acmee/tenant.yaml in ../../tenants; did you mean acme? (tenants: acme, globex, initech)`)

@@ -1,6 +1,7 @@
 // Package envoylua holds the Envoy Lua filter that lifts the OpenAI "usage" object of every
 // response (JSON or an SSE stream) into dynamic metadata, where the gRPC access log carries it
-// to the usage service. See usage.lua for how, and docs/keys.md for why Lua over ext_proc.
+// to the usage service (the names are internal/envoymeta's). See usage.lua for how, and
+// docs/keys.md for why Lua over ext_proc.
 package envoylua
 
 import _ "embed"
@@ -9,10 +10,3 @@ import _ "embed"
 //
 //go:embed usage.lua
 var Script string
-
-// Where the script puts the token counts: dynamic metadata namespace and keys.
-const (
-	MetadataNamespace = "inferplane.usage"
-	PromptTokens      = "prompt_tokens"
-	CompletionTokens  = "completion_tokens"
-)

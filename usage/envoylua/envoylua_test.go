@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/inferplane/inferplane/internal/envoymeta"
 )
 
 // These tests run usage.lua in gopher-lua (a Lua 5.1 VM, the language LuaJIT implements)
@@ -124,7 +126,7 @@ func TestUsageSplitAnywhere(t *testing.T) {
 }
 
 func TestScriptNamesMetadata(t *testing.T) {
-	for _, s := range []string{`"` + MetadataNamespace + `"`, `"` + PromptTokens + `"`, `"` + CompletionTokens + `"`} {
+	for _, s := range []string{`"` + envoymeta.UsageNamespace + `"`, `"` + envoymeta.PromptTokens + `"`, `"` + envoymeta.CompletionTokens + `"`} {
 		if !strings.Contains(Script, s) {
 			t.Errorf("usage.lua does not mention %s", s)
 		}
@@ -146,6 +148,47 @@ func BenchmarkUsageScriptGopherLua(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
 				run(b, L, "200", bc.ctype, bc.chunks)
+			}
+		})
+	}
+}
+
+// TestUsageSetAsItPasses: a stream cut off after 10 of its 30 events (the client or the replica
+// went away: Envoy ends the script there) keeps what the script set so far: the last
+// cumulative usage with continuous usage stats, and always the number of data events.
+func TestUsageSetAsItPasses(t *testing.T) {
+	L := newVM(t)
+	for _, tc := range []struct {
+		name               string
+		continuous         bool
+		prompt, completion int
+	}{
+		{"continuous usage stats", true, 7, 10},
+		{"usage only at the end", false, -1, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			events := strings.SplitAfter(sse(30, tc.continuous), "\n\n")[:10]
+			// split the events' bytes anywhere, as the network would
+			body := strings.Join(events, "")
+			chunks := []string{body[:13], body[13:200], body[200:]}
+			tbl := L.NewTable()
+			for _, c := range chunks {
+				tbl.Append(lua.LString(c))
+			}
+			if err := L.CallByParam(lua.P{Fn: L.GetGlobal("run_usage"), NRet: 3, Protect: true},
+				lua.LString("200"), lua.LString("text/event-stream"), tbl); err != nil {
+				t.Fatal(err)
+			}
+			num := func(v lua.LValue) int {
+				if n, ok := v.(lua.LNumber); ok {
+					return int(n)
+				}
+				return -1
+			}
+			p, c, e := num(L.Get(-3)), num(L.Get(-2)), num(L.Get(-1))
+			L.Pop(3)
+			if p != tc.prompt || c != tc.completion || e != 10 {
+				t.Fatalf("got prompt=%d completion=%d events=%d, want %d %d 10", p, c, e, tc.prompt, tc.completion)
 			}
 		})
 	}

@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -22,22 +20,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferplane/inferplane/e2e/kubeenv"
+	"github.com/inferplane/inferplane/internal/testnet"
 	pt "github.com/inferplane/inferplane/policy/policytest"
 	"github.com/inferplane/inferplane/webhook"
-	"github.com/inferplane/inferplane/webhook/install"
+	"github.com/inferplane/inferplane/webhook/webhooktest"
 )
 
 var env *kubeenv.Env
 
 func TestMain(m *testing.M) { os.Exit(kubeenv.Main(m, &env)) }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t testing.TB) int { return testnet.FreePort(t) }
 
 // testLogger writes warnings and errors to stderr; the webhook's denials are logged at info.
 func testLogger() logr.Logger {
@@ -45,12 +38,7 @@ func testLogger() logr.Logger {
 }
 
 // server is a webhook.Serve running in the test process on loopback.
-type server struct {
-	URL, MetricsURL, ProbeURL string
-	CA                        []byte
-	stop                      context.CancelFunc
-	done                      chan error
-}
+type server = webhooktest.Server
 
 // startServer runs the webhook the way `inferplane webhook serve --dev` does: a self-signed pair
 // in a cert dir, TLS on 127.0.0.1. It returns once /readyz answers 200 (policy cache synced).
@@ -63,58 +51,7 @@ func startServer(t testing.TB, o webhook.ServeOptions) *server {
 // ServiceAccount).
 func startServerWithConfig(t testing.TB, cfg *rest.Config, o webhook.ServeOptions) *server {
 	t.Helper()
-	port, mport, pport := o.Port, freePort(t), freePort(t)
-	if port == 0 {
-		port = freePort(t)
-	}
-	if o.CertDir == "" {
-		o.CertDir = t.TempDir()
-	}
-	var ca []byte
-	if o.CertSecret == nil {
-		b, err := webhook.SelfSigned([]string{"127.0.0.1"}, time.Now(), time.Hour)
-		require.NoError(t, err)
-		require.NoError(t, b.WriteDir(o.CertDir))
-		ca = b.CA
-	}
-	o.Host, o.Port = "127.0.0.1", port
-	o.MetricsAddr, o.ProbeAddr = fmt.Sprintf("127.0.0.1:%d", mport), fmt.Sprintf("127.0.0.1:%d", pport)
-	o.ShutdownTimeout = 5 * time.Second
-	o.Logger = testLogger()
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{
-		URL: fmt.Sprintf("https://127.0.0.1:%d", port), MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", mport),
-		ProbeURL: fmt.Sprintf("http://127.0.0.1:%d", pport), CA: ca, stop: cancel, done: make(chan error, 1),
-	}
-	go func() { s.done <- webhook.Serve(ctx, cfg, o) }()
-	t.Cleanup(func() { s.Stop(t) })
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		select {
-		case err := <-s.done:
-			s.done <- err
-			return false, fmt.Errorf("the webhook stopped: %v", err)
-		default:
-		}
-		code, _ := get(s.ProbeURL + "/readyz")
-		return code == http.StatusOK, nil
-	})
-	require.NoError(t, err, "webhook not ready")
-	return s
-}
-
-// Stop cancels the server's context (what SIGTERM does in the CLI) and waits for it to drain.
-func (s *server) Stop(t testing.TB) {
-	if s.stop == nil {
-		return
-	}
-	s.stop()
-	s.stop = nil
-	select {
-	case err := <-s.done:
-		require.NoError(t, err, "graceful shutdown")
-	case <-time.After(30 * time.Second):
-		t.Fatal("the webhook did not stop within 30s of its context ending")
-	}
+	return webhooktest.Serve(t, cfg, o, testLogger())
 }
 
 func get(url string) (int, string) {
@@ -130,17 +67,9 @@ func get(url string) (int, string) {
 // register installs the ValidatingWebhookConfiguration that Manifests renders for a webhook at
 // url (out of cluster), and waits until the API server enforces it: a dry-run of a VM that
 // breaks the GPU rule comes back denied by our webhook.
-func register(t testing.TB, name, url string, ca []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
+func register(t testing.TB, name, url string, ca []byte) {
 	t.Helper()
-	objs, err := install.Manifests(install.ManifestOptions{ConfigurationName: name, URL: url, CABundle: ca})
-	require.NoError(t, err)
-	require.Len(t, objs, 1)
-	vwc := objs[0].(*admissionregistrationv1.ValidatingWebhookConfiguration)
-	ctx := context.Background()
-	require.NoError(t, env.Client.Create(ctx, vwc))
-	t.Cleanup(func() { unregister(t, vwc) })
-	waitEnforced(t)
-	return vwc
+	webhooktest.Register(t, env.Client, name, url, ca, probeVM())
 }
 
 func unregister(t testing.TB, vwc *admissionregistrationv1.ValidatingWebhookConfiguration) {

@@ -21,13 +21,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/internal/manifest"
+	"github.com/inferplane/inferplane/internal/version"
 	"github.com/inferplane/inferplane/policy"
 )
 
@@ -36,10 +36,13 @@ const (
 	DefaultNamespace               = "inferplane-system"
 	DefaultName                    = "inferplane-webhook"
 	DefaultConfigurationName       = "inferplane-policy"
-	DefaultImage                   = "ghcr.io/inferplane/inferplane:latest"
 	DefaultReplicas          int32 = 2
 	DefaultTimeoutSeconds    int32 = 5
 )
+
+// DefaultImage is this build's image, ghcr.io/inferplane/inferplane:<version> (what `make image`
+// builds from the same tree; internal/version says what a development build's version is).
+var DefaultImage = version.Image()
 
 // The ports and drain time the server listens with by default and the Deployment exposes.
 const (
@@ -57,23 +60,11 @@ const (
 	goMemLimit  = "200MiB"
 )
 
-// Endpoint is one admission endpoint: the kind it reviews, its resource and its URL path.
-type Endpoint struct {
-	Kind     schema.GroupKind
-	Version  string
-	Resource string
-	Path     string
-	// Name is the webhook's name in the ValidatingWebhookConfiguration.
-	Name string
-}
+// Path is the URL path of the admission endpoint of a reviewed kind (policy.Reviewed).
+func Path(k policy.Kind) string { return "/validate/" + k.Resource }
 
-// Endpoints are the four kinds the webhook reviews.
-var Endpoints = []Endpoint{
-	{policy.GroupKindJob, v1alpha1.GroupVersion.Version, "managedinferencejobs", "/validate/managedinferencejobs", "managedinferencejobs.policy.inferplane.io"},
-	{policy.GroupKindMaster, v1alpha1.GroupVersion.Version, "modelmasters", "/validate/modelmasters", "modelmasters.policy.inferplane.io"},
-	{policy.GroupKindVM, "v1", "virtualmachines", "/validate/virtualmachines", "virtualmachines.policy.inferplane.io"},
-	{policy.GroupKindVMI, "v1", "virtualmachineinstances", "/validate/virtualmachineinstances", "virtualmachineinstances.policy.inferplane.io"},
-}
+// webhookName is the name, in the ValidatingWebhookConfiguration, of a reviewed kind's webhook.
+func webhookName(k policy.Kind) string { return k.Resource + ".policy.inferplane.io" }
 
 // ManifestOptions shape the install manifests. The zero value installs the webhook in
 // inferplane-system, two replicas, with a certificate it keeps in a Secret itself.
@@ -327,25 +318,25 @@ func configuration(o ManifestOptions) *admissionregistrationv1.ValidatingWebhook
 	equivalent := admissionregistrationv1.Equivalent
 	namespaced, cluster := admissionregistrationv1.NamespacedScope, admissionregistrationv1.ClusterScope
 	var hooks []admissionregistrationv1.ValidatingWebhook
-	for _, ep := range Endpoints {
+	for _, k := range policy.Reviewed() {
 		cc := admissionregistrationv1.WebhookClientConfig{CABundle: o.CABundle}
 		if o.URL != "" {
-			u := o.URL + ep.Path
+			u := o.URL + Path(k)
 			cc.URL = &u
 		} else {
-			cc.Service = &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.Name, Path: ptr(ep.Path), Port: ptr(int32(443))}
+			cc.Service = &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.Name, Path: ptr(Path(k)), Port: ptr(int32(443))}
 		}
-		scope := &namespaced
-		if ep.Kind == policy.GroupKindMaster {
-			scope = &cluster
+		scope := &cluster
+		if k.Namespaced {
+			scope = &namespaced
 		}
 		hooks = append(hooks, admissionregistrationv1.ValidatingWebhook{
-			Name:         ep.Name,
+			Name:         webhookName(k),
 			ClientConfig: cc,
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{ep.Kind.Group}, APIVersions: []string{ep.Version},
-					Resources: []string{ep.Resource}, Scope: scope},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{k.Group}, APIVersions: []string{k.Version},
+					Resources: []string{k.Resource}, Scope: scope},
 			}},
 			// Only inferplane's workloads: the webhook guards them, not the whole cluster.
 			ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{

@@ -211,7 +211,10 @@ func runChild(mode string) int {
 func childPublisher(ctx context.Context, mode string, g *grpc.Server, log *slog.Logger) (xds.Publisher, error) {
 	switch mode {
 	case modeOurs, modeLinear, modeUnbounded, modeClusters:
-		opts := server.Options{Logger: log, LinearCache: mode == modeLinear}
+		opts := server.Options{Logger: log}
+		if mode == modeLinear {
+			opts.Endpoints = adstest.NewLinearStore()
+		}
 		if mode == modeUnbounded {
 			opts.ResponseBudget = -1
 		} else if v := os.Getenv(childBudget); v != "" {

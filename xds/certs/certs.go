@@ -25,15 +25,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/inferplane/inferplane/internal/kubewatch"
-
-	"github.com/inferplane/inferplane/xds/discovery"
+	"github.com/inferplane/inferplane/internal/warning"
 	"github.com/inferplane/inferplane/xds/resources"
 )
 
 // Update is every usable certificate, sorted by name, and what is wrong with the others.
 type Update struct {
 	Certificates []resources.Certificate
-	Problems     []discovery.Problem
+	Problems     []warning.Warning
 }
 
 // Source reports the certificates, in full, every time they change (Kube).
@@ -97,7 +96,7 @@ func Read(secrets []corev1.Secret, now time.Time) Update {
 	for i := range secrets {
 		c, err := Parse(&secrets[i], now)
 		if err != nil {
-			u.Problems = append(u.Problems, discovery.Problem{Object: "Secret/" + c.Name, Reason: "not served: " + err.Error()})
+			u.Problems = append(u.Problems, warning.Warning{Object: "Secret/" + c.Name, Reason: "not served: " + err.Error()})
 			continue
 		}
 		u.Certificates = append(u.Certificates, c)

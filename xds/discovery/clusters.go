@@ -15,6 +15,7 @@ import (
 
 	"github.com/inferplane/inferplane/clusters"
 	"github.com/inferplane/inferplane/internal/kubewatch"
+	"github.com/inferplane/inferplane/internal/warning"
 )
 
 // ClusterRegistry reports the tenant clusters, in full, every time they change
@@ -69,7 +70,7 @@ type Clusters struct {
 
 	mu           sync.Mutex
 	tenants      map[string]*tenantState // by tenant
-	registry     []clusters.Problem
+	registry     []warning.Warning
 	registryErr  string              // the registry's latest failure, "" once it runs
 	registryRead bool                // a snapshot arrived
 	noRegistry   bool                // none arrived by the sync timeout: every known set is served

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inferplane/inferplane/internal/warning"
 )
 
 // view is what one tenant cluster contributes at a moment: its state, the replicas it
@@ -14,7 +16,7 @@ type view struct {
 	state     string
 	err       string
 	replicas  []Replica
-	problems  []Problem // its source's own problems
+	problems  []warning.Warning // its source's own problems
 	confirmed time.Time
 	stale     bool // the replicas are not current: a failing watch, or an earlier run's set
 	withheld  bool // and older than the maximum age: not served
@@ -95,14 +97,12 @@ func (s *Clusters) merged() (Update, []KnownSet) {
 	defer s.mu.Unlock()
 	now := time.Now()
 	var u Update
-	for _, p := range s.registry {
-		u.Problems = append(u.Problems, Problem{Object: "Secret/" + p.Secret, Reason: p.Reason})
-	}
+	u.Problems = append(u.Problems, s.registry...)
 	if s.registryErr != "" {
-		u.Problems = append(u.Problems, Problem{Object: "tenant clusters", Reason: s.registryErr + " (its last clusters stay)"})
+		u.Problems = append(u.Problems, warning.Warning{Object: "tenant clusters", Reason: s.registryErr + " (its last clusters stay)"})
 	}
 	if s.knownErr != "" {
-		u.Problems = append(u.Problems, Problem{Object: "tenant clusters", Reason: s.knownErr})
+		u.Problems = append(u.Problems, warning.Warning{Object: "tenant clusters", Reason: s.knownErr})
 	}
 	withheld := map[string]bool{}
 	var known []KnownSet
@@ -122,16 +122,16 @@ func (s *Clusters) merged() (Update, []KnownSet) {
 			known = append(known, k)
 		}
 		if text := s.problem(v, secret, now); text != "" {
-			u.Problems = append(u.Problems, Problem{Object: cluster, Reason: text})
+			u.Problems = append(u.Problems, warning.Warning{Object: cluster, Reason: text})
 		}
 		withheld[tenant] = v.withheld
 		for _, p := range v.problems {
-			u.Problems = append(u.Problems, Problem{Object: cluster + ": " + p.Object, Reason: p.Reason})
+			u.Problems = append(u.Problems, warning.Warning{Object: cluster + ": " + p.Object, Reason: p.Reason})
 		}
 		for _, r := range v.replicas {
 			if r.Tenant != tenant {
 				// A cluster serves its own tenant only, whatever its VMIs claim.
-				u.Problems = append(u.Problems, Problem{Object: cluster + ": VirtualMachineInstance/" + r.Key(),
+				u.Problems = append(u.Problems, warning.Warning{Object: cluster + ": VirtualMachineInstance/" + r.Key(),
 					Reason: fmt.Sprintf("skipped: labelled tenant %s in the cluster of tenant %s", r.Tenant, tenant)})
 				continue
 			}

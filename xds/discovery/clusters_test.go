@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/inferplane/inferplane/clusters"
+	"github.com/inferplane/inferplane/internal/warning"
 )
 
 // chanRegistry is a registry whose snapshots the test sends.
@@ -147,7 +148,7 @@ func TestClustersSource(t *testing.T) {
 
 	// Two clusters; the first update waits until both have been read once.
 	reg <- clusters.Snapshot{Clusters: []clusters.Cluster{cluster("acme", "a1"), cluster("globex", "g1")},
-		Problems: []clusters.Problem{{Secret: "argocd/garbage", Reason: "skipped: test"}}}
+		Problems: []warning.Warning{{Object: "Secret/argocd/garbage", Reason: "skipped: test"}}}
 	ss.get(t, "a1").updates <- Update{Replicas: []Replica{rep("acme", "a-0")}}
 	select {
 	case u := <-updates:

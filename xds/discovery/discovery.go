@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/warning"
 )
 
 // Source reports the replicas it knows, in full, every time that changes.
@@ -33,17 +34,8 @@ type Update struct {
 	// or every node of a replica started with vLLM's data-parallel launcher.
 	Replicas []Replica
 	// Problems are objects or entries the source skipped or read with a default, and why.
-	Problems []Problem
+	Problems []warning.Warning
 }
-
-// Problem says what is wrong with one object or entry.
-type Problem struct {
-	// Object names it: kind/namespace/name for Kubernetes, file:path for the file source.
-	Object string
-	Reason string
-}
-
-func (p Problem) String() string { return p.Object + ": " + p.Reason }
 
 // Replica is a serving node of one replica of a job (label inferplane.io/serving): a node
 // that answers requests, and one endpoint address of the job.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/inferplane/inferplane/internal/warning"
 	"github.com/inferplane/inferplane/xds/resources"
 )
 
@@ -185,8 +186,8 @@ func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 				}
 				// The problem reaches /debug/endpoints and the problems metric with the
 				// endpoints that stay in force.
-				problem := Problem{Object: "file:" + f.Path, Reason: "keeping the last good endpoints: " + err.Error()}
-				if !send(Update{Replicas: reps, Problems: []Problem{problem}}) {
+				problem := warning.Warning{Object: "file:" + f.Path, Reason: "keeping the last good endpoints: " + err.Error()}
+				if !send(Update{Replicas: reps, Problems: []warning.Warning{problem}}) {
 					return nil
 				}
 			}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/internal/kubewatch"
+	"github.com/inferplane/inferplane/internal/warning"
 	"github.com/inferplane/inferplane/xds/resources"
 )
 
@@ -196,7 +197,7 @@ func (s *services) resolve(ctx context.Context, c cache.Cache, u *Update, change
 			reason = resolveService(r, byName[r.Namespace+"/"+r.Service])
 		}
 		if reason != "" {
-			u.Problems = append(u.Problems, Problem{Object: "VirtualMachineInstance/" + r.Key(), Reason: reason})
+			u.Problems = append(u.Problems, warning.Warning{Object: "VirtualMachineInstance/" + r.Key(), Reason: reason})
 		}
 	}
 }
@@ -220,11 +221,11 @@ func (k *Kube) convert(vmis []kubevirtv1.VirtualMachineInstance) Update {
 // ReplicaFromVMI reads one VMI by the workload contract (docs/design.md). It returns nil when
 // the VMI is not a serving node inferplane can route to, with the reasons; a VMI read with a
 // default (no serving-port annotation) comes back with a problem too.
-func ReplicaFromVMI(vmi *kubevirtv1.VirtualMachineInstance, allowForeignNamespace bool) (*Replica, []Problem) {
+func ReplicaFromVMI(vmi *kubevirtv1.VirtualMachineInstance, allowForeignNamespace bool) (*Replica, []warning.Warning) {
 	obj := "VirtualMachineInstance/" + vmi.Namespace + "/" + vmi.Name
-	var problems []Problem
-	skip := func(format string, args ...any) (*Replica, []Problem) {
-		return nil, append(problems, Problem{Object: obj, Reason: "skipped: " + fmt.Sprintf(format, args...)})
+	var problems []warning.Warning
+	skip := func(format string, args ...any) (*Replica, []warning.Warning) {
+		return nil, append(problems, warning.Warning{Object: obj, Reason: "skipped: " + fmt.Sprintf(format, args...)})
 	}
 	l, a := vmi.Labels, vmi.Annotations
 	if l[v1alpha1.LabelTenant] == "" {
@@ -258,7 +259,7 @@ func ReplicaFromVMI(vmi *kubevirtv1.VirtualMachineInstance, allowForeignNamespac
 	switch v, ok := a[v1alpha1.AnnotationServingPort]; {
 	case !ok:
 		r.Port = DefaultServingPort
-		problems = append(problems, Problem{Object: obj, Reason: fmt.Sprintf("annotation %s missing: using %d",
+		problems = append(problems, warning.Warning{Object: obj, Reason: fmt.Sprintf("annotation %s missing: using %d",
 			v1alpha1.AnnotationServingPort, DefaultServingPort)})
 	default:
 		p, err := parsePort(v)
@@ -275,12 +276,12 @@ func ReplicaFromVMI(vmi *kubevirtv1.VirtualMachineInstance, allowForeignNamespac
 	default:
 		// Fail closed: an unreadable value must not open the endpoint.
 		r.RequireAPIKey = true
-		problems = append(problems, Problem{Object: obj, Reason: fmt.Sprintf(
+		problems = append(problems, warning.Warning{Object: obj, Reason: fmt.Sprintf(
 			"annotation %s %q: expected \"true\" or \"false\"; requiring API keys", v1alpha1.AnnotationRequireAPIKey, v)})
 	}
 	r.Running = vmi.Status.Phase == kubevirtv1.Running
 	if reason := setAddress(r, vmi); reason != "" {
-		problems = append(problems, Problem{Object: obj, Reason: reason})
+		problems = append(problems, warning.Warning{Object: obj, Reason: reason})
 	}
 	for _, c := range vmi.Status.Conditions {
 		if c.Type == kubevirtv1.VirtualMachineInstanceReady {

@@ -1,9 +1,6 @@
 package server
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,19 +53,3 @@ func shortType(typeURL string) string {
 	}
 	return typeURL
 }
-
-// cpLogger routes go-control-plane's logs to slog. Its Info lines (a watch opened, one per
-// request, with every subscribed name) are per-request chatter: they go to Debug, and are
-// only formatted when Debug is on.
-type cpLogger struct{ l *slog.Logger }
-
-func (c cpLogger) logf(level slog.Level, format string, args []any) {
-	if c.l.Enabled(context.Background(), level) {
-		c.l.Log(context.Background(), level, fmt.Sprintf(format, args...))
-	}
-}
-
-func (c cpLogger) Debugf(format string, args ...any) { c.logf(slog.LevelDebug, format, args) }
-func (c cpLogger) Infof(format string, args ...any)  { c.logf(slog.LevelDebug, format, args) }
-func (c cpLogger) Warnf(format string, args ...any)  { c.logf(slog.LevelWarn, format, args) }
-func (c cpLogger) Errorf(format string, args ...any) { c.logf(slog.LevelError, format, args) }

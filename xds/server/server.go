@@ -15,13 +15,10 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
-	"time"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
@@ -37,39 +34,20 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the server's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
-	// LinearCache serves endpoints from go-control-plane's LinearCache instead of EndpointCache
-	// (slower with many clusters per node; kept for comparison and as a fallback).
-	LinearCache bool
+	// Endpoints is the endpoint cache the server publishes to; nil is an EndpointCache that
+	// shares the response budget. Benchmarks put go-control-plane's LinearCache here to compare.
+	Endpoints EndpointStore
 	// ResponseBudget bounds the bytes of large responses (64 KiB or more: a whole route
 	// configuration, every cluster, every endpoint set) sent to Envoy nodes and not yet
 	// acknowledged; nodes beyond it wait their turn. 0: 16 MiB; negative: no bound.
 	ResponseBudget int64
 }
 
-// endpointStore is the endpoint cache the server publishes to.
-type endpointStore interface {
+// EndpointStore is an endpoint cache the server can publish to (EndpointCache is one).
+type EndpointStore interface {
 	cachev3.Cache
 	Update(update map[string]*endpointv3.ClusterLoadAssignment, remove []string) error
 	Get() map[string]*endpointv3.ClusterLoadAssignment
-}
-
-// linearStore adapts go-control-plane's LinearCache.
-type linearStore struct{ *cachev3.LinearCache }
-
-func (l linearStore) Update(update map[string]*endpointv3.ClusterLoadAssignment, remove []string) error {
-	res := make(map[string]types.Resource, len(update))
-	for name, cla := range update {
-		res[name] = cla
-	}
-	return l.UpdateResources(res, remove)
-}
-
-func (l linearStore) Get() map[string]*endpointv3.ClusterLoadAssignment {
-	out := map[string]*endpointv3.ClusterLoadAssignment{}
-	for name, r := range l.GetResources() {
-		out[name] = r.(*endpointv3.ClusterLoadAssignment)
-	}
-	return out
 }
 
 // Server serves xDS to Envoy nodes. Publish with SetConfig and UpdateLoadAssignments; serve
@@ -78,7 +56,7 @@ type Server struct {
 	log       *slog.Logger
 	config    *configCache
 	secrets   *configCache // TLS certificates (SDS)
-	endpoints endpointStore
+	endpoints EndpointStore
 	xds       serverv3.Server
 	names     *nameTable
 	metrics   *metrics
@@ -107,7 +85,6 @@ func New(ctx context.Context, opts Options) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	cpLog := cpLogger{log.With("component", "go-control-plane")}
 	limit := opts.ResponseBudget
 	if limit == 0 {
 		limit = defaultBudget
@@ -138,12 +115,8 @@ func New(ctx context.Context, opts Options) *Server {
 			}, func() float64 { _, waiting := b.inFlight(); return float64(waiting) }),
 		)
 	}
-	if opts.LinearCache {
-		// The prefix makes versions of one server process distinct from another's, so an
-		// Envoy that moves to a restarted server is sent its endpoints again.
-		s.endpoints = linearStore{cachev3.NewLinearCache(resourcev3.EndpointType,
-			cachev3.WithVersionPrefix(strconv.FormatInt(time.Now().UnixNano(), 36)+"-"),
-			cachev3.WithLogger(cpLog))}
+	if opts.Endpoints != nil {
+		s.endpoints = opts.Endpoints
 	}
 	mux := &cachev3.MuxCache{
 		Classify:      func(r *cachev3.Request) string { return classify(r.GetTypeUrl()) },

@@ -365,7 +365,7 @@ func TestMixedProtocols(t *testing.T) {
 
 // TestLinearCacheFallback runs the same sessions on go-control-plane's LinearCache.
 func TestLinearCacheFallback(t *testing.T) {
-	f := startWith(t, Options{LinearCache: true})
+	f := startWith(t, Options{Endpoints: adstest.NewLinearStore()})
 	ctx := ctxT(t)
 	require.NoError(t, f.srv.SetConfig(ctx, build(t, endpoint("chat", "10.0.0.1:8000"), endpoint("embed", "10.0.1.1:8000"))))
 	var agents []*adstest.Agent

@@ -43,21 +43,6 @@ var pool = sync.Pool{New: func() any {
 	return st
 }}
 
-// FromJSON returns yaml.JSONToYAML(j) of sigs.k8s.io/yaml for the JSON encoding/json writes.
-func FromJSON(j []byte) ([]byte, error) {
-	if b, ok := fast(j); ok {
-		return b, nil
-	}
-	return yaml.JSONToYAML(j)
-}
-
-// fast is the direct path; ok is false when it declined and go-yaml must write the document.
-func fast(j []byte) ([]byte, bool) {
-	st := pool.Get().(*state)
-	defer pool.Put(st)
-	return st.fast(j)
-}
-
 // Marshal returns yaml.Marshal(v) of sigs.k8s.io/yaml.
 func Marshal(v any) ([]byte, error) {
 	st := pool.Get().(*state)

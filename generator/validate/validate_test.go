@@ -1,0 +1,48 @@
+package validate_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inferplane/inferplane/generator/inputs"
+	"github.com/inferplane/inferplane/generator/recipe"
+	"github.com/inferplane/inferplane/generator/validate"
+	"github.com/inferplane/inferplane/internal/fielderr"
+)
+
+// TestRunInputJob: an input job is judged as generate judges it, and the result is data (field
+// errors with paths), not text: what the product API turns into its problems.
+func TestRunInputJob(t *testing.T) {
+	in, err := inputs.Load(os.DirFS("../../tenants"), "tenants")
+	require.NoError(t, err)
+	book, err := recipe.Load(os.DirFS("../../recipes"))
+	require.NoError(t, err)
+	job, err := os.ReadFile("../../tenants/acme/jobs/qwen3-32b.yaml")
+	require.NoError(t, err)
+	bad := strings.Replace(strings.Replace(string(job), "gpuCount: 1", "gpuCount: 2", 1), "nodeType: metal3.gpu-h100", "nodeType: metal3.gpu-h200", 1)
+
+	rep, err := validate.Run(context.Background(), validate.Options{
+		Files:  map[string][]byte{"x/acme/jobs/qwen3-32b.yaml": []byte(bad), "x/acme/jobs/ok.yaml": job},
+		Inputs: in, Book: book,
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 2, rep.InputJobs)
+	assert.Equal(t, 2, rep.Checked())
+	denied := rep.Denied()
+	require.Len(t, denied, 1)
+	assert.Equal(t, "ManagedInferenceJob/acme/qwen3-32b", denied[0].Ref.String())
+	require.Len(t, denied[0].Errors, 2)
+	assert.Equal(t, "spec.nodeType", denied[0].Errors[0].Field)
+	assert.Equal(t, `spec.nodeType is "metal3.gpu-h200": not allowed for Tenant acme (allowedNodeTypes: [metal3.gpu-h100]); Tenant acme may use: metal3.gpu-h100`,
+		fielderr.Describe(denied[0].Errors[0]))
+	assert.Equal(t, "spec.gpuCount", denied[0].Errors[1].Field)
+	assert.Equal(t, int32(2), denied[0].Errors[1].BadValue)
+
+	_, err = validate.Run(context.Background(), validate.Options{Files: map[string][]byte{"broken.yaml": []byte("kind: [")}})
+	assert.ErrorContains(t, err, "broken.yaml")
+}
