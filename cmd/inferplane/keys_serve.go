@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 
 	"github.com/inferplane/inferplane/auth/keys"
@@ -37,10 +38,15 @@ its health checks and retries. While the store cannot be read it checks with the
 read; when it answers again, the keys are read again at once (creations and revocations made
 meanwhile apply within seconds).
 
+It enforces the keys' and the tenants' rate limits and token budgets (--limits-*, the same
+flags as xds serve): request counts are shared with the other key checks through
+--limits-redis, where the xDS servers add the tokens of the access logs; without a Redis,
+only this process's request counts apply.
+
 On SIGTERM it first fails its health checks and keeps answering for --drain-delay, so Envoy
 stops sending it checks, then finishes the checks in flight (--shutdown-timeout at most).
 
-Admin endpoints (--admin-address): /healthz, /readyz, /metrics.`,
+Admin endpoints (--admin-address): /healthz, /readyz, /metrics, /v1/limits.`,
 		Example: `  # Beside a local xds serve, with the default key store file
   inferplane keys serve --secret-file /etc/inferplane/keys-secret
   inferplane xds serve --source file --file endpoints.yaml --domain localhost \
@@ -59,6 +65,9 @@ Admin endpoints (--admin-address): /healthz, /readyz, /metrics.`,
 			}
 			if cfg.DrainDelay < 0 || cfg.ShutdownTimeout < 0 {
 				return usageErr(errors.New("--drain-delay and --shutdown-timeout: want durations of 0 or more"))
+			}
+			if errs := lim.Validate(field.NewPath("limits")); len(errs) > 0 {
+				return usageErr(flagErrors(errs, limitsFlags("limits."), ""))
 			}
 			cfg.Store = keycheck.Store{Namespace: sf.namespace}
 			if sf.namespace == "" {

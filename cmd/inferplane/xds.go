@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -241,19 +242,30 @@ func (f *xdsServeFlags) config(cmd *cobra.Command) (gateway.Config, error) {
 	return cfg, nil
 }
 
-// gatewayFlags name the flag of each setting of gateway.Config.Check.
-var gatewayFlags = map[string]string{
-	"xds.resources": "--domain/--listener-*", "xds.health": "--probe-*",
-	"source.kind": "--source", "source.file": "--file", "source.namespaces": "--namespace/--allow-foreign-namespace",
-	"source.clusters":            "--argocd-namespace/--vcluster-namespace",
-	"source.lastKnownGood":       "--last-known-good-file",
-	"source.lastKnownGoodMaxAge": "--last-known-good-max-age",
-	"source.clusterCheckTimeout": "--cluster-check-timeout",
-	"apiKeys.usageSaveInterval":  "--usage-save-interval",
-	"apiKeys.namespace":          "--keys-namespace",
-	"apiKeys.servicesAddress":    "--services-address",
-	"apiKeys.secretFile":         "--secret-file",
+// limitsFlags name the flag of each setting of gateway.Limits.Validate under prefix.
+func limitsFlags(prefix string) map[string]string {
+	return map[string]string{prefix + "grace": "--limits-grace", prefix + "flushInterval": "--limits-flush-interval",
+		prefix + "tenantsInterval": "--limits-tenants-interval", prefix + "timeout": "--limits-timeout",
+		prefix + "maxStale": "--limits-max-stale"}
 }
+
+// gatewayFlags name the flag of each setting of gateway.Config.Check.
+var gatewayFlags = func() map[string]string {
+	m := limitsFlags("apiKeys.limits.")
+	maps.Copy(m, map[string]string{
+		"xds.resources": "--domain/--listener-*", "xds.health": "--probe-*",
+		"source.kind": "--source", "source.file": "--file", "source.namespaces": "--namespace/--allow-foreign-namespace",
+		"source.clusters":            "--argocd-namespace/--vcluster-namespace",
+		"source.lastKnownGood":       "--last-known-good-file",
+		"source.lastKnownGoodMaxAge": "--last-known-good-max-age",
+		"source.clusterCheckTimeout": "--cluster-check-timeout",
+		"apiKeys.usageSaveInterval":  "--usage-save-interval",
+		"apiKeys.namespace":          "--keys-namespace",
+		"apiKeys.servicesAddress":    "--services-address",
+		"apiKeys.secretFile":         "--secret-file",
+	})
+	return m
+}()
 
 func newXDSBootstrapCmd() *cobra.Command {
 	var (

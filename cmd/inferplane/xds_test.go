@@ -75,6 +75,8 @@ func TestXDSCommandErrors(t *testing.T) {
 			"--last-known-good-file", filepath.Join(filepath.Dir(eps), "known.json")}, 2, "--last-known-good-file: only the clusters source keeps a last known good file"},
 		{[]string{"keys", "serve", "--store-file", eps, "--namespace", "keys"}, 2, "--store-file and --namespace choose different stores"},
 		{[]string{"keys", "serve", "--store-file", eps, "--drain-delay", "-1s"}, 2, "--drain-delay and --shutdown-timeout"},
+		{[]string{"keys", "serve", "--store-file", eps, "--limits-grace", "-1s"}, 2, `--limits-grace "-1s": must not be negative`},
+		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--limits-timeout", "-1s"}, 2, `--limits-timeout "-1s": must not be negative`},
 		{[]string{"xds", "bootstrap", "--api", "grpc"}, 2, `--api "grpc": expected sotw or delta`},
 		{[]string{"xds", "bootstrap", "--node-id", "a", "--xds-address", "nohost"}, 2, `xds address "nohost": expected host:port`},
 	}

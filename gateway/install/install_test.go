@@ -125,14 +125,19 @@ spec:
 `
 
 // TestManifestsTenantLimits: the tenants' limits in a ConfigMap, mounted as a tenants folder
-// (<tenant>/tenant.yaml) that the xDS servers read with --limits-tenants.
+// (<tenant>/tenant.yaml) that the xDS servers and the key checks read with --limits-tenants.
 func TestManifestsTenantLimits(t *testing.T) {
 	objs, err := Manifests(Options{Domain: "inference.example.com", TenantLimits: map[string][]byte{"acme": []byte(tenantWithLimits)}})
 	require.NoError(t, err)
 	var cm *corev1.ConfigMap
 	var sts *appsv1.StatefulSet
+	var kc *appsv1.Deployment
 	for _, o := range objs {
 		switch v := o.(type) {
+		case *appsv1.Deployment:
+			if v.Name == "inferplane-gateway-keys" {
+				kc = v
+			}
 		case *corev1.ConfigMap:
 			if v.Name == "inferplane-gateway-tenant-limits" {
 				cm = v
@@ -145,10 +150,17 @@ func TestManifestsTenantLimits(t *testing.T) {
 	}
 	require.NotNil(t, cm)
 	require.NotNil(t, sts)
+	require.NotNil(t, kc)
 	assert.Equal(t, tenantWithLimits, cm.Data["acme.yaml"])
 	vol := sts.Spec.Template.Spec.Volumes[0]
 	assert.Equal(t, "acme/tenant.yaml", vol.ConfigMap.Items[0].Path)
 	assert.Contains(t, strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " "), "--limits-tenants /etc/inferplane/tenants")
+	// The key checks enforce the limits: the same folder, from the same ConfigMap.
+	require.Len(t, kc.Spec.Template.Spec.Volumes, 1)
+	assert.Equal(t, cm.Name, kc.Spec.Template.Spec.Volumes[0].ConfigMap.Name)
+	assert.Equal(t, "acme/tenant.yaml", kc.Spec.Template.Spec.Volumes[0].ConfigMap.Items[0].Path)
+	assert.Equal(t, "/etc/inferplane/tenants", kc.Spec.Template.Spec.Containers[0].VolumeMounts[0].MountPath)
+	assert.Contains(t, strings.Join(kc.Spec.Template.Spec.Containers[0].Args, " "), "--limits-tenants /etc/inferplane/tenants")
 	without, err := Manifests(Options{Domain: "inference.example.com"})
 	require.NoError(t, err)
 	assert.Len(t, without, len(objs)-1, "no tenant limits, no ConfigMap")
