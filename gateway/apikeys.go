@@ -178,7 +178,9 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, k APIKeys, kube func() (*
 }
 
 // loadKeys reads the key store into a new index that follows its changes, and says which
-// usage file goes with it ("" for none).
+// usage file goes with it ("" for none). With key check processes of their own the index is
+// for the keys' limits only: it is filled in the background (the server starts, and serves,
+// whether the host API server answers or not), and without any key store it stays empty.
 func loadKeys(ctx context.Context, k APIKeys, kube func() (*rest.Config, error), log *slog.Logger) (*keys.Index, string, error) {
 	store := keycheck.Store{Namespace: k.Namespace}
 	usageFile := k.UsageFile
@@ -188,6 +190,17 @@ func loadKeys(ctx context.Context, k APIKeys, kube func() (*rest.Config, error),
 			usageFile = strings.TrimSuffix(store.File, filepath.Ext(store.File)) + ".usage.json"
 		}
 	}
+	idx := keys.NewIndex()
+	if len(k.KeyChecks) > 0 {
+		if store.Namespace == "" && store.File == "" {
+			log.Warn("no key store: the tokens of the access logs count against the tenants' limits only, not against the keys' own")
+			return idx, usageFile, nil
+		}
+		err := keycheck.Follow(ctx, store, kube, idx, log, func() {
+			log.Info("keys read for their limits", "store", store.String(), "keys", idx.Len())
+		})
+		return idx, usageFile, err
+	}
 	if err := store.Validate(); err != nil {
 		return nil, "", err
 	}
@@ -195,7 +208,6 @@ func loadKeys(ctx context.Context, k APIKeys, kube func() (*rest.Config, error),
 	if err != nil {
 		return nil, "", err
 	}
-	idx := keys.NewIndex()
 	if err := syncer.Sync(ctx, idx); err != nil {
 		return nil, "", fmt.Errorf("load API keys: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/client-go/rest"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/auth/extauthz"
@@ -24,6 +26,9 @@ import (
 	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/e2e/redistest"
 	"github.com/inferplane/inferplane/gateway/keycheck"
+	"github.com/inferplane/inferplane/xds"
+	"github.com/inferplane/inferplane/xds/health"
+	"github.com/inferplane/inferplane/xds/resources"
 )
 
 // Two key check processes of their own (keycheck.Run, as `keys serve` runs them) with the
@@ -126,4 +131,47 @@ func httpBody(t *testing.T, url string) string {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", url, b)
 	return string(b)
+}
+
+// With key checks of their own, an xDS server reads the keys for their limits only: it
+// starts and is ready while the host API server (the key store) refuses connections, as in a
+// restart during the host's outage, and checks no key itself.
+func TestXDSServerStartsWithItsKeyStoreDown(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "endpoints.yaml"), "endpoints: []\n")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := l.Addr().String()
+	require.NoError(t, l.Close())
+	ready := make(chan xds.Running, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{
+			XDS: xds.Config{GRPCAddress: "127.0.0.1:0", AdminAddress: "127.0.0.1:0", Resources: resources.DefaultConfig(testDomain),
+				Health: health.DefaultConfig(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				Started: func(r xds.Running) { ready <- r }},
+			Source: Source{Kind: SourceFile, File: filepath.Join(dir, "endpoints.yaml"), FileInterval: time.Second},
+			APIKeys: APIKeys{KeyChecks: []string{"127.0.0.1:18001"}, Namespace: "inferplane-system", ServicesAddress: "127.0.0.1:18000",
+				UsageFile: "-", UsageSaveInterval: time.Minute},
+			Kube: func() (*rest.Config, error) { return &rest.Config{Host: "https://" + dead}, nil },
+		})
+	}()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+	var r xds.Running
+	select {
+	case r = <-ready:
+	case err := <-done:
+		t.Fatalf("the xDS server did not start with its key store down: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the xDS server did not start with its key store down")
+	}
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + r.AdminAddr.String() + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 20*time.Second, 20*time.Millisecond)
 }

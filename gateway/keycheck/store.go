@@ -182,3 +182,17 @@ func (k *keeper) check(ctx context.Context, hc *http.Client, path string) error 
 	defer cancel()
 	return kubewatch.Get(cctx, hc, strings.TrimSuffix(k.rc.Host, "/"), path)
 }
+
+// Follow keeps idx current with store in the background as the key checks do (loading it on
+// the backoff until the store answers, reading it again through a new watch as soon as the
+// host API server answers after an outage) and returns at once; loaded is called once the
+// index is first loaded. It is for a process that must not wait for the keys to start: the
+// xDS servers, which read them for the keys' limits only.
+func Follow(ctx context.Context, store Store, kube func() (*rest.Config, error), idx *keys.Index, log *slog.Logger, loaded func()) error {
+	k, err := newKeeper(Config{Store: store, Kube: kube}, idx, log, nil)
+	if err != nil {
+		return err
+	}
+	go k.run(ctx, loaded)
+	return nil
+}

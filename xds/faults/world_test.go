@@ -151,7 +151,8 @@ func clusterState(p *proc, tenant string) (discovery.ClusterStatus, bool) {
 }
 
 // newXDS is an xDS server as gateway manifests runs it: every tenant cluster of the host's
-// registry, the key checks at checks, its last known good replicas in its own file.
+// registry, the key checks at checks, its last known good replicas in its own file, the
+// APIKey objects read for the keys' limits only.
 func newXDS(t *testing.T, name string, host func() (*rest.Config, error), checks []string, dir string) *proc {
 	p := &proc{name: name, grpc: freeAddr(t), admin: freeAddr(t)}
 	known := filepath.Join(dir, name+"-known-good.json")
@@ -161,8 +162,9 @@ func newXDS(t *testing.T, name string, host func() (*rest.Config, error), checks
 				Health: health.DefaultConfig(), ShutdownTimeout: 5 * time.Second, Logger: logger(t, name)},
 			Source: gateway.Source{Kind: gateway.SourceClusters, Clusters: clusters.Options{ArgoCDNamespace: "argocd"},
 				LastKnownGood: known},
-			APIKeys: gateway.APIKeys{KeyChecks: checks, ServicesAddress: p.grpc, UsageFile: "-", UsageSaveInterval: 30 * time.Second},
-			Kube:    host,
+			APIKeys: gateway.APIKeys{KeyChecks: checks, Namespace: keysNS, ServicesAddress: p.grpc, UsageFile: "-",
+				UsageSaveInterval: 30 * time.Second},
+			Kube: host,
 		}
 		return gateway.Run(ctx, cfg)
 	}
