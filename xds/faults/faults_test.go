@@ -36,6 +36,8 @@ func TestGatewayThroughControlPlaneFaults(t *testing.T) {
 	w := newWorld(t, ctx, env)
 	t.Run("an xDS server killed", w.killXDS)
 	t.Run("a key check killed", w.killKeyCheck)
+	t.Run("the xDS server Envoy follows crashed", w.crashXDS)
+	t.Run("a key check crashed", w.crashKeyCheck)
 	t.Run("gateway restarted while a tenant's API server is down", w.restartWhileTenantDown)
 	t.Run("the tenant's API server back", w.tenantBack)
 	t.Run("the host API server down for 60 s", w.hostDown)
@@ -94,6 +96,40 @@ func (w *world) killKeyCheck(t *testing.T) {
 	w.k0.waitReady(t, time.Minute)
 	require.Eventually(t, func() bool { return len(w.envoy.HealthyChecks()) == 2 }, time.Minute, 50*time.Millisecond)
 	w.report(t, "one of two key checks killed and restarted", from)
+}
+
+// crashXDS makes the xDS server of the stand-in's ADS session look crashed (its connections
+// reset, its port refusing; no graceful stop) and back 3 s later.
+func (w *world) crashXDS(t *testing.T) {
+	from := time.Now()
+	steady(time.Second)
+	srv, _ := w.envoy.Server()
+	crashed, other := w.x0, w.x1
+	if srv == w.x1.grpc {
+		crashed, other = w.x1, w.x0
+	}
+	crashed.cutter.cut()
+	require.Eventually(t, func() bool { srv, _ := w.envoy.Server(); return srv == other.grpc }, time.Minute, 10*time.Millisecond)
+	steady(3 * time.Second)
+	crashed.cutter.restore(t)
+	steady(2 * time.Second)
+	w.report(t, "the xDS server Envoy follows crashed and back", from)
+}
+
+// crashKeyCheck makes a key check look crashed: the checks in flight on its connections are
+// reset and new ones refused, with no drain, until its health checks take it out.
+func (w *world) crashKeyCheck(t *testing.T) {
+	from := time.Now()
+	steady(time.Second)
+	w.k0.cutter.cut()
+	require.Eventually(t, func() bool {
+		h := w.envoy.HealthyChecks()
+		return len(h) == 1 && h[0] == w.k1.grpc
+	}, time.Minute, 10*time.Millisecond)
+	steady(3 * time.Second)
+	w.k0.cutter.restore(t)
+	require.Eventually(t, func() bool { return len(w.envoy.HealthyChecks()) == 2 }, time.Minute, 50*time.Millisecond)
+	w.report(t, "one of two key checks crashed and back", from)
 }
 
 // restartWhileTenantDown kills acme's API server, restarts both xDS servers one after the

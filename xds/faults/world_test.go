@@ -70,9 +70,13 @@ func logger(t *testing.T, name string) *slog.Logger {
 
 // proc is a process of the gateway run in the test binary: started, stopped (as SIGTERM stops
 // it: its context ends and it shuts down gracefully) and started again on the same addresses.
+// Others reach its gRPC port through a cutter (grpc is the cutter's address, inner the
+// process's own), which can make it look crashed.
 type proc struct {
 	name        string
 	grpc, admin string
+	inner       string
+	cutter      *cutter
 	run         func(ctx context.Context) error
 	cancel      context.CancelFunc
 	done        chan error
@@ -154,11 +158,11 @@ func clusterState(p *proc, tenant string) (discovery.ClusterStatus, bool) {
 // registry, the key checks at checks, its last known good replicas in its own file, the
 // APIKey objects read for the keys' limits only.
 func newXDS(t *testing.T, name string, host func() (*rest.Config, error), checks []string, dir string) *proc {
-	p := &proc{name: name, grpc: freeAddr(t), admin: freeAddr(t)}
+	p := newProc(t, name)
 	known := filepath.Join(dir, name+"-known-good.json")
 	p.run = func(ctx context.Context) error {
 		cfg := gateway.Config{
-			XDS: xds.Config{GRPCAddress: p.grpc, AdminAddress: p.admin, Resources: resources.DefaultConfig(domain),
+			XDS: xds.Config{GRPCAddress: p.inner, AdminAddress: p.admin, Resources: resources.DefaultConfig(domain),
 				Health: health.DefaultConfig(), ShutdownTimeout: 5 * time.Second, Logger: logger(t, name)},
 			Source: gateway.Source{Kind: gateway.SourceClusters, Clusters: clusters.Options{ArgoCDNamespace: "argocd"},
 				LastKnownGood: known},
@@ -171,11 +175,18 @@ func newXDS(t *testing.T, name string, host func() (*rest.Config, error), checks
 	return p
 }
 
+func newProc(t *testing.T, name string) *proc {
+	p := &proc{name: name, inner: freeAddr(t), admin: freeAddr(t)}
+	p.cutter = newCutter(t, p.inner)
+	p.grpc = p.cutter.front
+	return p
+}
+
 // newKeyCheck is a key check as gateway manifests runs it: APIKey objects of the host.
 func newKeyCheck(t *testing.T, name string, host func() (*rest.Config, error), secretFile string) *proc {
-	p := &proc{name: name, grpc: freeAddr(t), admin: freeAddr(t)}
+	p := newProc(t, name)
 	p.run = func(ctx context.Context) error {
-		return keycheck.Run(ctx, keycheck.Config{GRPCAddress: p.grpc, AdminAddress: p.admin, Store: keycheck.Store{Namespace: keysNS},
+		return keycheck.Run(ctx, keycheck.Config{GRPCAddress: p.inner, AdminAddress: p.admin, Store: keycheck.Store{Namespace: keysNS},
 			SecretFile: secretFile, Kube: host, Logger: logger(t, name)})
 	}
 	return p
