@@ -51,6 +51,7 @@ syncs with an admission webhook, and routes customers' traffic through Envoy to 
 		newTranscribeCmd(),
 		newModelsCmd(),
 		newVersionCmd(),
+		newAPICmd(),
 	)
 	return root
 }
