@@ -14,12 +14,13 @@ import (
 func newGatewayCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gateway",
-		Short: "The gateway (xDS server and Envoy) in the host cluster: print its install manifests",
+		Short: "The gateway (xDS servers, key checks, Envoy) in the host cluster: its install manifests, Envoy's drain",
 		Long: `The gateway is inferplane's serving half in the host cluster: xDS servers that watch every tenant
-cluster Argo CD knows (xds serve --source clusters), check API keys and count usage, and the
-Envoys they configure, behind a Service of type LoadBalancer. See docs/xds.md.`,
+cluster Argo CD knows (xds serve --source clusters) and count usage, key checks that Envoy asks
+about every request (keys serve), and the Envoys they configure, behind a Service of type
+LoadBalancer. See docs/xds.md.`,
 	}
-	cmd.AddCommand(newGatewayManifestsCmd())
+	cmd.AddCommand(newGatewayManifestsCmd(), newGatewayEnvoyDrainerCmd())
 	return cmd
 }
 
@@ -31,6 +32,7 @@ func registerInstallFlags(f *pflag.FlagSet, o *install.Options, prefix string) {
 	f.StringVar(&o.EnvoyImage, prefix+"envoy-image", install.DefaultEnvoyImage, "Envoy image")
 	f.Int32Var(&o.Replicas, prefix+"replicas", install.DefaultReplicas, "xDS servers")
 	f.Int32Var(&o.EnvoyReplicas, prefix+"envoy-replicas", install.DefaultReplicas, "Envoys")
+	f.Int32Var(&o.KeyCheckReplicas, prefix+"key-check-replicas", install.DefaultReplicas, "key checks (keys serve)")
 	f.StringVar(&o.ArgoCDNamespace, prefix+"argocd-namespace", "argocd", "namespace of Argo CD's cluster Secrets (- for none)")
 	f.StringSliceVar(&o.VClusterNamespaces, prefix+"vcluster-namespace", nil, "host namespace of vCluster kubeconfig Secrets (repeatable)")
 	f.StringVar(&o.KeySecret, prefix+"key-secret", "", "Secret (key \"secret\") holding the API key secret (default <name>-keys)")
@@ -51,15 +53,19 @@ func newGatewayManifestsCmd() *cobra.Command {
 		Short: "Print the gateway's install manifests (YAML)",
 		Long: `manifests prints, as one YAML stream in apply order, what runs the gateway in the host cluster:
 
-  the xDS servers   a StatefulSet (2 replicas, a volume each for its usage ledger) running
-                    xds serve --source clusters, its ServiceAccount, Roles that let it read
-                    the cluster Secrets (Argo CD's namespace, vCluster's), the APIKey objects and
-                    the TLS Secrets of its namespace and nothing else, a Service (gRPC 18000 for
-                    Envoy, ext_authz and access logs; admin 9090 for probes and metrics), a
-                    headless Service naming each replica, a PodDisruptionBudget
+  the xDS servers   a StatefulSet (2 replicas, a volume each for its usage ledger and its
+                    tenant clusters' last known good replicas) running xds serve --source
+                    clusters, its ServiceAccount, Roles that let it read the cluster Secrets
+                    (Argo CD's namespace, vCluster's) and the TLS Secrets of its namespace and
+                    nothing else, a Service (gRPC 18000 for Envoy and its access logs; admin 9090
+                    for probes and metrics), a headless Service naming each replica, a
+                    PodDisruptionBudget
+  the key checks    a Deployment (2 replicas) running keys serve, which may only read the
+                    APIKey objects, a headless Service (gRPC 18001) over which Envoy spreads its
+                    key checks with gRPC health checks, a PodDisruptionBudget
   Envoy             a Deployment (2 replicas) started from xds bootstrap's bootstrap in a
-                    ConfigMap, a PodDisruptionBudget, and a Service of type LoadBalancer
-                    (80 and 443)
+                    ConfigMap, drained on termination (gateway envoy-drainer beside it), a
+                    PodDisruptionBudget, and a Service of type LoadBalancer (80 and 443)
 
   the limits store a StatefulSet of one Redis (its append-only file on a volume) and its
                     Service, which every xDS server shares for rate limits and token budgets;

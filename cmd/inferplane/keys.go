@@ -108,7 +108,8 @@ A key can carry rate limits and token budgets of its own (keys create --requests
 --tokens-per-day, ...; keys limit changes them), on top of its tenant's (tenant.yaml
 spec.limits); keys usage shows the spend against each.`,
 	}
-	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(), newKeysListCmd(), newKeysRevokeCmd(), newKeysUsageCmd(), newKeysLimitCmd())
+	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(), newKeysListCmd(), newKeysRevokeCmd(), newKeysUsageCmd(), newKeysLimitCmd(),
+		newKeysServeCmd())
 	return cmd
 }
 

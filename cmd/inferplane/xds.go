@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/inferplane/inferplane/internal/kubeconfig"
 	"github.com/inferplane/inferplane/xds"
 	"github.com/inferplane/inferplane/xds/bootstrap"
+	"github.com/inferplane/inferplane/xds/discovery"
 	"github.com/inferplane/inferplane/xds/health"
 	"github.com/inferplane/inferplane/xds/resources"
 )
@@ -75,7 +77,10 @@ Replica sources:
                      The Secrets are read from the cluster of --kubeconfig; a cluster is watched
                      from the moment its Secret appears, again when its credentials change, and
                      withdrawn when the Secret goes. One cluster failing keeps its last replicas
-                     and holds up no other.
+                     and holds up no other; it is retried until it answers, and its replicas
+                     join within seconds. With --last-known-good-file its last replicas also
+                     outlive a restart of this server (served stale, at most
+                     --last-known-good-max-age).
   --source file      reads a YAML list of endpoints (see docs/xds.md) and reloads it on change;
                      a bad edit is reported and the last good content stays.
 
@@ -87,9 +92,10 @@ Health: every candidate's GET <probe-path> starts every --probe-interval. A repl
 the first time is decided by its first probe; afterwards --unhealthy-threshold failures in a row
 take it out and --healthy-threshold successes in a row bring it back.
 
-Admin endpoints (--admin-address): /healthz (alive), /readyz (a configuration is published),
-/metrics (Prometheus), /debug/endpoints (every endpoint and replica with its state, JSON),
-and the usage and health that keys usage and health read.
+Admin endpoints (--admin-address): /healthz (alive), /readyz (a configuration is published;
+its text names tenant clusters whose replicas are served stale), /metrics (Prometheus),
+/debug/endpoints (every endpoint and replica with its state, JSON), and the usage and health
+that keys usage and health read.
 
 Listening: both servers listen on 127.0.0.1 only unless told otherwise, since the admin
 address shows every endpoint and every key's usage and the gRPC address answers key checks.
@@ -137,8 +143,14 @@ func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
 	f.registry.register(fs, "--source clusters")
 	fs.DurationVar(&s.ClusterSyncTimeout, "cluster-sync-timeout", 10*time.Second,
 		"how long the first configuration waits for every tenant cluster to be read (--source clusters)")
-	fs.DurationVar(&s.ClusterCheckInterval, "cluster-check-interval", 10*time.Second,
-		"how often each tenant cluster's API server is checked (--source clusters)")
+	fs.DurationVar(&s.ClusterCheckInterval, "cluster-check-interval", discovery.DefaultCheckInterval,
+		"how often each tenant cluster's API server is checked while it answers; a failing one is retried from 0.5s, doubling to 4s (--source clusters)")
+	fs.DurationVar(&s.ClusterCheckTimeout, "cluster-check-timeout", discovery.DefaultCheckTimeout,
+		"how long one check of a tenant cluster waits for an answer: a hung API server is noticed within the interval plus this (--source clusters)")
+	fs.StringVar(&s.LastKnownGood, "last-known-good-file", "",
+		"file that keeps each tenant cluster's last replica set across restarts, served (still probed, reported stale) while the cluster cannot be read (--source clusters; put it on the server's own volume)")
+	fs.DurationVar(&s.LastKnownGoodMaxAge, "last-known-good-max-age", discovery.DefaultMaxStaleAge,
+		"how long a tenant cluster's last replicas are served after the cluster last answered; older ones are withheld (--source clusters)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVar(&f.kubeCtx, "context", "", "kubeconfig context")
 	fs.StringVar(&r.Domain, "domain", "", "endpoint host names are <job>.<tenant>.<domain> (required)")
@@ -173,6 +185,8 @@ func registerAPIKeyFlags(fs *pflag.FlagSet, k *gateway.APIKeys) {
 	fs.StringVar(&k.SecretFile, "secret-file", "", "file holding the API key secret (default $"+keys.SecretEnv+")")
 	fs.StringVar(&k.ServicesAddress, "services-address", "",
 		"host:port at which Envoy reaches this server's gRPC port for key checks and access logs (default 127.0.0.1:<--grpc-address port>)")
+	fs.StringSliceVar(&k.KeyChecks, "key-check-address", nil,
+		"host:port of the key check processes (inferplane keys serve; repeatable; a name stands for every address it resolves to, e.g. a headless Service): Envoy's checks go there, and this server needs no secret (it reads the key store for the keys' limits only)")
 	fs.StringVar(&k.UsageFile, "usage-file", "",
 		"file that keeps per-key usage across restarts (saved every --usage-save-interval and on shutdown); default next to --keys-file; with --keys-namespace give one on a volume of its own per server replica; - keeps usage in memory only")
 	fs.DurationVar(&k.UsageSaveInterval, "usage-save-interval", 30*time.Second, "how often changed usage is saved to --usage-file")
@@ -228,15 +242,30 @@ func (f *xdsServeFlags) config(cmd *cobra.Command) (gateway.Config, error) {
 	return cfg, nil
 }
 
-// gatewayFlags name the flag of each setting of gateway.Config.Check.
-var gatewayFlags = map[string]string{
-	"xds.resources": "--domain/--listener-*", "xds.health": "--probe-*",
-	"source.kind": "--source", "source.file": "--file", "source.namespaces": "--namespace/--allow-foreign-namespace",
-	"source.clusters":           "--argocd-namespace/--vcluster-namespace",
-	"apiKeys.usageSaveInterval": "--usage-save-interval",
-	"apiKeys.namespace":         "--keys-namespace",
-	"apiKeys.servicesAddress":   "--services-address",
+// limitsFlags name the flag of each setting of gateway.Limits.Validate under prefix.
+func limitsFlags(prefix string) map[string]string {
+	return map[string]string{prefix + "grace": "--limits-grace", prefix + "flushInterval": "--limits-flush-interval",
+		prefix + "tenantsInterval": "--limits-tenants-interval", prefix + "timeout": "--limits-timeout",
+		prefix + "maxStale": "--limits-max-stale"}
 }
+
+// gatewayFlags name the flag of each setting of gateway.Config.Check.
+var gatewayFlags = func() map[string]string {
+	m := limitsFlags("apiKeys.limits.")
+	maps.Copy(m, map[string]string{
+		"xds.resources": "--domain/--listener-*", "xds.health": "--probe-*",
+		"source.kind": "--source", "source.file": "--file", "source.namespaces": "--namespace/--allow-foreign-namespace",
+		"source.clusters":            "--argocd-namespace/--vcluster-namespace",
+		"source.lastKnownGood":       "--last-known-good-file",
+		"source.lastKnownGoodMaxAge": "--last-known-good-max-age",
+		"source.clusterCheckTimeout": "--cluster-check-timeout",
+		"apiKeys.usageSaveInterval":  "--usage-save-interval",
+		"apiKeys.namespace":          "--keys-namespace",
+		"apiKeys.servicesAddress":    "--services-address",
+		"apiKeys.secretFile":         "--secret-file",
+	})
+	return m
+}()
 
 func newXDSBootstrapCmd() *cobra.Command {
 	var (

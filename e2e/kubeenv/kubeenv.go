@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -232,6 +233,29 @@ func (e *Env) Stop() error {
 		}
 	})
 	return e.stopErr
+}
+
+// StopAPIServer kills the kube-apiserver process (SIGKILL, as when it crashes or its machine
+// goes away: a graceful stop can take envtest's whole 30-s stop timeout while watches are
+// open); etcd and its data stay. StartAPIServer starts it again on the same port with the
+// same certificates and service account keys, so every client configuration and token made
+// before still works: tests of an API server outage use the pair.
+func (e *Env) StopAPIServer() error {
+	api := e.testEnv.ControlPlane.GetAPIServer()
+	if pid, ok := childWithArg(api.Path, "--cert-dir="+api.CertDir); ok {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("kill kube-apiserver (pid %d): %w", pid, err)
+		}
+	}
+	return api.Stop() // reaps it
+}
+
+// StartAPIServer starts the API server StopAPIServer stopped and waits until it is healthy.
+func (e *Env) StartAPIServer() error {
+	if err := e.testEnv.ControlPlane.GetAPIServer().Start(); err != nil {
+		return fmt.Errorf("restart kube-apiserver: %w", err)
+	}
+	return nil
 }
 
 // Another starts one more API server and etcd, with the same CRDs, for tests that need several

@@ -42,6 +42,9 @@ type Options struct {
 	Addr string
 	// ChunkDelay is the pause between two SSE chunks, to make streams last.
 	ChunkDelay time.Duration
+	// Observe, when set, sees every request but /health before it is answered (tests check
+	// what reached the replica: its headers, e.g. the identity the gateway adds).
+	Observe func(*http.Request)
 }
 
 // Double is a running replica double.
@@ -133,6 +136,9 @@ func (d *Double) Handler() http.Handler {
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(ReplicaHeader, d.opts.Name)
+		if d.opts.Observe != nil && r.URL.Path != "/health" {
+			d.opts.Observe(r)
+		}
 		mux.ServeHTTP(w, r)
 	})
 }

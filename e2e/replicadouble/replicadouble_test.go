@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,4 +212,25 @@ func TestDoublesShareAPortOnLoopbackAddresses(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, "b", resp.Header.Get(ReplicaHeader))
 	assert.Equal(t, a.Port(), b.Port())
+}
+
+// Observe sees every model request, with the headers it came with, and no health check.
+func TestObserve(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	_, client := start(t, Options{Name: "r0", Observe: func(r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, r.URL.Path+" "+r.Header.Get("X-Inferplane-Key-Id"))
+	}})
+	ctx := ctxT(t)
+	_, err := client.Models.List(ctx, option.WithHeader("X-Inferplane-Key-Id", "3f9a1c0e5b7d2a41"))
+	require.NoError(t, err)
+	d, _ := start(t, Options{})
+	resp, err := http.Get(d.URL() + "/health")
+	require.NoError(t, err)
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"/v1/models 3f9a1c0e5b7d2a41"}, seen)
 }
