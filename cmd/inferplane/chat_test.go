@@ -153,7 +153,8 @@ func startGatewayFixture(t *testing.T) gatewayFixture {
 
 func createKey(t *testing.T, store, secret, tenant string) string {
 	t.Helper()
-	key, _, err := execCLI(context.Background(), "keys", "create", "--store-file", store, "--secret-file", secret, "--tenant", tenant)
+	key, _, err := execCLI(context.Background(), "keys", "create", "--store-file", store, "--secret-file", secret,
+		"--tenants", "../../tenants", "--tenant", tenant)
 	require.NoError(t, err)
 	return strings.TrimSpace(key)
 }

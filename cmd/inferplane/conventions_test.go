@@ -36,7 +36,9 @@ var flagMeanings = map[string]string{
 	"log-level":          "log level: ",
 	"shutdown-timeout":   "how long in-flight ",
 	"argocd-namespace":   "namespace of Argo CD's cluster Secrets",
-	"vcluster-namespace": "host namespace of vCluster's kubeconfig Secrets vc-<name>",
+	"vcluster-namespace": "host namespace ",
+	"vcluster-selector":  "label selector of the vCluster kubeconfig Secrets",
+	"endpoint":           "job endpoint",
 }
 
 // commands is every command of the tree a user runs: not help, completion or hidden ones.
@@ -152,7 +154,7 @@ func TestNameCompletion(t *testing.T) {
 		require.NoError(t, err)
 		var got []string
 		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-			if !strings.HasPrefix(l, ":") {
+			if !strings.HasPrefix(l, ":") && !strings.HasPrefix(l, "-") { // the directive, and the flags cobra offers too
 				got = append(got, strings.SplitN(l, "\t", 2)[0])
 			}
 		}
@@ -162,8 +164,8 @@ func TestNameCompletion(t *testing.T) {
 	assert.Equal(t, []string{"acme/mistral-small", "acme/qwen3-32b", "acme/transcribe"}, complete(append([]string{"jobs", "detail"}, append(in, "acme/")...)...))
 	assert.Contains(t, complete(append([]string{"jobs", "delete"}, append(in, "")...)...), "globex/kimi-k2")
 	assert.Equal(t, []string{"acme/", "globex/", "initech/"}, complete(append([]string{"jobs", "create"}, append(in, "")...)...))
-	assert.Equal(t, []string{"acme", "globex", "initech"}, complete(append([]string{"keys", "create"}, append(in, "--tenant", "")...)...))
-	assert.Equal(t, []string{"mistral-small", "qwen3-32b", "transcribe"}, complete(append([]string{"keys", "create", "--tenant", "acme"}, append(in, "--endpoint", "")...)...))
+	assert.Equal(t, []string{"acme", "globex", "initech"}, complete("keys", "create", "--tenants", "../../tenants", "--tenant", ""))
+	assert.Equal(t, []string{"mistral-small", "qwen3-32b", "transcribe"}, complete("keys", "create", "--tenant", "acme", "--tenants", "../../tenants", "--endpoint", ""))
 	assert.Contains(t, complete(append([]string{"recipe", "show"}, append(in, "Qwen/Qwen3-3")...)...), "Qwen/Qwen3-32B")
 	models := complete(append([]string{"jobs", "create", "acme/chat"}, append(in, "--model", "")...)...)
 	assert.Contains(t, models, "Qwen/Qwen3-32B", "recipe models")

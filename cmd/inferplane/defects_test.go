@@ -98,7 +98,7 @@ func TestJobsRestartReplicaOutOfRange(t *testing.T) {
 // jobs create --dry-run says "would write" only for a job that passes.
 func TestJobsCreateDryRunRefusalWritesNothing(t *testing.T) {
 	tr := newJobsTree(t)
-	out, err := tr.run(t, "jobs", "create", "acme", "chat", "--model", "Qwen/Qwen3-32B", "--gpus", "3", "--dry-run")
+	out, err := tr.run(t, "jobs", "create", "acme/chat", "--model", "Qwen/Qwen3-32B", "--gpus", "3", "--dry-run")
 	require.Error(t, err)
 	assert.NotContains(t, out, "would write")
 }
@@ -111,7 +111,7 @@ func TestRecipeWarningsOnlyWhenAsked(t *testing.T) {
 	out, err := tr.run(t, "generate", "--dry-run")
 	require.NoError(t, err, out)
 	assert.NotContains(t, out, "warning:")
-	out, err = tr.run(t, "jobs", "create", "acme", "chat", "--model", "Qwen/Qwen3-32B", "--dry-run")
+	out, err = tr.run(t, "jobs", "create", "acme/chat", "--model", "Qwen/Qwen3-32B", "--dry-run")
 	require.NoError(t, err, out)
 	assert.NotContains(t, out, "warning:")
 
@@ -237,7 +237,7 @@ func TestJobsDetailWithoutACluster(t *testing.T) {
 		"Endpoint:   https://qwen3-32b.acme.models.example.com (API key required)",
 		"Master:     qwen3-32b-h100: Qwen/Qwen3-32B (vllm)",
 		"Replicas:   2 desired, 1 node x 1 GPU each",
-		"Clusters:   not read: no kubeconfig",
+		"Clusters:   not read: the host cluster: no kubeconfig",
 	} {
 		assert.Contains(t, out, want)
 	}

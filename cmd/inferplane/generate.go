@@ -66,7 +66,7 @@ unchanged.`,
 	}
 	f := cmd.Flags()
 	in.registerRender(f)
-	f.BoolVar(&in.opts.DryRun, "dry-run", false, "print a unified diff of what would change per tenant; write nothing")
+	f.BoolVar(&in.opts.DryRun, "dry-run", false, "write nothing; show a unified diff of what would change per tenant")
 	f.StringVar(&gatewayDir, "gateway-dir", "", "also write the gateway's install manifests (as `gateway manifests` prints them) into this folder of the operator's repository")
 	f.StringVar(&gateway.Domain, "gateway-domain", "", "the gateway's domain (--gateway-dir)")
 	registerInstallFlags(f, &gateway, "gateway-")

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 
-	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/gateway"
 	"github.com/inferplane/inferplane/internal/kubeconfig"
 	"github.com/inferplane/inferplane/xds"
@@ -32,6 +31,8 @@ file), probes each replica's /health, and serves Envoy over ADS (state of the wo
 one listener, a virtual host per endpoint <job>.<tenant>.<domain> that allows only the OpenAI
 paths its runtime serves, and a round-robin cluster per job whose endpoints are the replicas
 that are up. See docs/xds.md.`,
+		Example: `  inferplane xds serve --source clusters --domain inference.example.com
+  inferplane xds bootstrap --xds-address 127.0.0.1:18000 --node-id envoy-0 --file envoy.yaml`,
 	}
 	cmd.AddCommand(newXDSServeCmd(), newXDSBootstrapCmd())
 	return cmd
@@ -76,7 +77,7 @@ Replica sources:
                      from the moment its Secret appears, again when its credentials change, and
                      withdrawn when the Secret goes. One cluster failing keeps its last replicas
                      and holds up no other.
-  --source file      reads a YAML list of endpoints (see docs/xds.md) and reloads it on change;
+  --source file      reads a YAML list of endpoints (--endpoints-file; see docs/xds.md) and reloads it on change;
                      a bad edit is reported and the last good content stays.
 
 A replica is a candidate when its VMI is Running with an address; it takes traffic when its
@@ -92,8 +93,8 @@ Admin endpoints (--admin-address): /healthz (alive), /readyz (a configuration is
 
 Memory: the process honours Go's GOMEMLIMIT; docs/xds.md says how to size it.`,
 		Example: `  # Local run: replicas from a file, Envoy on this machine
-  inferplane xds serve --source file --file endpoints.yaml --domain localhost
-  inferplane xds bootstrap --xds-address 127.0.0.1:18000 --node-id envoy-0 > envoy.yaml
+  inferplane xds serve --source file --endpoints-file endpoints.yaml --domain localhost
+  inferplane xds bootstrap --xds-address 127.0.0.1:18000 --node-id envoy-0 --file envoy.yaml
   envoy -c envoy.yaml
 
   # In the host cluster: the VMIs of every tenant cluster Argo CD knows
@@ -120,9 +121,11 @@ func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&x.GRPCAddress, "grpc-address", ":18000", "address of the ADS gRPC server")
 	fs.StringVar(&x.AdminAddress, "admin-address", ":9090", "address of /healthz, /readyz, /metrics and /debug/endpoints")
 	fs.StringVar(&s.Kind, "source", gateway.SourceKube, "where replicas come from: "+strings.Join(gateway.Sources, ", "))
-	fs.StringVar(&s.File, "file", "", "YAML file of endpoints (--source file)")
+	fs.StringVar(&s.File, "endpoints-file", "", "YAML file of endpoints (--source file)")
+	deprecatedAlias(fs, "file", "endpoints-file")
 	fs.DurationVar(&s.FileInterval, "file-interval", time.Second, "how often the file is checked for changes")
-	fs.StringSliceVar(&s.Namespaces, "namespace", nil, "watch only these namespaces (--source kube; repeatable; default all)")
+	fs.StringSliceVar(&s.Namespaces, "watch-namespace", nil, "watch only these namespaces (--source kube; repeatable; default all)")
+	deprecatedAlias(fs, "namespace", "watch-namespace")
 	fs.BoolVar(&s.AllowForeignNamespace, "allow-foreign-namespace", false,
 		"accept VMIs whose namespace differs from their tenant label (--source kube; off: such VMIs are skipped)")
 	f.registry.register(fs, "--source clusters")
@@ -130,9 +133,9 @@ func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
 		"how long the first configuration waits for every tenant cluster to be read (--source clusters)")
 	fs.DurationVar(&s.ClusterCheckInterval, "cluster-check-interval", 10*time.Second,
 		"how often each tenant cluster's API server is checked (--source clusters)")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-	fs.StringVar(&f.kubeCtx, "context", "", "kubeconfig context")
-	fs.StringVar(&r.Domain, "domain", "", "endpoint host names are <job>.<tenant>.<domain> (required)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.StringVar(&f.kubeCtx, "context", "", "kubeconfig context (default: the current one)")
+	addDomainFlag(fs, &r.Domain, true)
 	fs.StringVar(&r.ListenerAddress, "listener-address", r.ListenerAddress, "address Envoy accepts client traffic on")
 	fs.Uint32Var(&f.listenerPort, "listener-port", r.ListenerPort, "port Envoy accepts client traffic on (HTTP/1.1 and HTTP/2)")
 	fs.StringSliceVar(&f.cfg.TLS.Namespaces, "tls-secret-namespace", nil,
@@ -150,9 +153,9 @@ func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&h.Timeout, "probe-timeout", h.Timeout, "timeout of one probe")
 	fs.IntVar(&h.UnhealthyThreshold, "unhealthy-threshold", h.UnhealthyThreshold, "failed probes in a row that take a replica out")
 	fs.IntVar(&h.HealthyThreshold, "healthy-threshold", h.HealthyThreshold, "passed probes in a row that bring a replica back")
-	fs.DurationVar(&x.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight RPCs get to finish on shutdown")
+	fs.DurationVar(&x.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight RPCs may take to finish after SIGINT or SIGTERM")
 	registerAPIKeyFlags(fs, &f.cfg.APIKeys)
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 }
 
@@ -161,7 +164,7 @@ func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
 func registerAPIKeyFlags(fs *pflag.FlagSet, k *gateway.APIKeys) {
 	fs.StringVar(&k.File, "keys-file", "", "API key store file (bbolt) that the keys commands write; default $"+envKeysFile+" or "+defaultKeysFile())
 	fs.StringVar(&k.Namespace, "keys-namespace", "", "read API keys from APIKey objects in this Kubernetes namespace instead of a file")
-	fs.StringVar(&k.SecretFile, "secret-file", "", "file holding the API key secret (default $"+keys.SecretEnv+")")
+	fs.StringVar(&k.SecretFile, "secret-file", "", secretFileUsage)
 	fs.StringVar(&k.ServicesAddress, "services-address", "",
 		"host:port at which Envoy reaches this server's gRPC port for key checks and access logs (default 127.0.0.1:<--grpc-address port>)")
 	fs.StringVar(&k.UsageFile, "usage-file", "",
@@ -195,6 +198,7 @@ func (f *xdsServeFlags) config(cmd *cobra.Command) (gateway.Config, error) {
 	path, kubeCtx := f.kubeconfig, f.kubeCtx
 	cfg.Kube = func() (*rest.Config, error) { return kubeconfig.Load(path, kubeCtx) }
 	cfg.APIKeys.DefaultFile = defaultKeysFile()
+	cfg.APIKeys.SecretFile = secretFile(cfg.APIKeys.SecretFile)
 	if cfg.Source.Clusters, err = f.registry.options(); err != nil {
 		return cfg, err
 	}
@@ -207,7 +211,7 @@ func (f *xdsServeFlags) config(cmd *cobra.Command) (gateway.Config, error) {
 // gatewayFlags name the flag of each setting of gateway.Config.Check.
 var gatewayFlags = map[string]string{
 	"xds.resources": "--domain/--listener-*", "xds.health": "--probe-*",
-	"source.kind": "--source", "source.file": "--file", "source.namespaces": "--namespace/--allow-foreign-namespace",
+	"source.kind": "--source", "source.file": "--endpoints-file", "source.namespaces": "--watch-namespace/--allow-foreign-namespace",
 	"source.clusters":           "--argocd-namespace/--vcluster-namespace",
 	"apiKeys.usageSaveInterval": "--usage-save-interval",
 	"apiKeys.namespace":         "--keys-namespace",
@@ -234,7 +238,7 @@ Deployment (envoy -c envoy.yaml --service-node "$POD_NAME").
 The default protocol is delta xDS: in state of the world, every endpoint ACK lists every
 cluster the Envoy has, so with thousands of endpoints each replica change costs every Envoy
 a large request; see docs/xds.md for the measured difference.`,
-		Example: `  inferplane xds bootstrap --xds-address inferplane-xds.inferplane.svc:18000 --node-id "$POD_NAME" > /etc/envoy/envoy.yaml
+		Example: `  inferplane xds bootstrap --xds-address inferplane-xds.inferplane.svc:18000 --node-id "$POD_NAME" --file /etc/envoy/envoy.yaml
   envoy -c /etc/envoy/envoy.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -249,21 +253,18 @@ a large request; see docs/xds.md for the measured difference.`,
 			if err != nil {
 				return usageErr(err)
 			}
-			if output == "" || output == "-" {
-				_, err = cmd.OutOrStdout().Write(y)
-				return err
-			}
-			return os.WriteFile(output, y, 0o644)
+			return writeOut(cmd, output, y, 0o644)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.XDSAddress, "xds-address", "127.0.0.1:18000", "the xDS server's gRPC address (host:port; a name is resolved by DNS)")
 	f.StringVar(&opts.NodeID, "node-id", host, "this Envoy's node id, unique per Envoy")
 	f.StringVar(&opts.NodeCluster, "node-cluster", "inferplane-gateway", "the Envoy fleet's name")
-	f.StringVar(&opts.AdminAddress, "admin-address", "127.0.0.1:9901", "Envoy's admin interface (IP:port; keep it on loopback)")
+	f.StringVar(&opts.AdminAddress, "envoy-admin-address", "127.0.0.1:9901", "Envoy's admin interface (IP:port; keep it on loopback)")
+	deprecatedAlias(f, "admin-address", "envoy-admin-address")
 	f.Int64Var(&opts.MaxConnections, "max-connections", 50000, "cap on client connections across all listeners")
 	f.StringVar(&api, "api", "delta", "xDS protocol: delta (incremental: a replica's change costs the same whatever the number of endpoints) or sotw (state of the world)")
-	f.StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	addFileFlag(cmd, &output)
 	return cmd
 }
 
