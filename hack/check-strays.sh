@@ -2,10 +2,10 @@
 # Fails when a process the tests started is still running after them: the harness must stop
 # what it starts. Two ways to recognise one: a binary from the test caches (kube-apiserver,
 # etcd, argocd-repo-server, argocd-application-controller, kube-controller-manager) with the
-# kubeenv marker on its command line, or the INFERPLANE_E2E_OWNER mark the Argo CD harness puts
-# in the environment of everything it starts (the git and kustomize runs of the repo server
-# inherit it). Redis runs inside the test process (miniredis), so no redis process exists to
-# outlive it.
+# kubeenv marker on its command line, or the INFERPLANE_E2E_OWNER mark e2e/proc puts in the
+# environment of everything the Argo CD and Dex harnesses start (the git and kustomize runs of
+# the repo server inherit it). Redis runs inside the test process (miniredis), so no redis
+# process exists to outlive it.
 #
 # A process whose test binary is still running (its parent, or the owner its mark names) belongs
 # to a test run in progress, e.g. another checkout's sharing the cache: it is not a stray.

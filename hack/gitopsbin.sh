@@ -9,6 +9,8 @@
 #                   (hack/gitopstools/kubevirtcheck)
 #   kube-controller-manager  built like kube-apiserver (hack/gitopstools/kcm pins the same versions):
 #                   its garbage collector finishes the foreground deletions Argo CD asks for
+#   dex             the real Dex OIDC provider the product API's tests sign in with
+#                   (hack/gitopstools/dex; cgo, for its sqlite storage driver)
 #
 # Each tool lives in its own tools module (never inferplane's module: their k8s.io pins differ
 # from ours). Its cache folder is named after a hash of that module's files and the Go version,
@@ -18,12 +20,13 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-tool=${1:?usage: hack/gitopsbin.sh argocd|kustomize|kubevirt-check|kube-controller-manager}
+tool=${1:?usage: hack/gitopsbin.sh argocd|kustomize|kubevirt-check|kube-controller-manager|dex}
 case "$tool" in
   argocd) src=gitopstools/argocd ;;
   kustomize) src=gitopstools/kustomize ;;
   kubevirt-check) src=gitopstools/kubevirtcheck ;;
   kube-controller-manager) src=gitopstools/kcm ;;
+  dex) src=gitopstools/dex ;;
   *) echo "gitopsbin: unknown tool $tool" >&2; exit 2 ;;
 esac
 src="$root/hack/$src"
@@ -81,6 +84,12 @@ case "$tool" in
     ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$v"
     ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$v" | cut -d. -f2)"
     (cd "$src" && go build -ldflags "$ldflags" -o "$tmp/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager)
+    ;;
+  dex)
+    v=$(version github.com/dexidp/dex)
+    echo "gitopsbin: building dex $v (a few minutes, once)" >&2
+    # Dex links its sqlite storage driver through cgo (gcc); `dex version` reports the pin.
+    (cd "$src" && CGO_ENABLED=1 go build -buildvcs=false -ldflags "-s -w -X main.version=$v" -o "$tmp/dex" github.com/dexidp/dex/cmd/dex)
     ;;
 esac
 echo "gitopsbin: built $tool in $((SECONDS - start)) s" >&2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds every binary the e2e tests run (hack/kubebin.sh: kube-apiserver, etcd;
-# hack/gitopsbin.sh: argocd, kustomize, kubevirt-check, kube-controller-manager), each once into
+# hack/gitopsbin.sh: argocd, kustomize, kubevirt-check, kube-controller-manager, dex), each once into
 # its own cache folder, and prints the environment that points the tests at them, one
 # NAME=folder per line (`make test` passes it to go test).
 #
@@ -14,13 +14,13 @@
 # inferplane's own module pin the same k8s.io versions, so kube-apiserver is built first and the
 # other two (COMMAND, e.g. vet, compiles inferplane's module) after it, side by side, finding
 # most of their packages compiled; Argo CD (k8s.io v0.34), KubeVirt's checker
-# (v0.33) and kustomize share next to nothing with them or each other, so they run alongside,
+# (v0.33), kustomize and Dex share next to nothing with them or each other, so they run alongside,
 # when the machine has the memory for it (a link of kube-apiserver, kube-controller-manager or
 # argocd peaks around 2 GB). Warm, every build is a cache hit.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-tools=(argocd kustomize kubevirt-check kube-controller-manager)
+tools=(argocd kustomize kubevirt-check kube-controller-manager dex)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -46,7 +46,7 @@ run() { # runs a build, in the background when building in parallel
   fi
 }
 run kube_chain "$@"
-for t in argocd kustomize kubevirt-check; do
+for t in argocd kustomize kubevirt-check dex; do
   run sh -c '"$1" "$2" > "$3"' _ "$root/hack/gitopsbin.sh" "$t" "$out/$t"
 done
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done

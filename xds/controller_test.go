@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -128,10 +129,10 @@ func TestControllerDecidesWhoServes(t *testing.T) {
 
 	h.updates <- discovery.Update{Replicas: []discovery.Replica{r0, r1, loading, pending, emb}}
 	// Nothing is published until every candidate answered its first probe.
-	time.Sleep(50 * time.Millisecond)
-	configs, _, _, targets := h.rec.state()
+	require.Eventually(t, func() bool { _, _, _, targets := h.rec.state(); return len(targets) == 4 }, 5*time.Second, time.Millisecond,
+		"every Running replica with an IP is probed, Ready or not")
+	configs, _, _, _ := h.rec.state()
 	assert.Zero(t, configs)
-	assert.Len(t, targets, 4, "every Running replica with an IP is probed, Ready or not")
 	assert.False(t, h.c.Ready())
 
 	for _, ev := range []health.Event{up(r0, true), up(r1, true), up(loading, true)} {
@@ -247,12 +248,13 @@ func TestControllerKeepsLastGoodConfiguration(t *testing.T) {
 	fail.Store(true)
 	r1 := replica("embed", "embed-r0-n0", "10.0.1.1", true)
 	h.updates <- discovery.Update{Replicas: []discovery.Replica{r0, r1}}
-	time.Sleep(100 * time.Millisecond)
+	require.Eventually(t, func() bool {
+		_, lastErr := h.c.Problems()
+		return strings.Contains(lastErr, "build configuration: filter chain: test: no signing secret")
+	}, 5*time.Second, time.Millisecond, "the controller tried to build the configuration and says why it failed")
 	configs, _, _, _ := h.rec.state()
 	assert.Equal(t, 1, configs, "a configuration that cannot be built is not published")
 	assert.True(t, h.c.Ready(), "the last good configuration still serves")
-	_, lastErr := h.c.Problems()
-	assert.Contains(t, lastErr, "build configuration: filter chain: test: no signing secret")
 	fail.Store(false)
 	h.eventually(func(c int, _ [][]string, _ map[string][]string) bool { return c == 2 }, "retried")
 	require.Eventually(t, func() bool { _, e := h.c.Problems(); return e == "" }, 5*time.Second, time.Millisecond)

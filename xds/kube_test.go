@@ -21,70 +21,80 @@ import (
 	"github.com/inferplane/inferplane/xds/internal/vmitest"
 )
 
-// cutProxy forwards TCP to the API server until Cut, which closes the listener and every
-// connection: for the xDS server, the API server is gone. Restore listens again on the same
-// port.
+// cutProxy forwards TCP to the API server until Cut, which closes every connection and from
+// then on closes each new one at once: for the xDS server, the API server is gone. Refused
+// counts the connections it closed so (the xDS server noticed and tried again); Restore
+// forwards again.
 type cutProxy struct {
 	target string
 	addr   string
+	lis    net.Listener
 
-	mu    sync.Mutex
-	lis   net.Listener
-	conns []net.Conn
+	mu      sync.Mutex
+	cut     bool
+	refused int
+	conns   []net.Conn
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
-	p := &cutProxy{target: target}
-	require.NoError(t, p.listen("127.0.0.1:0"))
-	p.addr = p.lis.Addr().String()
-	t.Cleanup(p.Cut)
-	return p
-}
-
-func (p *cutProxy) listen(addr string) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	p.lis = l
-	p.mu.Unlock()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &cutProxy{target: target, addr: l.Addr().String(), lis: l}
+	t.Cleanup(func() { l.Close(); p.Cut() })
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); up.Close() }()
-			go func() { _, _ = io.Copy(c, up); c.Close() }()
+			go p.forward(c)
 		}
 	}()
-	return nil
+	return p
+}
+
+func (p *cutProxy) forward(c net.Conn) {
+	p.mu.Lock()
+	if p.cut {
+		p.refused++
+		p.mu.Unlock()
+		c.Close()
+		return
+	}
+	p.mu.Unlock()
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns = append(p.conns, c, up)
+	p.mu.Unlock()
+	go func() { _, _ = io.Copy(up, c); up.Close() }()
+	go func() { _, _ = io.Copy(c, up); c.Close() }()
 }
 
 func (p *cutProxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.lis != nil {
-		p.lis.Close()
-		p.lis = nil
-	}
+	p.cut = true
 	for _, c := range p.conns {
 		c.Close()
 	}
 	p.conns = nil
 }
 
-func (p *cutProxy) Restore(t *testing.T) {
-	require.Eventually(t, func() bool { return p.listen(p.addr) == nil }, 10*time.Second, 50*time.Millisecond)
+// Refused is how many connections were refused since the cut.
+func (p *cutProxy) Refused() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
+}
+
+func (p *cutProxy) Restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut, p.refused = false, 0
 }
 
 // TestKubernetesSourceEndToEnd creates VMIs the way KubeVirt creates them from the generator's
@@ -153,7 +163,10 @@ func TestKubernetesSourceEndToEnd(t *testing.T) {
 
 	// The API server goes away: the last known replicas stay, and their probes still decide.
 	proxy.Cut()
-	time.Sleep(300 * time.Millisecond)
+	// Until the source has tried the API server again and failed, the check below would prove
+	// nothing.
+	require.Eventually(t, func() bool { return proxy.Refused() > 0 }, 60*time.Second, 10*time.Millisecond,
+		"the source never tried to reach the API server again")
 	assert.True(t, endpointsAre("acme/chat", addrs(doubles...))(agent.Snapshot()), "losing the API server must not empty the endpoint")
 	doubles[1].SetHealthy(false)
 	wait("probes still work without the API server", doubles[0], doubles[2])
@@ -162,6 +175,6 @@ func TestKubernetesSourceEndToEnd(t *testing.T) {
 
 	// It comes back: changes made meanwhile arrive.
 	require.NoError(t, c.Delete(ctx, heads[0]))
-	proxy.Restore(t)
+	proxy.Restore()
 	wait("the source resumes after the API server returns", doubles[1], doubles[2])
 }

@@ -31,6 +31,43 @@ type TenantSpec struct {
 	// jobs (where the gateway reaches their serving nodes).
 	// +optional
 	ServingAddress *ServingAddress `json:"servingAddress,omitempty"`
+	// Access says who may use the tenant through the product API: groups and users of the
+	// identity provider, each with a role. Absent: nobody but the operator's admin group.
+	// +listType=atomic
+	// +optional
+	Access []TenantAccess `json:"access,omitempty"`
+}
+
+// TenantRole is what a member may do with a tenant through the product API. Each role can do
+// everything the one before it can.
+// +kubebuilder:validation:Enum=viewer;developer;admin
+type TenantRole string
+
+const (
+	// RoleViewer reads: jobs, models, keys (never their secrets), usage, endpoint health.
+	RoleViewer TenantRole = "viewer"
+	// RoleDeveloper also creates, restarts and deletes jobs and creates and revokes keys.
+	RoleDeveloper TenantRole = "developer"
+	// RoleAdmin also changes a job's replicas and requests quota.
+	RoleAdmin TenantRole = "admin"
+)
+
+// TenantRoles are the roles, weakest first.
+var TenantRoles = []TenantRole{RoleViewer, RoleDeveloper, RoleAdmin}
+
+// TenantAccess gives a group or a user (exactly one of the two) a role in the tenant.
+// +kubebuilder:validation:XValidation:rule="has(self.group) != has(self.user)",message="exactly one of group and user"
+type TenantAccess struct {
+	// Group is a group as the identity provider's groups claim names it.
+	// +kubebuilder:validation:MinLength=1
+	// +optional
+	Group string `json:"group,omitempty"`
+	// User is a user's email address, as the identity provider's verified email claim says it.
+	// +kubebuilder:validation:MinLength=1
+	// +optional
+	User string `json:"user,omitempty"`
+	// Role is what the group's members or the user may do.
+	Role TenantRole `json:"role"`
 }
 
 // TenantGit is a tenant's GitOps repository.

@@ -54,6 +54,7 @@ syncs with an admission webhook, and routes customers' traffic through Envoy to 
 		newChatCmd(),
 		newTranscribeCmd(),
 		newModelsCmd(),
+		newVersionCmd(),
 	)
 	applyConventions(root)
 	return root

@@ -89,7 +89,14 @@ the first time is decided by its first probe; afterwards --unhealthy-threshold f
 take it out and --healthy-threshold successes in a row bring it back.
 
 Admin endpoints (--admin-address): /healthz (alive), /readyz (a configuration is published),
-/metrics (Prometheus), /debug/endpoints (every endpoint and replica with its state, JSON).
+/metrics (Prometheus), /debug/endpoints (every endpoint and replica with its state, JSON),
+and the usage and health that keys usage and health read.
+
+Listening: both servers listen on 127.0.0.1 only unless told otherwise, since the admin
+address shows every endpoint and every key's usage and the gRPC address answers key checks.
+Exposing them is a deliberate choice of --grpc-address and --admin-address: :18000 and :9090
+listen on every interface (what the gateway's install manifests pass, so that Envoy, the
+kubelet's probes and Prometheus reach the pod), an IP address on that one address.
 
 Memory: the process honours Go's GOMEMLIMIT; docs/xds.md says how to size it.`,
 		Example: `  # Local run: replicas from a file, Envoy on this machine
@@ -118,8 +125,10 @@ Memory: the process honours Go's GOMEMLIMIT; docs/xds.md says how to size it.`,
 
 func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
 	x, r, h, s := &f.cfg.XDS, &f.cfg.XDS.Resources, &f.cfg.XDS.Health, &f.cfg.Source
-	fs.StringVar(&x.GRPCAddress, "grpc-address", ":18000", "address of the ADS gRPC server")
-	fs.StringVar(&x.AdminAddress, "admin-address", ":9090", "address of /healthz, /readyz, /metrics and /debug/endpoints")
+	fs.StringVar(&x.GRPCAddress, "grpc-address", "127.0.0.1:18000",
+		"address of the ADS gRPC server, the key check and the access-log service (loopback only by default; :18000 listens on every interface)")
+	fs.StringVar(&x.AdminAddress, "admin-address", "127.0.0.1:9090",
+		"address of /healthz, /readyz, /metrics, /debug and the usage API (loopback only by default; :9090 listens on every interface)")
 	fs.StringVar(&s.Kind, "source", gateway.SourceKube, "where replicas come from: "+strings.Join(gateway.Sources, ", "))
 	fs.StringVar(&s.File, "endpoints-file", "", "YAML file of endpoints (--source file)")
 	deprecatedAlias(fs, "file", "endpoints-file")

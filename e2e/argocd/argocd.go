@@ -6,7 +6,7 @@
 // run here, would create). Clusters are registered as Argo CD cluster Secrets pointing at
 // 127.0.0.1, and repositories are served from file:// URLs: no traffic leaves loopback.
 //
-// Every process the harness starts is marked with OwnerEnv, dies with the test binary, and is
+// Every process the harness starts is marked with proc.OwnerEnv, dies with the test binary, and is
 // stopped by Stop.
 package argocd
 
@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferplane/inferplane/e2e/kubeenv"
+	"github.com/inferplane/inferplane/e2e/proc"
 )
 
 // DefaultNamespace is where Argo CD runs and keeps its Applications.
@@ -69,13 +70,13 @@ type ArgoCD struct {
 
 	host  *kubeenv.Env
 	redis *miniredis.Miniredis
-	procs []*process
+	procs []*proc.Process
 }
 
 // Start installs Argo CD's CRDs and settings into host and starts its repo server and
 // application controller. Stop it with Stop, also when Start fails halfway (it is nil-safe).
 func Start(ctx context.Context, host *kubeenv.Env, o Options) (*ArgoCD, error) {
-	reapOrphans()
+	proc.ReapOrphans()
 	dir, err := os.MkdirTemp("", "inferplane-argocd-")
 	if err != nil {
 		return nil, err
@@ -116,7 +117,7 @@ func (a *ArgoCD) start(ctx context.Context, o Options) error {
 	}
 	repoAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	common := []string{"--redis", a.redis.Addr(), "--loglevel", "info", "--logformat", "text"}
-	repo, err := startProcess("argocd-repo-server", filepath.Join(o.ArgoCDDir, "argocd-repo-server"), append([]string{
+	repo, err := proc.Start("argocd-repo-server", filepath.Join(o.ArgoCDDir, "argocd-repo-server"), append([]string{
 		"--address", "127.0.0.1", "--port", strconv.Itoa(ports[0]),
 		"--metrics-address", "127.0.0.1", "--metrics-port", strconv.Itoa(ports[1]), "--disable-tls",
 	}, common...), env, a.Dir)
@@ -131,7 +132,7 @@ func (a *ArgoCD) start(ctx context.Context, o Options) error {
 	if o.Resync > 0 {
 		ctrlArgs = append(ctrlArgs, "--app-resync", strconv.Itoa(int(o.Resync.Seconds())), "--app-resync-jitter", "0")
 	}
-	ctrl, err := startProcess("argocd-application-controller", filepath.Join(o.ArgoCDDir, "argocd-application-controller"),
+	ctrl, err := proc.Start("argocd-application-controller", filepath.Join(o.ArgoCDDir, "argocd-application-controller"),
 		append(ctrlArgs, common...), env, a.Dir)
 	if err != nil {
 		return err
@@ -225,8 +226,8 @@ func (a *ArgoCD) AddCluster(ctx context.Context, name string, cfg *rest.Config) 
 // out.
 func (a *ArgoCD) Check() error {
 	for _, p := range a.procs {
-		if ok, _ := p.exited(); ok {
-			return errExited(p)
+		if ok, _ := p.Exited(); ok {
+			return proc.ErrExited(p)
 		}
 	}
 	return nil
@@ -236,7 +237,7 @@ func (a *ArgoCD) Check() error {
 func (a *ArgoCD) Logs(n int) string {
 	var s string
 	for _, p := range a.procs {
-		s += fmt.Sprintf("--- %s (%s)\n%s\n", p.name, p.logPath, p.tail(n))
+		s += fmt.Sprintf("--- %s (%s)\n%s\n", p.Name, p.LogPath, p.Tail(n))
 	}
 	return s
 }
@@ -248,7 +249,7 @@ func (a *ArgoCD) Stop() error {
 		return nil
 	}
 	for i := len(a.procs) - 1; i >= 0; i-- {
-		a.procs[i].stop(10 * time.Second)
+		a.procs[i].Stop(10 * time.Second)
 	}
 	a.procs = nil
 	if a.redis != nil {
@@ -294,10 +295,10 @@ func freePorts(n int) ([]int, error) {
 }
 
 // waitListening waits until addr accepts connections, or p exits.
-func waitListening(ctx context.Context, p *process, addr string) error {
+func waitListening(ctx context.Context, p *proc.Process, addr string) error {
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		if ok, _ := p.exited(); ok {
-			return false, errExited(p)
+		if ok, _ := p.Exited(); ok {
+			return false, proc.ErrExited(p)
 		}
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
@@ -307,7 +308,7 @@ func waitListening(ctx context.Context, p *process, addr string) error {
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%s not listening on %s: %w\n%s", p.name, addr, err, p.tail(30))
+		return fmt.Errorf("%s not listening on %s: %w\n%s", p.Name, addr, err, p.Tail(30))
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/inferplane/inferplane/e2e/proc"
 )
 
 // The controllers of kube-controller-manager a test API server needs for Argo CD's deletions to
@@ -23,7 +25,7 @@ var controllers = []string{"garbage-collector-controller", "persistentvolumeclai
 // server.
 type ControllerManager struct {
 	dir  string
-	proc *process
+	proc *proc.Process
 }
 
 // StartControllerManager starts the kube-controller-manager in binDir against the API server
@@ -42,7 +44,7 @@ func StartControllerManager(ctx context.Context, binDir string, cfg *rest.Config
 	if err != nil {
 		return nil, err
 	}
-	cm.proc, err = startProcess("kube-controller-manager-"+name, filepath.Join(binDir, "kube-controller-manager"), []string{
+	cm.proc, err = proc.Start("kube-controller-manager-"+name, filepath.Join(binDir, "kube-controller-manager"), []string{
 		"--kubeconfig", kubeconfig,
 		"--controllers", strings.Join(controllers, ","),
 		"--leader-elect=false",
@@ -61,7 +63,7 @@ func (cm *ControllerManager) Stop() error {
 		return nil
 	}
 	if cm.proc != nil {
-		cm.proc.stop(5 * time.Second)
+		cm.proc.Stop(5 * time.Second)
 		cm.proc = nil
 	}
 	return os.RemoveAll(cm.dir)
@@ -69,8 +71,8 @@ func (cm *ControllerManager) Stop() error {
 
 // Check returns an error when the controller manager has exited.
 func (cm *ControllerManager) Check() error {
-	if ok, _ := cm.proc.exited(); ok {
-		return errExited(cm.proc)
+	if ok, _ := cm.proc.Exited(); ok {
+		return proc.ErrExited(cm.proc)
 	}
 	return nil
 }

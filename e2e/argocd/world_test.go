@@ -19,12 +19,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/e2e/argocd"
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 	"github.com/inferplane/inferplane/e2e/toolbin"
@@ -336,24 +336,30 @@ func newHookServer(t *testing.T) hookServer {
 }
 
 // serveWebhookWhenCRDsExist starts the tenant's webhook once the add-ons have installed
-// inferplane's CRDs in its cluster: the webhook watches Tenants, NodeTypes and ModelMasters and
-// cannot start before their kinds exist (in a real tenant cluster its pod restarts until then).
-// Until it serves, the API server refuses inferplane's objects (failurePolicy Fail) and Argo CD
-// retries.
+// inferplane's CRDs in its cluster and the API server serves them: the webhook watches Tenants,
+// NodeTypes and ModelMasters and cannot start before their kinds are served (in a real tenant
+// cluster its pod restarts until then). Until it serves, the API server refuses inferplane's
+// objects (failurePolicy Fail) and Argo CD retries.
 func (tn *tenant) serveWebhookWhenCRDsExist(ctx context.Context) {
+	names := []string{"nodetypes.inferplane.io", "modelmasters.inferplane.io", "tenants.inferplane.io"}
+	// Argo CD creates the CRDs when it syncs the add-ons, minutes from now on a busy machine:
+	// wait for the objects, then until the API server serves their kinds.
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		var nts v1alpha1.NodeTypeList
-		var ms v1alpha1.ModelMasterList
-		var ts v1alpha1.TenantList
-		for _, l := range []client.ObjectList{&nts, &ms, &ts} {
-			if tn.cluster.Client.List(ctx, l) != nil {
+		for _, n := range names {
+			if tn.cluster.Client.Get(ctx, client.ObjectKey{Name: n}, &apiextensionsv1.CustomResourceDefinition{}) != nil {
 				return false, nil
 			}
 		}
 		return true, nil
 	})
+	if err == nil {
+		err = tn.cluster.WaitCRDsServed(ctx, names...)
+	}
 	if err != nil {
-		tn.hook.done <- nil // stopped before the CRDs came
+		if ctx.Err() != nil {
+			err = nil // stopped before the CRDs came
+		}
+		tn.hook.done <- err
 		return
 	}
 	port := tn.hook.port

@@ -31,7 +31,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -61,6 +60,8 @@ type Env struct {
 	Scheme *k8sruntime.Scheme
 
 	testEnv *envtest.Environment
+	// mapper is Client's REST mapper, reset once InstallCRDs has new kinds served.
+	mapper *resettableMapper
 	// work holds the servers' certificates and data (removed by Stop).
 	work     string
 	stopOnce sync.Once
@@ -203,12 +204,20 @@ func newEnv(cfg *rest.Config, te *envtest.Environment) (*Env, error) {
 	// The default 5 QPS throttles bulk dry-runs of a few hundred rendered objects for no gain.
 	cfg.QPS, cfg.Burst = 500, 1000
 	s := NewScheme()
-	c, err := client.New(cfg, client.Options{Scheme: s, FieldValidation: metav1.FieldValidationStrict})
+	mapper, err := newResettableMapper(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("REST mapper for the test API server: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s, Mapper: mapper, FieldValidation: metav1.FieldValidationStrict})
 	if err != nil {
 		return nil, fmt.Errorf("client for the test API server: %w", err)
 	}
-	return &Env{Config: cfg, Client: c, Scheme: s, testEnv: te}, nil
+	return &Env{Config: cfg, Client: c, Scheme: s, testEnv: te, mapper: mapper}, nil
 }
+
+// Connect is an Env for an API server that runs already (started by someone else): its
+// client and InstallCRDs; Stop does nothing.
+func Connect(cfg *rest.Config) (*Env, error) { return newEnv(rest.CopyConfig(cfg), nil) }
 
 // Stop stops the API server and etcd and removes their data. Later calls do nothing (a test
 // may stop a server on purpose before its cleanup runs).
@@ -264,7 +273,9 @@ func CRDPaths() []string {
 }
 
 // InstallCRDs applies the CRDs in the given files server-side (the KubeVirt VMI CRD is too
-// large for a client-side apply's last-applied annotation) and waits until each is served.
+// large for a client-side apply's last-applied annotation), waits until each is established
+// and served (crdserved.go), and then resets the client's REST mapping, so that the caller can
+// create objects of the new kinds at once.
 func (e *Env) InstallCRDs(ctx context.Context, paths ...string) error {
 	var names []string
 	for _, p := range paths {
@@ -287,27 +298,7 @@ func (e *Env) InstallCRDs(ctx context.Context, paths ...string) error {
 			names = append(names, u.GetName())
 		}
 	}
-	for _, n := range names {
-		if err := e.waitEstablished(ctx, n); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (e *Env) waitEstablished(ctx context.Context, name string) error {
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := e.Client.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		for _, c := range crd.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	return e.WaitCRDsServed(ctx, names...)
 }
 
 // EnsureNamespace creates a namespace if it does not exist yet.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/clusters"
+	"github.com/inferplane/inferplane/internal/version"
 	"github.com/inferplane/inferplane/xds/resources"
 )
 
@@ -28,8 +29,7 @@ import (
 const (
 	DefaultNamespace        = "inferplane-system"
 	DefaultName             = "inferplane-gateway"
-	DefaultImage            = "ghcr.io/inferplane/inferplane:latest"
-	DefaultEnvoyImage       = "docker.io/envoyproxy/envoy:v1.36-latest"
+	DefaultEnvoyImage       = "docker.io/envoyproxy/envoy:v1.36.13" // an exact release, never a tag that moves
 	DefaultReplicas   int32 = 2
 	DefaultUsageSize        = "1Gi"
 
@@ -41,6 +41,10 @@ const (
 	EnvoyAdmin   = 9901
 	keySecretKey = "secret"
 )
+
+// DefaultImage is this build's image, ghcr.io/inferplane/inferplane:<version> (what `make image`
+// builds from the same tree; internal/version says what a development build's version is).
+var DefaultImage = version.Image()
 
 // Options shape the install. Domain is required; the zero value of the rest installs two xDS
 // servers and two Envoys in inferplane-system, reading Argo CD's cluster Secrets in argocd, API

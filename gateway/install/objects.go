@@ -81,6 +81,9 @@ func xdsServices(o Options) []client.Object {
 
 // xdsArgs is the xDS server's command line.
 func xdsArgs(o Options) []string {
+	// Every interface, said explicitly (the server listens on loopback only by default): Envoy
+	// and its key checks reach the gRPC port through the Service, the kubelet's probes and
+	// Prometheus the admin port at the pod's IP, kubectl port-forward at the pod's loopback.
 	args := []string{"xds", "serve", "--source", "clusters", "--domain", o.Domain,
 		"--grpc-address", ":" + strconv.Itoa(GRPCPort), "--admin-address", ":" + strconv.Itoa(AdminPort),
 		"--argocd-namespace", o.ArgoCDNamespace,

@@ -400,6 +400,29 @@ spec:
 			},
 		},
 		{
+			name: "tenant access: one of group and user, a known role, each member once",
+			mutate: func(m fstest.MapFS) {
+				m["acme/tenant.yaml"] = job(tenantAcme + `  access:
+  - group: acme-ml
+    role: developer
+  - {role: viewer}
+  - {group: acme-ops, user: ops@acme.example, role: admin}
+  - {user: ops, role: admin}
+  - {user: Dana@acme.example, role: owner}
+  - {group: acme-ml, role: admin}
+  - {user: dana@ACME.example, role: viewer}
+`)
+			},
+			want: []want{
+				{"tenants/acme/tenant.yaml", "spec.access[1]", "has neither", "exactly one of group and user"},
+				{"tenants/acme/tenant.yaml", "spec.access[2]", "has both", "exactly one of group and user"},
+				{"tenants/acme/tenant.yaml", "spec.access[3].user", `"ops" is not one`, "an email address"},
+				{"tenants/acme/tenant.yaml", "spec.access[4].role", `is "owner"`, `"viewer", "developer" or "admin"`},
+				{"tenants/acme/tenant.yaml", "spec.access[5]", "group acme-ml is listed twice", "each group and user once"},
+				{"tenants/acme/tenant.yaml", "spec.access[6]", "user dana@acme.example is listed twice", "each group and user once"},
+			},
+		},
+		{
 			name: "unexpected file at the top",
 			mutate: func(m fstest.MapFS) {
 				m["qwen.yaml"] = job(jobQwen)

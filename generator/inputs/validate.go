@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -234,6 +235,39 @@ func (l *loader) checkTenant(p string, t *v1alpha1.Tenant) {
 	}
 	if d := s.ArgoCD.Destination; d != "" && len(validation.IsDNS1123Subdomain(d)) > 0 {
 		l.add(p, specPath.Child("argoCD", "destination"), "an Argo CD cluster name (a DNS-1123 subdomain)", "%q is not valid", d)
+	}
+	l.checkAccess(p, s.Access)
+}
+
+// checkAccess holds spec.access to what the CRD says (one of group and user, a known role) and
+// refuses an entry listed twice, which would leave the member's role to the order of the list.
+func (l *loader) checkAccess(p string, access []v1alpha1.TenantAccess) {
+	seen := map[string]bool{}
+	for i, a := range access {
+		field := specPath.Child("access").Index(i)
+		key := ""
+		switch {
+		case a.Group == "" && a.User == "":
+			l.add(p, field, "exactly one of group and user", "has neither")
+		case a.Group != "" && a.User != "":
+			l.add(p, field, "exactly one of group and user", "has both")
+		case a.Group != "":
+			key = "group " + a.Group
+		default:
+			key = "user " + strings.ToLower(a.User)
+			if !strings.Contains(a.User, "@") {
+				l.add(p, field.Child("user"), "an email address (the identity provider's verified email claim)", "%q is not one", a.User)
+			}
+		}
+		if !slices.Contains(v1alpha1.TenantRoles, a.Role) {
+			l.add(p, field.Child("role"), `"viewer", "developer" or "admin"`, "is %q", a.Role)
+		}
+		if key != "" && seen[key] {
+			l.add(p, field, "each group and user once", "%s is listed twice", key)
+		}
+		if key != "" {
+			seen[key] = true
+		}
 	}
 }
 

@@ -73,6 +73,9 @@ type Options struct {
 	// Group names the part of the repository a path belongs to (e.g. "job qwen"), so that the
 	// commit message lists changes per part. Nil: everything is one group.
 	Group func(path string) string
+	// Trailers are "Key: value" lines that end the commit message (e.g. the inputs commit a
+	// render came from, which the product API's reconcile reads back).
+	Trailers []string
 }
 
 // Op is what happened to a file.
@@ -145,6 +148,9 @@ func Publish(ctx context.Context, t Target, files map[string][]byte, opts Option
 			now = opts.Now
 		}
 		msg := Message(t.Name, base == nil, changes, opts.Group)
+		if len(opts.Trailers) > 0 {
+			msg += "\n" + strings.Join(opts.Trailers, "\n") + "\n"
+		}
 		head, err = writeCommit(repo, base, files, msg, now())
 		if err != nil {
 			return Result{}, fmt.Errorf("tenant %s: commit: %w", t.Name, err)

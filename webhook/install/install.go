@@ -27,6 +27,7 @@ import (
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/internal/manifest"
+	"github.com/inferplane/inferplane/internal/version"
 	"github.com/inferplane/inferplane/policy"
 )
 
@@ -35,10 +36,13 @@ const (
 	DefaultNamespace               = "inferplane-system"
 	DefaultName                    = "inferplane-webhook"
 	DefaultConfigurationName       = "inferplane-policy"
-	DefaultImage                   = "ghcr.io/inferplane/inferplane:latest"
 	DefaultReplicas          int32 = 2
 	DefaultTimeoutSeconds    int32 = 5
 )
+
+// DefaultImage is this build's image, ghcr.io/inferplane/inferplane:<version> (what `make image`
+// builds from the same tree; internal/version says what a development build's version is).
+var DefaultImage = version.Image()
 
 // The ports and drain time the server listens with by default and the Deployment exposes.
 const (

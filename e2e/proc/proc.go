@@ -1,4 +1,8 @@
-package argocd
+// Package proc runs the processes of the e2e harnesses (Argo CD's, Dex): each in its own
+// process group, logging to a file, marked with the pid of the test binary that started it and
+// killed by the kernel when that binary dies; ReapOrphans kills what a crashed run left behind,
+// and hack/check-strays.sh finds any left running after the tests.
+package proc
 
 import (
 	"bytes"
@@ -20,9 +24,9 @@ import (
 // of test binaries still running alone; hack/check-strays.sh looks for the mark too.
 const OwnerEnv = "INFERPLANE_E2E_OWNER"
 
-// process is a child process with its output in a log file.
-type process struct {
-	name, logPath string
+// Process is a child process with its output in a log file.
+type Process struct {
+	Name, LogPath string
 	cmd           *exec.Cmd
 	done          chan struct{}
 	err           error // set before done is closed
@@ -50,10 +54,10 @@ func onSpawnerThread(f func()) {
 	<-done
 }
 
-// startProcess starts bin with args and env (added to a clean base: no inherited variables but
+// Start starts bin with args and env (added to a clean base: no inherited variables but
 // PATH), logging to logDir/name.log. The child gets its own process group (so stop reaches the
 // git and kustomize runs it spawns) and is killed by the kernel if the test binary dies first.
-func startProcess(name, bin string, args, env []string, logDir string) (*process, error) {
+func Start(name, bin string, args, env []string, logDir string) (*Process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -68,7 +72,7 @@ func startProcess(name, bin string, args, env []string, logDir string) (*process
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -76,8 +80,8 @@ func startProcess(name, bin string, args, env []string, logDir string) (*process
 	return p, nil
 }
 
-// exited says whether the process has ended, and how.
-func (p *process) exited() (bool, error) {
+// Exited says whether the process has ended, and how.
+func (p *Process) Exited() (bool, error) {
 	select {
 	case <-p.done:
 		return true, p.err
@@ -86,8 +90,8 @@ func (p *process) exited() (bool, error) {
 	}
 }
 
-// stop sends SIGTERM to the process group, waits up to grace, then kills the group.
-func (p *process) stop(grace time.Duration) {
+// Stop sends SIGTERM to the process group, waits up to grace, then kills the group.
+func (p *Process) Stop(grace time.Duration) {
 	pgid := p.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
@@ -100,9 +104,9 @@ func (p *process) stop(grace time.Duration) {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
-// tail returns the last n lines of the process's log, for failure messages.
-func (p *process) tail(n int) string {
-	data, err := os.ReadFile(p.logPath)
+// Tail returns the last n lines of the process's log, for failure messages.
+func (p *Process) Tail(n int) string {
+	data, err := os.ReadFile(p.LogPath)
 	if err != nil {
 		return err.Error()
 	}
@@ -113,9 +117,9 @@ func (p *process) tail(n int) string {
 	return string(bytes.Join(lines, []byte("\n")))
 }
 
-// reapOrphans kills processes marked with OwnerEnv whose owner is no longer a running test
+// ReapOrphans kills processes marked with OwnerEnv whose owner is no longer a running test
 // binary: leftovers of a run that died before it could stop them (Pdeathsig makes that rare).
-func reapOrphans() {
+func ReapOrphans() {
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
 		owner, ok := ownerOf(p)
@@ -127,7 +131,7 @@ func reapOrphans() {
 			continue
 		}
 		exe, _ := os.Readlink(filepath.Join(p, "exe"))
-		fmt.Fprintf(os.Stderr, "argocd harness: killing %s (pid %d), left by test binary %d\n", filepath.Base(exe), pid, owner)
+		fmt.Fprintf(os.Stderr, "e2e harness: killing %s (pid %d), left by test binary %d\n", filepath.Base(exe), pid, owner)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
@@ -153,10 +157,10 @@ func ownerAlive(pid int) bool {
 	return err == nil && strings.HasSuffix(strings.TrimSuffix(exe, " (deleted)"), ".test")
 }
 
-// errExited names a process that ended while it should be serving.
-func errExited(p *process) error {
-	if ok, err := p.exited(); ok {
-		return fmt.Errorf("%s exited (%v); last log lines:\n%s", p.name, err, p.tail(30))
+// ErrExited names a process that ended while it should be serving.
+func ErrExited(p *Process) error {
+	if ok, err := p.Exited(); ok {
+		return fmt.Errorf("%s exited (%v); last log lines:\n%s", p.Name, err, p.Tail(30))
 	}
-	return errors.New(p.name + " is running")
+	return errors.New(p.Name + " is running")
 }

@@ -1,0 +1,267 @@
+package inputsrepo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// Author is who a commit is made for: the signed-in caller.
+type Author struct {
+	Name, Email string
+}
+
+// Change is one write.
+type Change struct {
+	// Apply changes the tree (the branch's head as fetched). It runs again on a newer head
+	// when another replica pushed first, so it must decide from what it reads, not from what it
+	// read before. It returns a *ConflictError (Conflictf) when the change does not apply to
+	// this head (the job was deleted meanwhile); any other error is returned as it is. Nothing
+	// written: the write does nothing and says Unchanged.
+	Apply func(t *Tree) error
+	// Check runs on the changed tree before anything is committed (e.g. the generator for the
+	// tenant); its error comes back as a *CheckError. Nil: no check.
+	Check func(ctx context.Context, t *Tree) error
+	// Author of the commit (the committer is Options.Committer).
+	Author Author
+	// Message is what changed: a subject line, then optionally a blank line and a body.
+	Message string
+	// IdempotencyKey, when set, makes the write happen once: a key already recorded in the
+	// history (within Options.IdempotencyWindow) returns that commit, Replayed, and writes
+	// nothing. Scope it to the caller and the tenant (e.g. issuer, subject, tenant and the
+	// client's Idempotency-Key): it is hashed, so its text never reaches git.
+	IdempotencyKey string
+	// Request, with a key, is what the request asked (e.g. its method, path and body): a key
+	// found with another request is a *KeyReusedError, not a replay. It is hashed too.
+	Request string
+}
+
+// Result is what a write did.
+type Result struct {
+	// Commit is the commit that holds the change (the head when Unchanged).
+	Commit string
+	// Replayed: the idempotency key was found; Commit is the earlier write's commit.
+	Replayed bool
+	// Unchanged: the change left the tree as it was; nothing was committed.
+	Unchanged bool
+	// Changed lists the paths written or removed.
+	Changed []string
+	// Attempts is how many times the change was applied (1 without a race).
+	Attempts int
+}
+
+// ConflictError is a change that does not apply to the current inputs (an HTTP 409).
+type ConflictError struct{ Reason string }
+
+func (e *ConflictError) Error() string { return "conflict: " + e.Reason }
+
+// Conflictf makes a *ConflictError, for change functions.
+func Conflictf(format string, args ...any) error {
+	return &ConflictError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// CheckError is a change the caller's check refused (an HTTP 422 carrying the check's own
+// problems); nothing was committed.
+type CheckError struct{ Err error }
+
+func (e *CheckError) Error() string { return "refused by the check: " + e.Err.Error() }
+func (e *CheckError) Unwrap() error { return e.Err }
+
+// KeyReusedError is an idempotency key sent again with another request (an HTTP 422): the
+// key's first request was written in Commit, and this one is not.
+type KeyReusedError struct{ Commit string }
+
+func (e *KeyReusedError) Error() string {
+	return "the idempotency key was used for another request (commit " + e.Commit + "): send a new key with a new request"
+}
+
+// ErrBusy is a write that lost the race to other writers Options.Attempts times in a row (an
+// HTTP 503 with Retry-After): nothing of it was pushed.
+var ErrBusy = errors.New("the inputs branch kept moving: other writers pushed first on every attempt")
+
+// Write applies one change as one commit on the branch (see the package comment). Errors:
+// the change's own, *ConflictError, *CheckError, ErrBusy, or a fetch or push failure (the
+// remote named without credentials). When the context ends while the push is under way the
+// change may have landed: a retry with the same IdempotencyKey says which.
+func (r *Repo) Write(ctx context.Context, ch Change) (Result, error) {
+	if ch.Apply == nil || strings.TrimSpace(ch.Message) == "" || ch.Author.Name == "" || ch.Author.Email == "" {
+		return Result{}, errors.New("inputsrepo: a change needs Apply, a Message and an Author with a name and an email")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.writes >= r.opts.RecloneAfter {
+		// Snapshots handed out before keep reading the old storage, which they hold.
+		r.repo, r.writes = nil, 0
+	}
+	r.writes++
+	key, request := "", ""
+	if ch.IdempotencyKey != "" {
+		key = hashKey(ch.IdempotencyKey)
+		if ch.Request != "" {
+			request = hashKey(ch.Request)
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		res, err := r.attempt(ctx, ch, key, request)
+		res.Attempts = attempt
+		if !errors.Is(err, errStale) {
+			return res, err
+		}
+		if attempt >= r.opts.Attempts {
+			return Result{Attempts: attempt}, ErrBusy
+		}
+		r.opts.Logger.Info("inputs push refused: another writer pushed first; applying the change again on the new head",
+			"attempt", attempt, "branch", r.opts.Branch)
+		if err := sleep(ctx, r.backoff(attempt)); err != nil {
+			return Result{Attempts: attempt}, err
+		}
+	}
+}
+
+// errStale: the branch moved since the fetch; the change is applied again.
+var errStale = errors.New("the branch moved")
+
+// attempt is one fetch, apply, check, commit and push.
+func (r *Repo) attempt(ctx context.Context, ch Change, key, request string) (Result, error) {
+	head, err := r.fetch(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	if key != "" {
+		if k, ok := r.keys.find(key, r.opts.Now().Add(-r.opts.IdempotencyWindow)); ok {
+			if k.request != "" && request != "" && k.request != request {
+				return Result{}, &KeyReusedError{Commit: k.commit.String()}
+			}
+			return Result{Commit: k.commit.String(), Replayed: true}, nil
+		}
+	}
+	snap, err := r.snapshot(head)
+	if err != nil {
+		return Result{}, err
+	}
+	t := snap.Files
+	if err := ch.Apply(t); err != nil {
+		return Result{}, err
+	}
+	if len(t.changes) == 0 {
+		return Result{Commit: snap.Commit, Unchanged: true}, nil
+	}
+	treeHash, objs, err := t.write()
+	if err != nil {
+		return Result{}, fmt.Errorf("inputsrepo: %w", err)
+	}
+	if head != nil && treeHash == head.TreeHash {
+		return Result{Commit: snap.Commit, Unchanged: true, Changed: t.Changed()}, nil
+	}
+	if ch.Check != nil {
+		if err := ch.Check(ctx, t); err != nil {
+			return Result{}, &CheckError{Err: err}
+		}
+	}
+	commit, err := r.commit(ch, strings.TrimSpace(key+" "+request), head, treeHash)
+	if err != nil {
+		return Result{}, err
+	}
+	// Nothing is pushed after the caller gave up: what was not pushed was not written.
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	res := Result{Commit: commit.String(), Changed: t.Changed()}
+	old := plumbing.ZeroHash
+	if head != nil {
+		old = head.Hash
+	}
+	err = r.push(ctx, old, commit, append(objs, commit))
+	if err == nil || errors.Is(err, errStale) {
+		return res, err
+	}
+	// The push failed without saying how: it may have landed all the same (the connection
+	// broke after the remote took it). The remote's history says.
+	if landed, lerr := r.landed(context.WithoutCancel(ctx), old, commit); lerr == nil {
+		switch {
+		case landed:
+			return res, nil
+		case ctx.Err() == nil && r.movedFrom(old):
+			return Result{}, errStale
+		}
+	}
+	return Result{}, err
+}
+
+// commit stores the commit object of a change; request is the TrailerRequest value ("" none).
+func (r *Repo) commit(ch Change, request string, head *object.Commit, tree plumbing.Hash) (plumbing.Hash, error) {
+	now := r.opts.Now()
+	author := object.Signature{Name: ch.Author.Name, Email: ch.Author.Email, When: now}
+	committer := r.opts.Committer
+	committer.When = now
+	msg := strings.TrimRight(ch.Message, "\n") + "\n"
+	if request != "" {
+		msg += "\n" + TrailerRequest + ": " + request + "\n"
+	}
+	c := &object.Commit{Author: author, Committer: committer, Message: msg, TreeHash: tree}
+	if head != nil {
+		c.ParentHashes = []plumbing.Hash{head.Hash}
+	}
+	obj := r.objects().NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return r.objects().SetEncodedObject(obj)
+}
+
+// landed says whether commit is on the remote branch: fetched anew, the head is it or has it
+// among the commits since old.
+func (r *Repo) landed(ctx context.Context, old, commit plumbing.Hash) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	head, err := r.fetch(ctx)
+	if err != nil || head == nil {
+		return false, err
+	}
+	for c, n := head, 0; c != nil && n < maxScan; n++ {
+		if c.Hash == commit {
+			return true, nil
+		}
+		if c.Hash == old || len(c.ParentHashes) == 0 {
+			return false, nil
+		}
+		if c, err = c.Parent(0); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// movedFrom says whether the fetched remote head is no longer old.
+func (r *Repo) movedFrom(old plumbing.Hash) bool {
+	ref, err := r.repo.Reference(r.remote, true)
+	if err != nil {
+		return !old.IsZero()
+	}
+	return ref.Hash() != old
+}
+
+// backoff is the pause after a refused push: doubling from Options.Backoff up to 1 s, drawn
+// between half and all of it so that writers that collided do not collide again in step.
+func (r *Repo) backoff(attempt int) time.Duration {
+	d := r.opts.Backoff << min(attempt-1, 10)
+	d = min(d, time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
