@@ -54,9 +54,10 @@ vet: fmt
 # packages both need), unit tests and the e2e tests against the real API server and the real
 # Argo CD and Dex, then a check that no test process outlived the tests.
 test: fmt
+	@hack/redis.sh > /dev/null
 	@bins=$$(mktemp) && trap 'rm -f $$bins' EXIT && \
 	hack/testbins.sh $(GO) vet ./... > $$bins && \
-	env $$(cat $$bins) INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_REQUIRE_GITOPS=1 INFERPLANE_REQUIRE_DEX=1 $(GO) test -count=1 -timeout 30m ./...
+	env $$(cat $$bins) INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_REQUIRE_GITOPS=1 INFERPLANE_REQUIRE_DEX=1 INFERPLANE_REQUIRE_REDIS=1 $(GO) test -count=1 -timeout 30m ./...
 	@hack/check-strays.sh
 
 # Only the GitOps tests: Argo CD syncing generated repositories (e2e/argocd) and KubeVirt's own
@@ -116,9 +117,13 @@ bench-xds:
 # own health check paced the same way: the floor of any gRPC call on the machine), access-log
 # ingestion over a real gRPC stream (entries/s, and the ratio to the generated-types decoder),
 # and the Lua usage filter's cost per response (gopher-lua here; LuaJIT, Envoy's runtime,
-# when luajit is installed).
+# when luajit is installed). Limits (a real redis-server, hack/redis.sh): the check with limits
+# against without (p50/p99, a key far from its limits and one whose every check is a round trip
+# to Redis), and the counting cost per access-log entry.
 bench-keys:
-	$(GO) test -run '^$$' -bench 'Verify100k|CheckGRPCPaced2000' -benchtime 20000x -count 1 ./auth/extauthz/
+	@hack/redis.sh > /dev/null
+	$(GO) test -run '^$$' -bench 'Verify100k|CheckGRPCPaced2000|CheckLimits' -benchtime 20000x -count 1 ./auth/extauthz/
+	$(GO) test -run '^$$' -bench 'CountEntry' -benchtime 50000x -count 1 ./auth/limits/
 	$(GO) test -run '^$$' -bench 'IngestGRPC' -benchtime 500000x -count 1 ./usage/
 	$(GO) test -run '^$$' -bench 'UsageScript' -count 1 ./usage/envoylua/
 	@if command -v luajit >/dev/null 2>&1; then luajit usage/envoylua/testdata/bench.lua usage/envoylua; \

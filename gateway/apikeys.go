@@ -44,6 +44,8 @@ type APIKeys struct {
 	// none with Namespace); "-" keeps it in memory only.
 	UsageFile         string
 	UsageSaveInterval time.Duration
+	// Limits are the rate limits and token budgets the key check enforces.
+	Limits Limits
 }
 
 // Validate checks what can be checked before anything starts.
@@ -66,7 +68,7 @@ func (k APIKeys) check(path *field.Path, grpcAddress string) field.ErrorList {
 		errs = append(errs, field.Required(path.Child("servicesAddress"),
 			"needed when the gRPC address picks a free port (:0): Envoy must know where to reach the key check"))
 	}
-	return errs
+	return append(errs, k.Limits.Validate(path.Child("limits"))...)
 }
 
 // lateReplicas is the usage view's replica source: the xDS server's controller, which exists
@@ -136,6 +138,13 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, k APIKeys, kube func() (*
 	}
 	cfg.Registry.MustRegister(authz.Collectors()...)
 	cfg.Registry.MustRegister(agg.Collector())
+	stopLimits, err := wireLimits(ctx, cfg, k.Limits, idx, authz, als, log)
+	if err != nil {
+		_ = finish()
+		return func() error { return nil }, err
+	}
+	saveUsage := finish
+	finish = func() error { stopLimits(); return saveUsage() }
 	started := cfg.Started
 	cfg.Started = func(r xds.Running) {
 		replicas.ctrl.Store(r.Controller)

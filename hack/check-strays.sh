@@ -4,8 +4,8 @@
 # etcd, argocd-repo-server, argocd-application-controller, kube-controller-manager) with the
 # kubeenv marker on its command line, or the INFERPLANE_E2E_OWNER mark e2e/proc puts in the
 # environment of everything the Argo CD and Dex harnesses start (the git and kustomize runs of
-# the repo server inherit it). Redis runs inside the test process (miniredis), so no redis
-# process exists to outlive it.
+# the repo server inherit it), as e2e/redistest does for the redis-server processes of the
+# limits tests. The Argo CD harness's Redis runs inside the test process (miniredis).
 #
 # A process whose test binary is still running (its parent, or the owner its mark names) belongs
 # to a test run in progress, e.g. another checkout's sharing the cache: it is not a stray.

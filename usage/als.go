@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"time"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"google.golang.org/grpc"
@@ -19,6 +20,15 @@ type Service struct {
 	// Resolve ties requests without key metadata to an endpoint by host name.
 	Resolve Resolver
 	Log     *slog.Logger
+	// Tokens, when set, is told the tokens of every request that passed the key check, as its
+	// entry arrives: the limits' token counts (auth/limits), counted once, by the replica whose
+	// access-log stream carried the entry.
+	Tokens TokenCounter
+}
+
+// TokenCounter counts the tokens of finished requests against limits.
+type TokenCounter interface {
+	Count(tenant, keyID string, tokens int64, at time.Time)
 }
 
 // NewService returns a service feeding agg; resolve may be nil (then only requests that
@@ -82,6 +92,13 @@ func (s *Service) streamRaw(stream grpc.ServerStream) error {
 		}
 		if len(batch) > 0 {
 			s.Agg.Add(batch...)
+			if s.Tokens != nil {
+				for i := range batch {
+					if e := &batch[i]; e.KeyID != "" && !e.Denied && e.TokensIn+e.TokensOut > 0 {
+						s.Tokens.Count(e.Tenant, e.KeyID, e.TokensIn+e.TokensOut, e.Done)
+					}
+				}
+			}
 		}
 		if skipped > 0 {
 			s.Agg.Unattributed(skipped)

@@ -32,6 +32,8 @@ type Entry struct {
 	// HasUsage is set when the response carried an OpenAI usage object.
 	HasUsage            bool
 	TokensIn, TokensOut int64
+	// Estimated: no usage arrived, TokensOut is the stream's data events (one token each).
+	Estimated bool
 }
 
 // Failed reports whether the request counts against the endpoint's success rate: a 5xx or

@@ -31,6 +31,7 @@ func FromHTTPLog(l *datav3.HTTPAccessLogEntry, resolve Resolver) (Entry, bool) {
 	if u := md[envoymeta.UsageNamespace]; u != nil {
 		r.in, r.hasIn = num(u, envoymeta.PromptTokens)
 		r.out, r.hasOut = num(u, envoymeta.CompletionTokens)
+		r.events, _ = num(u, envoymeta.StreamEvents)
 	}
 	return r.finish(resolve)
 }

@@ -88,12 +88,18 @@ type rawEntry struct {
 	lastTx, duration, ttfb        time.Duration
 	hasIn, hasOut                 bool
 	in, out                       int64
+	events                        int64
 }
 
 // finish turns a raw entry into an Entry.
 func (r *rawEntry) finish(resolve Resolver) (Entry, bool) {
 	e := Entry{Tenant: r.tenant, Job: r.job, KeyID: r.keyID, Code: r.code, Denied: r.denied,
 		Latency: r.lastTx, TTFB: r.ttfb, HasUsage: r.hasIn || r.hasOut, TokensIn: r.in, TokensOut: r.out}
+	if !e.HasUsage && r.events > 0 {
+		// A stream cut off before its usage arrived (the client or the replica went away):
+		// one token per data event generated, an estimate (see usage.lua).
+		e.TokensOut, e.Estimated = r.events, true
+	}
 	if e.Tenant == "" || e.Job == "" {
 		var ok bool
 		if resolve == nil {
@@ -303,6 +309,8 @@ func decodeMetadata(b []byte, r *rawEntry) error {
 					r.in, r.hasIn = int64(f), true
 				case envoymeta.CompletionTokens:
 					r.out, r.hasOut = int64(f), true
+				case envoymeta.StreamEvents:
+					r.events = int64(f)
 				}
 			})
 		}

@@ -34,6 +34,9 @@ type APIKeySpec struct {
 	// usage recorded against its id) stays.
 	// +optional
 	RevokedAt *metav1.Time `json:"revokedAt,omitempty"`
+	// Limits are the key's own rate limits and token budgets; absent: only the tenant's.
+	// +optional
+	Limits *RateLimits `json:"limits,omitempty"`
 }
 
 // +kubebuilder:object:root=true

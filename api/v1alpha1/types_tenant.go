@@ -31,6 +31,10 @@ type TenantSpec struct {
 	// jobs (where the gateway reaches their serving nodes).
 	// +optional
 	ServingAddress *ServingAddress `json:"servingAddress,omitempty"`
+	// Limits caps the requests and tokens of all the tenant's API keys together (each key may
+	// have limits of its own as well) at the gateway.
+	// +optional
+	Limits *TenantLimits `json:"limits,omitempty"`
 	// Access says who may use the tenant through the product API: groups and users of the
 	// identity provider, each with a role. Absent: nobody but the operator's admin group.
 	// +listType=atomic

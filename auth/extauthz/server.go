@@ -7,7 +7,9 @@
 // tenant and key id added as upstream headers and the key's header removed, so the key never
 // reaches the model replica; it is denied with 401 (missing, malformed or unknown key) or 403
 // (revoked, expired, another tenant's or another endpoint's key: the caller is told only that
-// the key is not allowed there), in the OpenAI error shape.
+// the key is not allowed there), in the OpenAI error shape. With a limiter (auth/limits), an
+// allowed key is then held to its own and its tenant's rate limits and token budgets: 429
+// with Retry-After past a hard limit, and the x-ratelimit-* headers on every answer.
 package extauthz
 
 import (
@@ -28,6 +30,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/internal/envoymeta"
 )
 
@@ -55,12 +58,20 @@ type Server struct {
 	authv3.UnimplementedAuthorizationServer
 
 	Verifier *keys.Verifier
-	Log      *slog.Logger
-	Now      func() time.Time
+	// Limits decides rate limits and token budgets after the key check; nil: none.
+	Limits *limits.Limiter
+	Log    *slog.Logger
+	Now    func() time.Time
 
 	decisions *prometheus.CounterVec
-	byCode    map[keys.Code]prometheus.Counter // the vector's three series, looked up once
+	byCode    map[keys.Code]prometheus.Counter // the vector's series, looked up once
 }
+
+// Codes of the limiter's refusals, beside the key check's.
+const (
+	codeLimited     keys.Code = 429
+	codeStoreClosed keys.Code = 503
+)
 
 // New returns a server over v that logs to log (slog.Default when nil).
 func New(v *keys.Verifier, log *slog.Logger) *Server {
@@ -73,11 +84,11 @@ func New(v *keys.Verifier, log *slog.Logger) *Server {
 		Now:      time.Now,
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferplane_authz_decisions_total",
-			Help: "API key checks by HTTP status (200, 401, 403).",
+			Help: "API key checks by HTTP status (200, 401, 403; 429 past a rate limit, 503 when the limits store is down and the tenant fails closed).",
 		}, []string{"code"}),
 		byCode: map[keys.Code]prometheus.Counter{},
 	}
-	for _, c := range []keys.Code{keys.Allowed, keys.Unauthenticated, keys.Forbidden} {
+	for _, c := range []keys.Code{keys.Allowed, keys.Unauthenticated, keys.Forbidden, codeLimited, codeStoreClosed} {
 		s.byCode[c] = s.decisions.WithLabelValues(strconv.Itoa(int(c)))
 	}
 	return s
@@ -102,12 +113,27 @@ func (s *Server) Check(_ context.Context, req *authv3.CheckRequest) (*authv3.Che
 	} else {
 		d = s.Verifier.Verify(credential(attrs.GetRequest().GetHttp()), tenant, job, s.Now())
 	}
-	s.byCode[d.Code].Inc()
 	if d.Code != keys.Allowed {
+		s.byCode[d.Code].Inc()
 		s.Log.Info("API key denied", "tenant", tenant, "job", job, "code", int(d.Code),
 			"reason", d.Reason, "detail", d.Detail, "key_id", d.Key.ID)
 		return denied(d), nil
 	}
+	var lim limits.Result
+	if s.Limits != nil {
+		lim = s.Limits.Check(tenant, d.Key.ID, d.Limits)
+		if !lim.Allowed {
+			c := codeLimited
+			if lim.StoreClosed {
+				c = codeStoreClosed
+			}
+			s.byCode[c].Inc()
+			s.Log.Debug("rate limited", "tenant", tenant, "job", job, "key_id", d.Key.ID, "limit", lim.Denied.Kind.String(),
+				"scope", lim.Denied.Scope.String(), "store_closed", lim.StoreClosed)
+			return limited(lim, d.Key.ID), nil
+		}
+	}
+	s.byCode[keys.Allowed].Inc()
 	s.Log.Debug("API key allowed", "tenant", tenant, "job", job, "key_id", d.Key.ID)
 	return &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(code.Code_OK)},
@@ -116,7 +142,8 @@ func (s *Server) Check(_ context.Context, req *authv3.CheckRequest) (*authv3.Che
 				setHeader(HeaderTenant, tenant),
 				setHeader(HeaderKeyID, d.Key.ID),
 			},
-			HeadersToRemove: CredentialHeaders,
+			HeadersToRemove:      CredentialHeaders,
+			ResponseHeadersToAdd: limitHeaders(lim, nil),
 		}},
 		DynamicMetadata: &structpb.Struct{Fields: map[string]*structpb.Value{
 			MetaTenant: structpb.NewStringValue(tenant),
@@ -130,6 +157,36 @@ func setHeader(k, v string) *corev3.HeaderValueOption {
 	return &corev3.HeaderValueOption{
 		Header:       &corev3.HeaderValue{Key: k, Value: v},
 		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+	}
+}
+
+// limitHeaders appends the x-ratelimit-* headers of a decision to hs.
+func limitHeaders(r limits.Result, hs []*corev3.HeaderValueOption) []*corev3.HeaderValueOption {
+	for _, h := range r.Headers() {
+		hs = append(hs, setHeader(h.Name, h.Value))
+	}
+	return hs
+}
+
+// limited is a refusal by the limiter: 429 with Retry-After and the x-ratelimit-* headers,
+// or 503 when the limits store is down and the tenant fails closed.
+func limited(r limits.Result, keyID string) *authv3.CheckResponse {
+	httpCode, rpc := typev3.StatusCode_TooManyRequests, code.Code_RESOURCE_EXHAUSTED
+	if r.StoreClosed {
+		httpCode, rpc = typev3.StatusCode_ServiceUnavailable, code.Code_UNAVAILABLE
+	}
+	headers := []*corev3.HeaderValueOption{
+		setHeader("content-type", "application/json"),
+		setHeader(limits.HeaderRetryAfter, strconv.FormatInt(r.RetryAfter(), 10)),
+	}
+	body := r.Body(keyID)
+	return &authv3.CheckResponse{
+		Status: &rpcstatus.Status{Code: int32(rpc), Message: "rate limited"},
+		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
+			Status:  &typev3.HttpStatus{Code: httpCode},
+			Headers: limitHeaders(r, headers),
+			Body:    string(body),
+		}},
 	}
 }
 

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/auth/limits"
 	berrors "go.etcd.io/bbolt/errors"
 )
 
@@ -194,6 +197,34 @@ func (s *FileStore) Revoke(_ context.Context, id string, at time.Time) (Record, 
 			return nil
 		}
 		r.RevokedAt = at.UTC()
+		nv, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(id), nv)
+	})
+	return r, err
+}
+
+// SetLimits replaces a record's limits.
+func (s *FileStore) SetLimits(_ context.Context, id string, l *v1alpha1.RateLimits) (Record, error) {
+	if err := limits.Join(limits.Problems("limits", l)); err != nil {
+		return Record{}, err
+	}
+	if _, err := os.Stat(s.Path); errors.Is(err, fs.ErrNotExist) {
+		return Record{}, fmt.Errorf("%s: %w (store %s does not exist)", id, ErrNotFound, s.Path)
+	}
+	var r Record
+	err := s.update(func(b *bolt.Bucket) error {
+		v := b.Get([]byte(id))
+		if v == nil {
+			return fmt.Errorf("%s: %w", id, ErrNotFound)
+		}
+		var err error
+		if r, err = s.decode([]byte(id), v); err != nil {
+			return err
+		}
+		r.Limits = l
 		nv, err := json.Marshal(r)
 		if err != nil {
 			return err

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/inferplane/inferplane/auth/limits"
 )
 
 // Index is the in-memory view of a store that the auth check reads: one map lookup per
@@ -20,6 +22,8 @@ type Index struct {
 	byID  map[uint64]slot
 	names []string          // interned tenant and endpoint names; 0 is ""
 	nameN map[string]uint32 // name -> position in names
+	// lims holds the limits of the keys that have their own (pointer-free, like byID).
+	lims map[uint64]limits.Set
 }
 
 type slot struct {
@@ -32,7 +36,7 @@ type slot struct {
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{byID: map[uint64]slot{}, names: []string{""}, nameN: map[string]uint32{"": 0}}
+	return &Index{byID: map[uint64]slot{}, names: []string{""}, nameN: map[string]uint32{"": 0}, lims: map[uint64]limits.Set{}}
 }
 
 func idNum(id string) (uint64, bool) {
@@ -77,6 +81,15 @@ func (x *Index) toSlot(r Record) slot {
 	return s
 }
 
+// recordNoLimits is the record of slot s without its hash and limits (the check's hot path:
+// no allocation beyond the id string).
+func (x *Index) recordNoLimits(id uint64, s slot) Record {
+	return Record{
+		ID: idString(id), Tenant: x.names[s.tenant], Endpoint: x.names[s.endpoint],
+		CreatedAt: fromNanos(s.created), ExpiresAt: fromNanos(s.expires), RevokedAt: fromNanos(s.revoked),
+	}
+}
+
 func (x *Index) record(id uint64, s slot, withHash bool) Record {
 	r := Record{
 		ID: idString(id), Tenant: x.names[s.tenant], Endpoint: x.names[s.endpoint],
@@ -85,7 +98,35 @@ func (x *Index) record(id uint64, s slot, withHash bool) Record {
 	if withHash && s.hashOK {
 		r.Hash = hex.EncodeToString(s.hash[:])
 	}
+	if l, ok := x.lims[id]; ok {
+		r.Limits = l.Spec()
+	}
 	return r
+}
+
+// Limits returns a key's tenant and its own limits (ok false for an unknown id).
+func (x *Index) Limits(id string) (tenant string, l limits.Set, ok bool) {
+	n, ok := idNum(id)
+	if !ok {
+		return "", l, false
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	s, ok := x.byID[n]
+	if !ok {
+		return "", l, false
+	}
+	return x.names[s.tenant], x.lims[n], true
+}
+
+// EachLimited calls f for every key that has limits of its own (under the read lock: f must
+// not call the index).
+func (x *Index) EachLimited(f func(id, tenant string, l limits.Set)) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for n, l := range x.lims {
+		f(idString(n), x.names[x.byID[n].tenant], l)
+	}
 }
 
 func idString(id uint64) string {
@@ -97,14 +138,17 @@ func idString(id uint64) string {
 // Replace swaps the whole content for recs (records with a malformed id are skipped: no key
 // can carry one).
 func (x *Index) Replace(recs []Record) {
-	n := &Index{byID: make(map[uint64]slot, len(recs)), names: []string{""}, nameN: map[string]uint32{"": 0}}
+	n := &Index{byID: make(map[uint64]slot, len(recs)), names: []string{""}, nameN: map[string]uint32{"": 0}, lims: map[uint64]limits.Set{}}
 	for _, r := range recs {
 		if id, ok := idNum(r.ID); ok {
 			n.byID[id] = n.toSlot(r)
+			if s := limits.FromSpec(r.Limits); !s.Empty() {
+				n.lims[id] = s
+			}
 		}
 	}
 	x.mu.Lock()
-	x.byID, x.names, x.nameN = n.byID, n.names, n.nameN
+	x.byID, x.names, x.nameN, x.lims = n.byID, n.names, n.nameN, n.lims
 	x.mu.Unlock()
 }
 
@@ -116,6 +160,11 @@ func (x *Index) Upsert(r Record) {
 	}
 	x.mu.Lock()
 	x.byID[id] = x.toSlot(r)
+	if s := limits.FromSpec(r.Limits); !s.Empty() {
+		x.lims[id] = s
+	} else {
+		delete(x.lims, id)
+	}
 	x.mu.Unlock()
 }
 
@@ -124,6 +173,7 @@ func (x *Index) Delete(id string) {
 	if n, ok := idNum(id); ok {
 		x.mu.Lock()
 		delete(x.byID, n)
+		delete(x.lims, n)
 		x.mu.Unlock()
 	}
 }
@@ -167,8 +217,9 @@ type Decision struct {
 	Reason string
 	Detail string
 	// Key is the matched record as the index keeps it (zero when the key is missing or
-	// unknown).
-	Key Record
+	// unknown), without its limits, which are in Limits.
+	Key    Record
+	Limits limits.Set
 }
 
 // Verifier decides whether a key may call an endpoint.
@@ -193,8 +244,10 @@ func (v *Verifier) Verify(key, tenant, job string, now time.Time) Decision {
 	x.mu.RLock()
 	s, found := x.byID[id]
 	var r Record
+	var lim limits.Set
 	if found {
-		r = x.record(id, s, false)
+		r = x.recordNoLimits(id, s)
+		lim = x.lims[id]
 	}
 	x.mu.RUnlock()
 	if !found || !s.hashOK || !hmac.Equal(sum[:], s.hash[:]) {
@@ -213,5 +266,5 @@ func (v *Verifier) Verify(key, tenant, job string, now time.Time) Decision {
 	if r.Endpoint != "" && r.Endpoint != job {
 		return Decision{Code: Forbidden, Reason: notAllowed, Detail: "the key is for another endpoint of its tenant", Key: r}
 	}
-	return Decision{Code: Allowed, Reason: "ok", Key: r}
+	return Decision{Code: Allowed, Reason: "ok", Key: r, Limits: lim}
 }

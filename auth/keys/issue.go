@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/internal/fielderr"
 )
 
@@ -24,6 +25,8 @@ type Request struct {
 	Name string
 	// ExpiresAt is zero for a key that never expires.
 	ExpiresAt time.Time
+	// Limits are the key's own rate limits and token budgets (nil: its tenant's only).
+	Limits *v1alpha1.RateLimits
 }
 
 // Paths of a request's fields, for its errors.
@@ -76,7 +79,7 @@ func Issue(ctx context.Context, store Store, h *Hasher, req Request, now time.Ti
 		return "", Record{}, err
 	}
 	rec = Record{ID: id, Tenant: req.Tenant, Endpoint: req.Endpoint, Name: req.Name, Hash: h.Hex(key),
-		CreatedAt: now.UTC().Truncate(time.Second), ExpiresAt: req.ExpiresAt}
+		CreatedAt: now.UTC().Truncate(time.Second), ExpiresAt: req.ExpiresAt, Limits: req.Limits}
 	if err := store.Create(ctx, rec); err != nil {
 		return "", Record{}, err
 	}

@@ -2,6 +2,7 @@ package keys
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/auth/limits"
 )
 
 // KubeStore keeps keys as APIKey objects (inferplane.io/v1alpha1) in one namespace, so that
@@ -63,6 +65,7 @@ func toObject(r Record, ns string) *v1alpha1.APIKey {
 			Endpoint:    r.Endpoint,
 			DisplayName: r.Name,
 			Hash:        r.Hash,
+			Limits:      r.Limits,
 		},
 	}
 	if !r.ExpiresAt.IsZero() {
@@ -85,6 +88,7 @@ func FromObject(k *v1alpha1.APIKey) Record {
 		Name:      k.Spec.DisplayName,
 		Hash:      k.Spec.Hash,
 		CreatedAt: k.CreationTimestamp.UTC(),
+		Limits:    k.Spec.Limits,
 	}
 	if k.Spec.ExpiresAt != nil {
 		r.ExpiresAt = k.Spec.ExpiresAt.UTC()
@@ -151,6 +155,30 @@ func (s *KubeStore) Revoke(ctx context.Context, id string, at time.Time) (Record
 			return Record{}, fmt.Errorf("%s: %w", id, ErrNotFound)
 		}
 		return Record{}, fmt.Errorf("revoke APIKey %s/%s: %w", s.Namespace, id, err)
+	}
+	return FromObject(k), nil
+}
+
+// SetLimits replaces spec.limits (a merge patch; null removes them).
+func (s *KubeStore) SetLimits(ctx context.Context, id string, l *v1alpha1.RateLimits) (Record, error) {
+	if err := limits.Join(limits.Problems("limits", l)); err != nil {
+		return Record{}, err
+	}
+	r, err := s.Get(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	spec := map[string]any{"limits": l}
+	patch, err := json.Marshal(map[string]any{"spec": spec})
+	if err != nil {
+		return Record{}, err
+	}
+	k := toObject(r, s.Namespace)
+	if err := s.Client.Patch(ctx, k, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Record{}, fmt.Errorf("%s: %w", id, ErrNotFound)
+		}
+		return Record{}, fmt.Errorf("set the limits of APIKey %s/%s: %w", s.Namespace, id, err)
 	}
 	return FromObject(k), nil
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 )
 
@@ -55,6 +56,33 @@ func TestKubeStore(t *testing.T) {
 	waitFor(t, "both replicas see the new key", func() bool {
 		return vA.Verify(key, "acme", "chat", time.Now()).Code == Allowed && vB.Verify(key, "acme", "chat", time.Now()).Code == Allowed
 	})
+
+	// Limits set through the store reach replica B's index; the CRD refuses a bad one.
+	lim := &v1alpha1.RateLimits{RequestsPerMinute: &v1alpha1.Limit{Value: 60}, TokensPerMonth: &v1alpha1.Limit{Value: 1e6, Mode: v1alpha1.LimitSoft}}
+	if _, err := store.SetLimits(ctx, r.ID, lim); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "replica B sees the key's limits", func() bool {
+		_, s, _ := idxB.Limits(r.ID)
+		return s[limits.RequestsPerMinute].Value == 60 && s[limits.TokensPerMonth].Soft
+	})
+	if got, err := store.Get(ctx, r.ID); err != nil || got.Limits == nil || got.Limits.TokensPerMonth.Value != 1e6 {
+		t.Fatalf("limits read back: %+v %v", got.Limits, err)
+	}
+	if _, err := store.SetLimits(ctx, r.ID, &v1alpha1.RateLimits{TokensPerDay: &v1alpha1.Limit{Value: 0}}); err == nil {
+		t.Fatal("a limit of 0 was stored")
+	}
+	var raw v1alpha1.APIKey
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: r.ID}, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Patch(ctx, &raw, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"limits":{"tokensPerDay":{"value":5,"mode":"loud"}}}}`))); err == nil {
+		t.Error("the API server accepted mode loud")
+	}
+	if _, err := store.SetLimits(ctx, r.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "replica B sees the limits cleared", func() bool { _, s, _ := idxB.Limits(r.ID); return s.Empty() })
 
 	// Revoke through replica A's store; replica B learns it from its watch.
 	start := time.Now()

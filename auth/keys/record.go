@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/auth/limits"
 )
 
 // Status is a key's state. Only active keys are accepted.
@@ -30,6 +33,8 @@ type Record struct {
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 	// RevokedAt is zero while the key is not revoked.
 	RevokedAt time.Time `json:"revokedAt,omitzero"`
+	// Limits are the key's own rate limits and token budgets (nil: only its tenant's).
+	Limits *v1alpha1.RateLimits `json:"limits,omitempty"`
 }
 
 // Status is the key's state at now.
@@ -59,6 +64,9 @@ func (r *Record) Validate() error {
 		return fmt.Errorf("expiresAt %s is not after the creation time %s",
 			r.ExpiresAt.Format(time.RFC3339), r.CreatedAt.Format(time.RFC3339))
 	}
+	if err := limits.Join(limits.Problems("limits", r.Limits)); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -77,6 +85,8 @@ type Store interface {
 	// Revoke marks the key revoked at `at`; revoking a revoked key changes nothing and
 	// returns its record.
 	Revoke(ctx context.Context, id string, at time.Time) (Record, error)
+	// SetLimits replaces the key's limits (nil: none of its own) and returns the record.
+	SetLimits(ctx context.Context, id string, l *v1alpha1.RateLimits) (Record, error)
 }
 
 // Syncer keeps an Index current with a store: what every auth server replica runs.

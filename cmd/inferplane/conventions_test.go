@@ -26,6 +26,7 @@ var flagMeanings = map[string]string{
 	"domain":             "endpoints are https://<job>.<tenant>.<domain>",
 	"tenant":             "tenant ",
 	"force":              "do it although a check refuses: ",
+	"limits-tenants":     limitsTenantsUsage,
 	"dry-run":            "write nothing; show ",
 	"name":               "name of ",
 	"replicas":           "number of ",

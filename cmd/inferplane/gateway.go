@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/gateway/install"
 )
 
@@ -39,8 +42,9 @@ func registerInstallFlags(f *pflag.FlagSet, o *install.Options, prefix string) {
 
 func newGatewayManifestsCmd() *cobra.Command {
 	var (
-		o      install.Options
-		output string
+		o             install.Options
+		output        string
+		limitsTenants string
 	)
 	cmd := &cobra.Command{
 		Use:   "manifests",
@@ -57,6 +61,11 @@ func newGatewayManifestsCmd() *cobra.Command {
                     ConfigMap, a PodDisruptionBudget, and a Service of type LoadBalancer
                     (80 and 443)
 
+  the limits store a StatefulSet of one Redis (its append-only file on a volume) and its
+                    Service, which every xDS server shares for rate limits and token budgets;
+                    with --limits-tenants, a ConfigMap of the tenants' limits (their tenant.yaml)
+                    mounted as the xDS servers' --limits-tenants folder
+
 The API key secret is not in them (secrets never go to git): the header says how to create it.
 TLS certificates are the kubernetes.io/tls Secrets of the gateway's namespace (e.g. written by
 cert-manager): one for *.<tenant>.<domain> per tenant, or per endpoint host.`,
@@ -66,6 +75,13 @@ cert-manager): one for *.<tenant>.<domain> per tenant, or per endpoint host.`,
   inferplane gateway manifests --domain inference.example.com --vcluster-namespace vcluster-acme --file gateway.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limitsTenants != "" {
+				t, err := limits.TenantFilesWithLimits(limitsTenants)
+				if err != nil {
+					return usageErr(fmt.Errorf("--limits-tenants: %w", err))
+				}
+				o.TenantLimits = t
+			}
 			y, err := install.YAML(o)
 			if err != nil {
 				return usageErr(err)
@@ -77,6 +93,7 @@ cert-manager): one for *.<tenant>.<domain> per tenant, or per endpoint host.`,
 	addDomainFlag(f, &o.Domain, true)
 	registerInstallFlags(f, &o, "")
 	addFileFlag(cmd, &output)
+	f.StringVar(&limitsTenants, "limits-tenants", "", limitsTenantsUsage+" (mounted from a ConfigMap)")
 	_ = cmd.MarkFlagRequired("domain")
 	return cmd
 }

@@ -23,8 +23,10 @@ func TestGatewayManifestsCommand(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetKind()]++
 	}
-	assert.Equal(t, map[string]int{"Namespace": 1, "ServiceAccount": 2, "Role": 3, "RoleBinding": 3, "Service": 3,
-		"StatefulSet": 1, "PodDisruptionBudget": 2, "ConfigMap": 1, "Deployment": 1}, kinds)
+	// The xDS servers, Envoy, and the limits store (a Redis StatefulSet, its Service and
+	// ServiceAccount).
+	assert.Equal(t, map[string]int{"Namespace": 1, "ServiceAccount": 3, "Role": 3, "RoleBinding": 3, "Service": 4,
+		"StatefulSet": 2, "PodDisruptionBudget": 2, "ConfigMap": 1, "Deployment": 1}, kinds)
 	assert.Contains(t, out, "metallb.universe.tf/address-pool: public")
 
 	_, _, err = execCLI(context.Background(), "gateway", "manifests", "--domain", "Bad_Domain")

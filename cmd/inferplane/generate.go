@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/gateway/install"
 	"github.com/inferplane/inferplane/generator"
 	"github.com/inferplane/inferplane/generator/render"
@@ -60,6 +61,12 @@ unchanged.`,
 			printReport(cmd.OutOrStdout(), cmd.ErrOrStderr(), rep)
 			if err != nil {
 				return err
+			}
+			if gatewayDir != "" {
+				// The tenants' limits go with the gateway's install (its --limits-tenants).
+				if gateway.TenantLimits, err = limits.TenantFilesWithLimits(opts.TenantsDir); err != nil {
+					return err
+				}
 			}
 			return writeGateway(cmd, gatewayDir, gateway, opts.DryRun)
 		},

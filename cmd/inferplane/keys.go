@@ -15,7 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/internal/kubeconfig"
 	"github.com/inferplane/inferplane/lifecycle/gateway"
 	"github.com/inferplane/inferplane/usage"
@@ -84,12 +86,16 @@ HMAC-SHA256 under the server secret, never the key.
 Keys live in a bbolt file (--store-file, the default) or, for clusters with several xDS
 server replicas, as APIKey objects in a Kubernetes namespace (--namespace). The server
 secret is read from --secret-file, $` + envKeysSecretFile + `, $` + keys.SecretEnv + ` or ~/.config/inferplane/keys-secret;
-on first use, make it with "keys secret --file" and give the gateway (xds serve) the same.`,
+on first use, make it with "keys secret --file" and give the gateway (xds serve) the same.
+
+A key can carry rate limits and token budgets of its own (keys create --requests-per-minute,
+--tokens-per-day, ...; keys limit changes them), on top of its tenant's (tenant.yaml
+spec.limits); keys usage shows the spend against each.`,
 		Example: `  inferplane keys secret --file ~/.config/inferplane/keys-secret   # once
   inferplane keys create --tenant acme --endpoint chat --file acme-chat.key
   inferplane keys list --tenant acme`,
 	}
-	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(), newKeysListCmd(), newKeysRevokeCmd(), newKeysUsageCmd())
+	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(), newKeysListCmd(), newKeysRevokeCmd(), newKeysUsageCmd(), newKeysLimitCmd())
 	return cmd
 }
 
@@ -159,6 +165,7 @@ func writeNew(path string, data []byte) error {
 type keysCreateFlags struct {
 	sf                                                  storeFlags
 	kc                                                  keyCheck
+	lf                                                  limitFlags
 	tenant, endpoint, name, expires, secretFile, output string
 	file                                                string
 }
@@ -182,12 +189,18 @@ the generator's inputs: <tenant>/jobs/<job>.yaml) or, when there is none, among 
 the gateway knows (--server or $` + envServerURL + `). A name that matches nothing is refused with
 the closest known names; with nothing to check against (no folder, no gateway given, or a
 gateway that does not answer) the key is refused too. --force skips the check (a key for a
-tenant not deployed yet).`,
+tenant not deployed yet).
+
+` + limitsHelp,
 		Example: `  # A key for one endpoint, into a file only you can read
   inferplane keys create --tenant acme --endpoint chat --file acme-chat.key
 
   # A key for every endpoint of tenant acme, valid 30 days
   inferplane keys create --tenant acme --expires 30d
+
+  # A trial key: 20 requests a minute, 100,000 tokens a day, 1M a month (warning only)
+  inferplane keys create --tenant acme --requests-per-minute 20 --tokens-per-day 100000 \
+    --tokens-per-month 1000000 --soft tpmo
 
   # The key and its record, as JSON
   inferplane keys create --tenant acme --endpoint qwen3-32b --name ci -o json`,
@@ -196,6 +209,7 @@ tenant not deployed yet).`,
 	}
 	f.sf.register(cmd)
 	f.kc.register(cmd)
+	f.lf.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.tenant, "tenant", "", "tenant the key belongs to (required)")
 	fl.StringVar(&f.endpoint, "endpoint", "", "job endpoint the key is limited to (default: every endpoint of the tenant)")
@@ -214,12 +228,16 @@ func runKeysCreate(cmd *cobra.Command, f *keysCreateFlags) error {
 	if err := f.sf.check(); err != nil {
 		return err
 	}
+	lim, err := f.lf.spec()
+	if err != nil {
+		return err
+	}
 	now := time.Now().UTC()
 	exp, err := keys.ParseExpiry(f.expires, now)
 	if err != nil {
 		return usageErr(fmt.Errorf("--expires: %w", err))
 	}
-	req := keys.Request{Tenant: f.tenant, Endpoint: f.endpoint, Name: f.name, ExpiresAt: exp}
+	req := keys.Request{Tenant: f.tenant, Endpoint: f.endpoint, Name: f.name, ExpiresAt: exp, Limits: lim}
 	if errs := req.Check(now); len(errs) > 0 {
 		return usageErr(flagErrors(errs, nil, ""))
 	}
@@ -303,7 +321,7 @@ func printCreated(cmd *cobra.Command, f *keysCreateFlags, file *os.File, key str
 		expiry = "expires " + rec.ExpiresAt.Format(time.RFC3339)
 	}
 	stderr := cmd.ErrOrStderr()
-	fmt.Fprintf(stderr, "Created key %s for %s (%s) in %s.\n", rec.ID, scope, expiry, where)
+	fmt.Fprintf(stderr, "Created key %s for %s (%s; %s) in %s.\n", rec.ID, scope, expiry, describeLimits(rec.Limits), where)
 	if file != nil {
 		fmt.Fprintf(stderr, "wrote the key to %s (mode 0600); this is the only time it is shown.\n", f.file)
 		return file.Close()
@@ -338,11 +356,13 @@ type keyView struct {
 	CreatedAt time.Time   `json:"createdAt"`
 	ExpiresAt time.Time   `json:"expiresAt,omitzero"`
 	RevokedAt time.Time   `json:"revokedAt,omitzero"`
+	// Limits are the key's own limits.
+	Limits *v1alpha1.RateLimits `json:"limits,omitempty"`
 }
 
 func keyViewOf(r keys.Record, now time.Time) keyView {
 	return keyView{ID: r.ID, Tenant: r.Tenant, Endpoint: r.Endpoint, Name: r.Name, Status: r.Status(now),
-		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt}
+		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt, Limits: r.Limits}
 }
 
 func newKeysListCmd() *cobra.Command {
@@ -506,7 +526,11 @@ running xDS server (` + usage.UsagePath + `), which counts it from Envoy's acces
 Each server counts the access logs of the Envoys connected to it. With several server
 replicas, repeat --server once per replica (each replica's own address, not a load-balanced
 Service): the figures are summed per key and hour. A server that cannot be reached fails the
-command rather than print a partial sum.`,
+command rather than print a partial sum.
+
+Then the spend against each limit of the tenant and its keys in the current windows (used, of,
+remaining, when it resets), from the first server's /v1/limits: the counts are shared by every
+replica.`,
 		Example: `  inferplane keys usage --tenant acme --since 24h
   inferplane keys usage --server http://10.0.0.5:9090 --server http://10.0.0.6:9090 -o json`,
 		Args: cobra.NoArgs,
@@ -536,10 +560,21 @@ command rather than print a partial sum.`,
 				lists = append(lists, one.Keys)
 			}
 			rep.Keys = usage.MergeUsage(lists...)
-			if output != "table" {
-				return printData(cmd.OutOrStdout(), output, rep)
+			// Limits are counted in the store every replica shares: one server answers for all.
+			lim, err := fetchLimits(cmd, servers[0], tenant, key)
+			if err != nil {
+				return err
 			}
-			return usageTable(cmd.OutOrStdout(), rep, hourly)
+			if output != "table" {
+				return printData(cmd.OutOrStdout(), output, struct {
+					usage.UsageReport
+					Limits []limits.LimitStatus `json:"limits"`
+				}{rep, lim.Limits})
+			}
+			if err := usageTable(cmd.OutOrStdout(), rep, hourly); err != nil {
+				return err
+			}
+			return printLimits(cmd.OutOrStdout(), lim)
 		},
 	}
 	fl := cmd.Flags()

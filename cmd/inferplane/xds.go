@@ -181,6 +181,21 @@ func registerAPIKeyFlags(fs *pflag.FlagSet, k *gateway.APIKeys) {
 	fs.DurationVar(&k.UsageSaveInterval, "usage-save-interval", 30*time.Second, "how often changed usage is saved to --usage-file")
 	fs.BoolVar(&k.Disabled, "insecure-no-api-keys", false,
 		"serve without API key checks or usage accounting, even for jobs that require a key (local tests only)")
+	registerLimitFlags(fs, &k.Limits)
+}
+
+// registerLimitFlags are the flags of the rate limits and token budgets (docs/keys.md, Limits).
+func registerLimitFlags(fs *pflag.FlagSet, l *gateway.Limits) {
+	fs.StringVar(&l.Redis, "limits-redis", "",
+		"host:port of the Redis every gateway replica shares for rate limits and token budgets (password: $"+gateway.RedisPasswordEnv+"); default: counted in this process only")
+	fs.StringVar(&l.TenantsDir, "limits-tenants", "", limitsTenantsUsage+" (reloaded on change)")
+	fs.DurationVar(&l.TenantsInterval, "limits-tenants-interval", 10*time.Second, "how often --limits-tenants is checked for changes")
+	fs.DurationVar(&l.Grace, "limits-grace", 30*time.Second,
+		"how long the last counts are enforced while Redis is unreachable, before each tenant's onStoreDown (open or closed) applies")
+	fs.DurationVar(&l.FlushInterval, "limits-flush-interval", 100*time.Millisecond, "how often counted tokens reach Redis and the shared counts are read back")
+	fs.DurationVar(&l.Timeout, "limits-timeout", 100*time.Millisecond, "bound of a call to Redis on the key check's path; past it the replica decides from the counts it knows")
+	fs.DurationVar(&l.MaxStale, "limits-max-stale", 2*time.Second, "how old a replica's view of a key's shared token count may be before a check reads it from Redis")
+	fs.BoolVar(&l.PerKeyMetrics, "limits-per-key-metrics", false, "add a key_id label to the limited-requests metric (one series per limited key)")
 }
 
 // config checks the flags and turns them into the gateway's configuration; every error names
@@ -292,3 +307,7 @@ func xdsLogger(cmd *cobra.Command, level, format string) (*slog.Logger, error) {
 	}
 	return nil, fmt.Errorf("--log-format %q: expected text or json", format)
 }
+
+// limitsTenantsUsage is --limits-tenants' meaning wherever it is a flag (xds serve reads the
+// folder, gateway manifests mounts it from a ConfigMap for the xDS servers).
+const limitsTenantsUsage = "tenants folder whose <tenant>/tenant.yaml spec.limits cap each tenant's keys together"

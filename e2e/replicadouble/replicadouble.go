@@ -210,6 +210,8 @@ func Tokens(s string) int { return len(strings.Fields(s)) }
 
 type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
+	// ContinuousUsageStats is vLLM's: every chunk carries the usage so far.
+	ContinuousUsageStats bool `json:"continuous_usage_stats"`
 }
 
 type chatRequest struct {
@@ -310,6 +312,8 @@ func (d *Double) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	continuous := req.StreamOptions != nil && req.StreamOptions.ContinuousUsageStats
+	generated := 0
 	chunk := func(delta map[string]any, finish any) map[string]any {
 		c := map[string]any{
 			"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -317,6 +321,9 @@ func (d *Double) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		if includeUsage {
 			c["usage"] = nil
+		}
+		if continuous {
+			c["usage"] = Usage{PromptTokens: usage.PromptTokens, CompletionTokens: generated, TotalTokens: usage.PromptTokens + generated}
 		}
 		return c
 	}
@@ -326,6 +333,7 @@ func (d *Double) chat(w http.ResponseWriter, r *http.Request) {
 		if i > 0 {
 			word = " " + word
 		}
+		generated = i + 1
 		chunks = append(chunks, chunk(map[string]any{"content": word}, nil))
 	}
 	chunks = append(chunks, chunk(map[string]any{}, finish))

@@ -36,7 +36,8 @@ func containers(t *testing.T, o Options) map[string]corev1.Container {
 	return out
 }
 
-// The install runs this build's image and an exact Envoy release: never a tag that moves.
+// The install runs this build's image, an exact Envoy release and an exact Redis release: never a
+// tag that moves.
 func TestImagesArePinned(t *testing.T) {
 	cs := containers(t, Options{Domain: "inference.example.com"})
 	require.Contains(t, cs, "xds")
@@ -44,7 +45,7 @@ func TestImagesArePinned(t *testing.T) {
 	assert.Equal(t, version.Image(), cs["xds"].Image)
 	assert.Equal(t, "ghcr.io/inferplane/inferplane:"+version.Version(), cs["xds"].Image)
 	assert.Equal(t, "docker.io/envoyproxy/envoy:v1.36.13", cs["envoy"].Image)
-	exact := regexp.MustCompile(`:(v\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?|dev(-[0-9a-f]{12}(-dirty)?)?)$`)
+	exact := regexp.MustCompile(`:(v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?|dev(-[0-9a-f]{12}(-dirty)?)?)$`) // v optional: Redis tags its releases 7.4.2
 	for name, c := range cs {
 		assert.Regexp(t, exact, c.Image, "container %s", name)
 		assert.NotContains(t, c.Image, "latest", "container %s", name)

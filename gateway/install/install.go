@@ -56,6 +56,9 @@ type Options struct {
 	Domain     string
 	Image      string
 	EnvoyImage string
+	// RedisImage runs the limits store (rate limits and token budgets shared by the xDS
+	// servers).
+	RedisImage string
 	// Replicas of the xDS server and of Envoy.
 	Replicas      int32
 	EnvoyReplicas int32
@@ -70,6 +73,9 @@ type Options struct {
 	// UsageSize is the volume of each xDS server's usage ledger.
 	UsageSize    string
 	StorageClass string
+	// TenantLimits are the tenant.yaml files of the tenants with limits, by tenant: mounted from a
+	// ConfigMap as the xDS servers' --limits-tenants folder (none: keys' own limits only).
+	TenantLimits map[string][]byte
 	// LoadBalancerClass and ServiceAnnotations shape Envoy's Service.
 	LoadBalancerClass  string
 	ServiceAnnotations map[string]string
@@ -80,6 +86,7 @@ func (o *Options) defaults() error {
 	o.Name = cmp.Or(o.Name, DefaultName)
 	o.Image = cmp.Or(o.Image, DefaultImage)
 	o.EnvoyImage = cmp.Or(o.EnvoyImage, DefaultEnvoyImage)
+	o.RedisImage = cmp.Or(o.RedisImage, DefaultRedisImage)
 	o.Replicas = cmp.Or(o.Replicas, DefaultReplicas)
 	o.EnvoyReplicas = cmp.Or(o.EnvoyReplicas, DefaultReplicas)
 	o.ArgoCDNamespace = cmp.Or(o.ArgoCDNamespace, clusters.ArgoCDNamespace)
@@ -117,6 +124,10 @@ func Manifests(o Options) ([]client.Object, error) {
 	objs := []client.Object{namespace(o), serviceAccount(o, o.Name+"-xds", true), serviceAccount(o, o.Name+"-envoy", false)}
 	objs = append(objs, rbac(o)...)
 	objs = append(objs, xdsServices(o)...)
+	objs = append(objs, redisObjects(o)...)
+	if len(o.TenantLimits) > 0 {
+		objs = append(objs, tenantLimitsConfigMap(o))
+	}
 	objs = append(objs, xdsStatefulSet(o), pdb(o, "xds"))
 	envoy, err := envoyObjects(o)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -52,6 +53,8 @@ func TestManifests(t *testing.T) {
 		"Role/argocd/inferplane-system-inferplane-gateway-clusters", "RoleBinding/argocd/inferplane-system-inferplane-gateway-clusters",
 		"Role/vcluster-acme/inferplane-system-inferplane-gateway-clusters", "RoleBinding/vcluster-acme/inferplane-system-inferplane-gateway-clusters",
 		"Service/inferplane-system/inferplane-gateway-xds", "Service/inferplane-system/inferplane-gateway-xds-pods",
+		"ServiceAccount/inferplane-system/inferplane-gateway-redis", "StatefulSet/inferplane-system/inferplane-gateway-redis",
+		"Service/inferplane-system/inferplane-gateway-redis",
 		"StatefulSet/inferplane-system/inferplane-gateway-xds", "PodDisruptionBudget/inferplane-system/inferplane-gateway-xds",
 		"ConfigMap/inferplane-system/inferplane-gateway-envoy", "Deployment/inferplane-system/inferplane-gateway-envoy",
 		"PodDisruptionBudget/inferplane-system/inferplane-gateway-envoy", "Service/inferplane-system/inferplane-gateway-envoy",
@@ -60,13 +63,54 @@ func TestManifests(t *testing.T) {
 	args := strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " ")
 	for _, want := range []string{"xds serve --source clusters --domain inference.example.com",
 		"--services-address inferplane-gateway-xds.inferplane-system.svc:18000", "--keys-namespace inferplane-system",
-		"--tls-secret-namespace inferplane-system", "--vcluster-namespace vcluster-acme", "--usage-file /var/lib/inferplane/usage.json"} {
+		"--tls-secret-namespace inferplane-system", "--vcluster-namespace vcluster-acme", "--usage-file /var/lib/inferplane/usage.json",
+		"--limits-redis inferplane-gateway-redis.inferplane-system.svc:6379"} {
 		assert.Contains(t, args, want)
 	}
 	assert.EqualValues(t, 2, *sts.Spec.Replicas)
 	assert.Equal(t, "/readyz", sts.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Path)
 	assert.Len(t, sts.Spec.VolumeClaimTemplates, 1, "each xDS server keeps its usage ledger on its own volume")
 	assert.Contains(t, strings.Join(envoy.Spec.Template.Spec.Containers[0].Args, " "), "--service-node $(POD_NAME)")
+}
+
+const tenantWithLimits = `apiVersion: inferplane.io/v1alpha1
+kind: Tenant
+metadata:
+  name: acme
+spec:
+  tier: t
+  limits:
+    requestsPerMinute: {value: 60}
+`
+
+// TestManifestsTenantLimits: the tenants' limits in a ConfigMap, mounted as a tenants folder
+// (<tenant>/tenant.yaml) that the xDS servers read with --limits-tenants.
+func TestManifestsTenantLimits(t *testing.T) {
+	objs, err := Manifests(Options{Domain: "inference.example.com", TenantLimits: map[string][]byte{"acme": []byte(tenantWithLimits)}})
+	require.NoError(t, err)
+	var cm *corev1.ConfigMap
+	var sts *appsv1.StatefulSet
+	for _, o := range objs {
+		switch v := o.(type) {
+		case *corev1.ConfigMap:
+			if v.Name == "inferplane-gateway-tenant-limits" {
+				cm = v
+			}
+		case *appsv1.StatefulSet:
+			if v.Name == "inferplane-gateway-xds" {
+				sts = v
+			}
+		}
+	}
+	require.NotNil(t, cm)
+	require.NotNil(t, sts)
+	assert.Equal(t, tenantWithLimits, cm.Data["acme.yaml"])
+	vol := sts.Spec.Template.Spec.Volumes[0]
+	assert.Equal(t, "acme/tenant.yaml", vol.ConfigMap.Items[0].Path)
+	assert.Contains(t, strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " "), "--limits-tenants /etc/inferplane/tenants")
+	without, err := Manifests(Options{Domain: "inference.example.com"})
+	require.NoError(t, err)
+	assert.Len(t, without, len(objs)-1, "no tenant limits, no ConfigMap")
 }
 
 func TestManifestsErrors(t *testing.T) {
@@ -93,7 +137,8 @@ func TestManifestsPassStrictDryRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	o := Options{Domain: "inference.example.com", VClusterNamespaces: []string{"vcluster-acme"},
-		LoadBalancerClass: "example.com/lb", ServiceAnnotations: map[string]string{"metallb.universe.tf/address-pool": "public"}}
+		LoadBalancerClass: "example.com/lb", ServiceAnnotations: map[string]string{"metallb.universe.tf/address-pool": "public"},
+		TenantLimits: map[string][]byte{"acme": []byte(tenantWithLimits)}}
 	printed, err := YAML(o)
 	require.NoError(t, err)
 	for _, ns := range []string{"inferplane-system", "argocd", "vcluster-acme"} {

@@ -89,11 +89,15 @@ func xdsArgs(o Options) []string {
 		"--argocd-namespace", o.ArgoCDNamespace,
 		"--keys-namespace", o.Namespace, "--usage-file", "/var/lib/inferplane/usage.json",
 		"--services-address", o.XDSAddress(),
+		"--limits-redis", o.RedisAddress(),
 		"--tls-secret-namespace", o.Namespace,
 		"--listener-port", strconv.Itoa(HTTPPort), "--tls-listener-port", strconv.Itoa(HTTPSPort),
 		"--log-format", "json"}
 	for _, ns := range o.VClusterNamespaces {
 		args = append(args, "--vcluster-namespace", ns)
+	}
+	if len(o.TenantLimits) > 0 {
+		args = append(args, "--limits-tenants", tenantsMount)
 	}
 	return args
 }
@@ -130,6 +134,11 @@ func xdsStatefulSet(o Options) *appsv1.StatefulSet {
 	if o.StorageClass != "" {
 		claim.Spec.StorageClassName = &o.StorageClass
 	}
+	var volumes []corev1.Volume
+	if len(o.TenantLimits) > 0 {
+		volumes = append(volumes, tenantLimitsVolume(o))
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tenant-limits", MountPath: tenantsMount, ReadOnly: true})
+	}
 	return &appsv1.StatefulSet{TypeMeta: typeStatefulSet, ObjectMeta: meta(o, o.Name+"-xds", "xds"),
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: &o.Replicas, ServiceName: o.Name + "-xds-pods", PodManagementPolicy: appsv1.ParallelPodManagement,
@@ -143,6 +152,7 @@ func xdsStatefulSet(o Options) *appsv1.StatefulSet {
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					TerminationGracePeriodSeconds: ptr(int64(30)),
 					TopologySpreadConstraints:     spread(o, "xds"),
+					Volumes:                       volumes,
 				},
 			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{claim},

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/policy"
 )
 
@@ -229,6 +230,9 @@ func (l *loader) checkTenant(p string, t *v1alpha1.Tenant) {
 		l.add(p, specPath.Child("tier"), expectLabelValue+" (it is carried as a label)", "%q is not valid", s.Tier)
 	}
 	l.addErrors(p, policy.CheckTenant(t))
+	for _, lp := range limits.TenantProblems("spec.limits", s.Limits) {
+		l.add(p, field.NewPath("spec", "limits").Child(strings.TrimPrefix(lp.Field, "spec.limits.")), lp.Expected, "%s", lp.Got)
+	}
 	l.checkGit(p, &s.Git)
 	if ns := s.ArgoCD.Namespace; ns != "" && dns1123Label(ns) != "" {
 		l.add(p, specPath.Child("argoCD", "namespace"), expectLabelName, "%q is not a namespace name", ns)

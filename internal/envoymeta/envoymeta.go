@@ -18,4 +18,7 @@ const (
 	UsageNamespace   = "inferplane.usage"
 	PromptTokens     = "prompt_tokens"
 	CompletionTokens = "completion_tokens"
+	// StreamEvents is the number of SSE data events a stream carried (set as they pass), from
+	// which a stream cut off before its usage is estimated.
+	StreamEvents = "stream_events"
 )

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/usage"
 	"github.com/inferplane/inferplane/xds"
@@ -45,6 +46,21 @@ func (c Client) Health(ctx context.Context, tenant string) (usage.HealthReport, 
 func (c Client) Usage(ctx context.Context, q url.Values) (usage.UsageReport, error) {
 	var rep usage.UsageReport
 	return rep, c.get(ctx, usage.UsagePath, q, &rep)
+}
+
+// Limits is the spend against the limits of a tenant ("": every tenant) and its keys, or of
+// one key, in the current windows (auth/limits' /v1/limits; the counts are shared by every
+// replica).
+func (c Client) Limits(ctx context.Context, tenant, key string) (limits.StatusReport, error) {
+	var rep limits.StatusReport
+	q := url.Values{}
+	if tenant != "" {
+		q.Set("tenant", tenant)
+	}
+	if key != "" {
+		q.Set("key", key)
+	}
+	return rep, c.get(ctx, limits.Path, q, &rep)
 }
 
 // Rotations is the gateway's view of a tenant's endpoints by job. An endpoint the gateway

@@ -152,3 +152,44 @@ func BenchmarkUsageScriptGopherLua(b *testing.B) {
 		})
 	}
 }
+
+// TestUsageSetAsItPasses: a stream cut off after 10 of its 30 events (the client or the replica
+// went away: Envoy ends the script there) keeps what the script set so far: the last
+// cumulative usage with continuous usage stats, and always the number of data events.
+func TestUsageSetAsItPasses(t *testing.T) {
+	L := newVM(t)
+	for _, tc := range []struct {
+		name               string
+		continuous         bool
+		prompt, completion int
+	}{
+		{"continuous usage stats", true, 7, 10},
+		{"usage only at the end", false, -1, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			events := strings.SplitAfter(sse(30, tc.continuous), "\n\n")[:10]
+			// split the events' bytes anywhere, as the network would
+			body := strings.Join(events, "")
+			chunks := []string{body[:13], body[13:200], body[200:]}
+			tbl := L.NewTable()
+			for _, c := range chunks {
+				tbl.Append(lua.LString(c))
+			}
+			if err := L.CallByParam(lua.P{Fn: L.GetGlobal("run_usage"), NRet: 3, Protect: true},
+				lua.LString("200"), lua.LString("text/event-stream"), tbl); err != nil {
+				t.Fatal(err)
+			}
+			num := func(v lua.LValue) int {
+				if n, ok := v.(lua.LNumber); ok {
+					return int(n)
+				}
+				return -1
+			}
+			p, c, e := num(L.Get(-3)), num(L.Get(-2)), num(L.Get(-1))
+			L.Pop(3)
+			if p != tc.prompt || c != tc.completion || e != 10 {
+				t.Fatalf("got prompt=%d completion=%d events=%d, want %d %d 10", p, c, e, tc.prompt, tc.completion)
+			}
+		})
+	}
+}

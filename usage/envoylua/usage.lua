@@ -10,10 +10,27 @@
 -- continuous usage stats has a cumulative one in every event: the last one seen wins. A
 -- "usage" split between two chunks is caught by carrying the unfinished tail to the next.
 -- Quotes inside generated text are escaped (\"usage\"), so model output cannot fake one.
+--
+-- The counts are set as soon as they are seen, not at the end: when the client or the replica
+-- goes away mid-stream, Envoy ends the script, and what was set so far is what the access log
+-- carries. A stream also counts its data events ("stream_events"), from which the usage
+-- service estimates the tokens of a stream cut off before its usage arrived (one per event).
 
 local NS = "inferplane.usage"
 local NEEDLE = '"usage"'
 local MAX_CARRY = 4096
+local EVENT = "data: {"
+
+-- count is the number of times needle occurs in s.
+local function count(s, needle)
+  local n, from = 0, 1
+  while true do
+    local _, b = string.find(s, needle, from, true)
+    if not b then return n end
+    n = n + 1
+    from = b + 1
+  end
+end
 
 -- scan finds every complete usage object in s and returns the last counts seen (or the ones
 -- passed in) and the tail of s to carry into the next chunk.
@@ -63,17 +80,32 @@ local function wanted(headers)
 end
 
 function envoy_on_response(handle)
-  if not wanted(handle:headers()) then return end
+  local headers = handle:headers()
+  if not wanted(headers) then return end
+  local sse = string.find(headers:get("content-type") or "", "text/event-stream", 1, true) ~= nil
+  local md = handle:streamInfo():dynamicMetadata()
   local p, c, carry = nil, nil, ""
+  local events, tail = 0, ""
   for chunk in handle:bodyChunks() do
     local n = chunk:length()
     if n > 0 then
-      p, c, carry = scan(carry .. chunk:getBytes(0, n), p, c)
+      local s = chunk:getBytes(0, n)
+      local np, nc
+      np, nc, carry = scan(carry .. s, p, c)
+      if np ~= p or nc ~= c then
+        p, c = np, nc
+        md:set(NS, "prompt_tokens", p)
+        md:set(NS, "completion_tokens", c)
+      end
+      if sse then
+        -- the tail is one byte shorter than the needle: no event is counted twice
+        local e = count(tail .. s, EVENT)
+        if e > 0 then
+          events = events + e
+          md:set(NS, "stream_events", events)
+        end
+        tail = string.sub(s, -(#EVENT - 1))
+      end
     end
-  end
-  if p or c then
-    local md = handle:streamInfo():dynamicMetadata()
-    md:set(NS, "prompt_tokens", p)
-    md:set(NS, "completion_tokens", c)
   end
 end

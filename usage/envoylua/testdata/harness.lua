@@ -31,5 +31,5 @@ function run_usage(status, ctype, chunks)
     }
   end
   envoy_on_response(handle)
-  return md["inferplane.usage/prompt_tokens"], md["inferplane.usage/completion_tokens"]
+  return md["inferplane.usage/prompt_tokens"], md["inferplane.usage/completion_tokens"], md["inferplane.usage/stream_events"]
 end

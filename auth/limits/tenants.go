@@ -1,0 +1,196 @@
+package limits
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/inferplane/inferplane/api/v1alpha1"
+)
+
+// TenantFiles reads the tenants' limits from a tenants folder, the generator's input tree
+// (<tenant>/tenant.yaml, spec.limits), and reloads it when a file changes. A folder with an
+// error at start is refused; a bad edit later is logged and the last good limits stay.
+type TenantFiles struct {
+	Dir string
+	// Interval between checks for changes (default 10 s).
+	Interval time.Duration
+	Log      *slog.Logger
+
+	cur   atomic.Pointer[map[string]Tenant]
+	stamp string
+}
+
+// Tenant is the limits of name (none, UTC, open for a tenant without limits or unknown).
+func (f *TenantFiles) Tenant(name string) Tenant {
+	if m := f.cur.Load(); m != nil {
+		if t, ok := (*m)[name]; ok {
+			return t
+		}
+	}
+	return Tenant{Location: time.UTC, OnStoreDown: v1alpha1.StoreDownOpen}
+}
+
+// Load reads the folder once; Watch keeps reading it.
+func (f *TenantFiles) Load() error {
+	m, stamp, err := readTenants(f.Dir)
+	if err != nil {
+		return err
+	}
+	f.cur.Store(&m)
+	f.stamp = stamp
+	return nil
+}
+
+// Watch reloads the folder every Interval until done is closed.
+func (f *TenantFiles) Watch(done <-chan struct{}) {
+	every := f.Interval
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	log := f.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var lastErr string
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		if s, err := stampTenants(f.Dir); err == nil && s == f.stamp {
+			continue
+		}
+		m, stamp, err := readTenants(f.Dir)
+		if err != nil {
+			if err.Error() != lastErr {
+				log.Error("tenant limits not reloaded: the last good ones stay", "err", err)
+				lastErr = err.Error()
+			}
+			continue
+		}
+		lastErr = ""
+		f.cur.Store(&m)
+		f.stamp = stamp
+		log.Info("tenant limits reloaded", "dir", f.Dir, "tenants with limits", len(m))
+	}
+}
+
+func tenantFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("tenants folder: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue // a mounted ConfigMap's ..data and its versions
+		}
+		// A ConfigMap volume's folders are symbolic links: follow them.
+		if st, err := os.Stat(filepath.Join(dir, e.Name())); err != nil || !st.IsDir() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name(), "tenant.yaml")
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			continue // nodetypes/, masters/: not tenants
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// stampTenants is the files' names, sizes and modification times: what tells a change.
+func stampTenants(dir string) (string, error) {
+	files, err := tenantFiles(dir)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, p := range files {
+		st, err := os.Stat(p)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "%s %d %d\n", p, st.Size(), st.ModTime().UnixNano())
+	}
+	return b.String(), nil
+}
+
+func readTenants(dir string) (map[string]Tenant, string, error) {
+	stamp, err := stampTenants(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	files, _ := tenantFiles(dir)
+	out := map[string]Tenant{}
+	var errs []error
+	for _, p := range files {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var t v1alpha1.Tenant
+		if err := yaml.UnmarshalStrict(data, &t); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
+		name := filepath.Base(filepath.Dir(p))
+		if err := Join(TenantProblems("spec.limits", t.Spec.Limits)); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
+		if t.Spec.Limits == nil {
+			continue
+		}
+		tl, err := TenantFromSpec(t.Spec.Limits)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: spec.limits.%w", p, err))
+			continue
+		}
+		out[name] = tl
+	}
+	return out, stamp, errors.Join(errs...)
+}
+
+// Names lists the tenants that have limits.
+func (f *TenantFiles) Names() []string {
+	var out []string
+	if m := f.cur.Load(); m != nil {
+		for name, t := range *m {
+			if !t.Limits.Empty() {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// TenantFilesWithLimits reads a tenants folder and returns, checked, the tenant.yaml of every
+// tenant with limits, by tenant name: what the gateway's install mounts for --limits-tenants.
+func TenantFilesWithLimits(dir string) (map[string][]byte, error) {
+	m, _, err := readTenants(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for name := range m {
+		b, err := os.ReadFile(filepath.Join(dir, name, "tenant.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		out[name] = b
+	}
+	return out, nil
+}
