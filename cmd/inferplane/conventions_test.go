@@ -72,6 +72,7 @@ func TestCLIConventions(t *testing.T) {
 		assert.Contains(t, help, "Examples:", "%s --help shows no example", path)
 		assert.NotEmpty(t, c.Short, path)
 		assert.NotRegexp(t, `<tenant> <job>`, c.Use+c.Example, "%s: a job is <tenant>/<job>", path)
+		checkExampleFlags(t, root, path, c.Example)
 		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
 			if f.Hidden || f.Deprecated != "" {
 				return
@@ -172,4 +173,44 @@ func TestNameCompletion(t *testing.T) {
 	assert.Contains(t, models, "Qwen/Qwen3-32B", "recipe models")
 	assert.Contains(t, models, "mistral-small-24b", "hand-written masters")
 	assert.Contains(t, complete(append([]string{"jobs", "create", "acme/chat"}, append(in, "--node-type", "")...)...), "metal3.gpu-h100")
+}
+
+// checkExampleFlags holds the inferplane command lines of an Example to the flags their
+// commands have: none unknown, none deprecated (an example shows the current way).
+func checkExampleFlags(t *testing.T, root *cobra.Command, path, example string) {
+	t.Helper()
+	text := strings.ReplaceAll(example, "\\\n", " ")
+	for _, line := range strings.Split(text, "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		// Each command of the line: a pipe's, a $(...)'s.
+		for _, part := range strings.FieldsFunc(line, func(r rune) bool { return strings.ContainsRune("|;()$`", r) }) {
+			_, cmdline, ok := strings.Cut(part, "inferplane ")
+			if ok {
+				checkExampleLine(t, root, path, strings.TrimSpace(line), cmdline)
+			}
+		}
+	}
+}
+
+func checkExampleLine(t *testing.T, root *cobra.Command, path, line, cmdline string) {
+	t.Helper()
+	words := strings.Fields(cmdline)
+	c, _, err := root.Find(words)
+	if !assert.NoError(t, err, "%s: example %q", path, line) {
+		return
+	}
+	for _, w := range words {
+		name, ok := strings.CutPrefix(w, "--")
+		if !ok || name == "" {
+			continue
+		}
+		name, _, _ = strings.Cut(name, "=")
+		f := c.Flags().Lookup(name)
+		if f == nil {
+			f = c.InheritedFlags().Lookup(name)
+		}
+		if assert.NotNil(t, f, "%s: example %q: %s has no flag --%s", path, line, c.CommandPath(), name) {
+			assert.Empty(t, f.Deprecated, "%s: example %q uses the deprecated --%s", path, line, name)
+		}
+	}
 }

@@ -49,7 +49,7 @@ unchanged.`,
   inferplane generate --dry-run
 
   # Other folders, and the URL Argo CD pulls tenants without a remote from
-  inferplane generate --recipes ~/src/vllm-recipes --tenants ./prod/tenants --out /srv/gitops \
+  inferplane generate --recipes ~/src/vllm-recipes --tenants ./prod/tenants --out-dir /srv/gitops \
       --repo-url 'https://git.internal/gitops/{tenant}.git'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
