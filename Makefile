@@ -23,7 +23,8 @@ build:
 # servers), all on 127.0.0.1. It writes .demo/env for `. .demo/env`. Needs make build first.
 demo:
 	@test -x $(BIN) || { echo "make demo: $(BIN) is the gateway it runs: make build first" >&2; exit 2; }
-	@dir=$$(hack/kubebin.sh) && INFERPLANE_KUBEBIN=$$dir exec $(GO) run ./e2e/demo --inferplane $(BIN)
+	@$(GO) build -o bin/demo ./e2e/demo
+	@dir=$$(hack/kubebin.sh) && INFERPLANE_KUBEBIN=$$dir exec bin/demo --inferplane $(BIN)
 
 # inferplane's OCI image, without a container engine (hack/image, go-containerregistry): the
 # static binary (CGO_ENABLED=0) on an empty base plus CA certificates, user 65532, no shell,

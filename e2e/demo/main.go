@@ -33,9 +33,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/e2e/clusterdouble"
@@ -65,6 +67,7 @@ func main() {
 	rest.SetDefaultWarningHandler(rest.NoWarnings{})
 	klog.SetOutput(io.Discard)
 	klog.LogToStderr(false)
+	ctrllog.SetLogger(logr.Discard())
 	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
