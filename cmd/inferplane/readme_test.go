@@ -20,7 +20,7 @@ import (
 var apiKeyRE = regexp.MustCompile(`ipk_[A-Za-z0-9_-]+`)
 
 // TestREADMEWalkthrough runs README's walkthrough ("Try it: one job, from jobs create to chat")
-// as a reader on a fresh machine would, from the blocks marked for it in README.md
+// as a reader on a fresh machine would, from every shell block of that section of README.md
 // (e2e/readmetest): in a copy of the checkout, each block through bash with only PATH and HOME
 // in its environment, on 127.0.0.1 only. The first block builds inferplane, the second (make
 // demo, left running as in a second terminal) starts the local clusters and gateway, the third
@@ -44,6 +44,8 @@ func TestREADMEWalkthrough(t *testing.T) {
 	require.NoError(t, err)
 	w := readmetest.Walk{
 		README: "../../README.md", Test: t.Name(), Root: root, Cache: filepath.Dir(filepath.Dir(bins)),
+		// Every shell block of the section: one added to it is run too.
+		Section: "Try it: one job, from `jobs create` to `chat`",
 		// make build, make demo (a second terminal), then the commands
 		Hows:       []string{"run", "background", "run"},
 		RunTimeout: 20 * time.Minute, // a cold machine compiles everything first

@@ -10,6 +10,10 @@
 // -e), or "background" (started and left running, as in a second terminal, until the test
 // stops it). The test reads the blocks from README.md itself, so README and test cannot drift
 // apart: a block edited in README is what runs.
+//
+// Or a test runs every ```sh block of a named section (SectionBlocks, Walk.Section): then a
+// block needs a marker only to be "background"; a section a reader follows top to bottom is
+// run whole, and a block added to it is run too.
 package readmetest
 
 import (
@@ -35,7 +39,7 @@ type Block struct {
 	// How is "run" or "background".
 	How  string
 	Text string
-	// Line is the README line of the marker, for messages.
+	// Line is the README line of the block's marker (Blocks) or fence (SectionBlocks).
 	Line int
 }
 
@@ -70,6 +74,58 @@ func Blocks(path, test string) ([]Block, error) {
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s has no block marked <!-- readme-test %s: run|background -->", path, test)
+	}
+	return out, nil
+}
+
+// SectionBlocks are every ```sh block of the README section whose heading is heading (any
+// level; up to the next heading of that level or above), in order: "run" unless the marker
+// right above says "background" (a marker there must name test).
+func SectionBlocks(path, heading, test string) ([]Block, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(string(data), "\n")
+	level, start := 0, -1
+	for i, l := range lines {
+		if hashes := len(l) - len(strings.TrimLeft(l, "#")); hashes > 0 && strings.TrimSpace(l[hashes:]) == heading {
+			level, start = hashes, i
+			break
+		}
+	}
+	if start < 0 {
+		return nil, fmt.Errorf("%s has no section %q", path, heading)
+	}
+	var out []Block
+	for i := start + 1; i < len(lines); i++ {
+		if hashes := len(lines[i]) - len(strings.TrimLeft(lines[i], "#")); hashes > 0 && hashes <= level && strings.HasPrefix(lines[i][hashes:], " ") {
+			break
+		}
+		if strings.TrimSpace(lines[i]) != "```sh" {
+			continue
+		}
+		b := Block{How: "run", Line: i + 1}
+		if i > 0 {
+			if m := marker.FindStringSubmatch(strings.TrimSpace(lines[i-1])); m != nil {
+				if m[1] != test {
+					return nil, fmt.Errorf("%s:%d: the block is marked for %s, in a section %s runs", path, i, m[1], test)
+				}
+				b.How = m[2]
+			}
+		}
+		j := i + 1
+		for ; j < len(lines) && strings.TrimSpace(lines[j]) != "```"; j++ {
+			b.Text += lines[j] + "\n"
+		}
+		if j == len(lines) {
+			return nil, fmt.Errorf("%s:%d: the block does not end", path, i+1)
+		}
+		out = append(out, b)
+		i = j
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: section %q has no ```sh block", path, heading)
 	}
 	return out, nil
 }
@@ -267,6 +323,9 @@ func Commands(b Block) []string {
 type Walk struct {
 	// README is the README's path; Test the name its markers give (the test's t.Name()).
 	README, Test string
+	// Section, when set, runs every ```sh block of the section with that heading
+	// (SectionBlocks) instead of only the blocks marked for Test.
+	Section string
 	// Root is the checkout that is copied (Checkout); Cache the .cache folder the copy shares.
 	Root, Cache string
 	// Hows are the blocks' "run" and "background", in order: README must keep this shape.
@@ -288,6 +347,9 @@ type Walk struct {
 func (w Walk) Run(t *testing.T) (string, []Block, []Output) {
 	t.Helper()
 	blocks, err := Blocks(w.README, w.Test)
+	if w.Section != "" {
+		blocks, err = SectionBlocks(w.README, w.Section, w.Test)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

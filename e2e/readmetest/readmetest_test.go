@@ -38,6 +38,20 @@ func TestBlocks(t *testing.T) {
 	assert.ErrorContains(t, err, ":1: the marker must be right above a ```sh block")
 }
 
+// Every sh block of a section, to the next heading of its level; a marker makes one background.
+func TestSectionBlocks(t *testing.T) {
+	text := "## Try it\n\nFirst:\n\n```sh\nmake build\n```\n\n### Detail\n\n" +
+		"<!-- readme-test TestX: background -->\n```sh\nmake demo\n```\n\n```go\nnot shell\n```\n\n## Next\n\n```sh\nnot this\n```\n"
+	blocks, err := SectionBlocks(writeREADME(t, text), "Try it", "TestX")
+	require.NoError(t, err)
+	assert.Equal(t, []Block{{How: "run", Text: "make build\n", Line: 5}, {How: "background", Text: "make demo\n", Line: 12}}, blocks)
+
+	_, err = SectionBlocks(writeREADME(t, text), "Try it", "TestY")
+	assert.ErrorContains(t, err, ":11: the block is marked for TestX, in a section TestY runs")
+	_, err = SectionBlocks(writeREADME(t, text), "Missing", "TestX")
+	assert.ErrorContains(t, err, `has no section "Missing"`)
+}
+
 // A block runs through bash with PATH and HOME only, and its output is cut per command (an
 // export traced once).
 func TestRunOnlyPATHAndHOME(t *testing.T) {
