@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -205,4 +206,52 @@ func TestJobsCreateBadInput(t *testing.T) {
 	assert.Equal(t, 2, exitCode(err))
 	assert.ErrorContains(t, err, `"acme": expected <tenant>/<job>, e.g. acme/chat`)
 	assert.Equal(t, snapIn, everything(t, tr.tenants))
+}
+
+// `jobs delete` says which API keys limited to the job's endpoint stay active; with
+// --revoke-keys it revokes them, and only them.
+func TestJobsDeleteAndTheEndpointsKeys(t *testing.T) {
+	tr := newJobsTree(t)
+	store, secret := filepath.Join(t.TempDir(), "keys.db"), writeKeySecret(t)
+	key := func(args ...string) string {
+		t.Helper()
+		args = append([]string{"keys", "create", "--tenant", "acme", "--tenants", tr.tenants, "--store-file", store, "--secret-file", secret, "-o", "json"}, args...)
+		out, errOut, err := execCLI(context.Background(), args...)
+		require.NoError(t, err, errOut)
+		var created struct {
+			ID string `json:"id"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &created), out)
+		require.NotEmpty(t, created.ID, out)
+		return created.ID
+	}
+	status := func(id string) string {
+		t.Helper()
+		out, errOut, err := execCLI(context.Background(), "keys", "list", "--store-file", store, "-o", "json")
+		require.NoError(t, err, errOut)
+		var views []keyView
+		require.NoError(t, json.Unmarshal([]byte(out), &views), out)
+		for _, v := range views {
+			if v.ID == id {
+				return string(v.Status)
+			}
+		}
+		return "missing"
+	}
+
+	out, err := tr.run(t, "jobs", "create", "acme/chat", "--model", "Qwen/Qwen3-32B")
+	require.NoError(t, err, out)
+	chatKey, tenantKey := key("--endpoint", "chat"), key()
+	out, err = tr.run(t, "jobs", "delete", "acme/chat", "--yes", "--store-file", store)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "1 API key(s) limited to endpoint acme/chat stay active: "+chatKey+"; revoke them with `inferplane keys revoke "+chatKey+"`")
+	assert.Equal(t, "active", status(chatKey))
+
+	out, err = tr.run(t, "jobs", "create", "acme/chat", "--model", "Qwen/Qwen3-32B")
+	require.NoError(t, err, out)
+	out, err = tr.run(t, "jobs", "delete", "acme/chat", "--yes", "--revoke-keys", "--store-file", store)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "revoked "+chatKey+" (tenant acme)")
+	assert.Equal(t, "revoked", status(chatKey))
+	assert.Equal(t, "active", status(tenantKey), "a key for every endpoint of the tenant is not the job's")
 }
