@@ -38,7 +38,7 @@ func addServerFlag(fs *pflag.FlagSet, p *string) {
 	fs.StringVar(p, "server", serverURLDefault(), serverUsage)
 }
 
-var serverUsage = "the gateway: base URL of the xDS server's admin address ($" + envServerURL + ", else " + defaultServerURL + ")"
+var serverUsage = "the gateway: base URL of the xDS server's admin address ($" + envServerURL + " when set)"
 
 func serverURLDefault() string {
 	if s := os.Getenv(envServerURL); s != "" {
