@@ -74,6 +74,7 @@ func printData(w io.Writer, format string, v any) error {
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // read by people and jq, not embedded in HTML: "<domain>", not "\u003cdomain\u003e"
 	return enc.Encode(v)
 }
 
