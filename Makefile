@@ -5,7 +5,7 @@ GO       ?= go
 BIN      := bin/inferplane
 
 .PHONY: all build demo image test test-argocd vet fmt unit kubebin testbins bench bench-generator bench-webhook bench-xds \
-        bench-keys bench-recipes generate verify-generate clean
+        bench-keys bench-recipes bench-api generate verify-generate clean
 
 all: build
 
@@ -138,6 +138,16 @@ bench-keys:
 	@if command -v luajit >/dev/null 2>&1; then luajit usage/envoylua/testdata/bench.lua usage/envoylua; \
 	else echo "bench-keys: luajit is not installed (apt-get install luajit): the LuaJIT figures for the usage filter were not measured"; fi
 	@echo "bench-keys: machine load while measuring: $$(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) on $$(nproc) CPUs"
+
+# Product API (docs/api.md): a job create until both pushes are done, p50/p99, at 200 and at
+# 2,000 tenants x 10 jobs, beside `jobs create`'s work on a checkout; GET jobs of a tenant with
+# 50 jobs from the watch caches beside reading the clusters per request (real API servers);
+# 100 concurrent creates over 3 replicas beside 1 (throughput, pushes refused and retried).
+bench-api:
+	@bins=$$(mktemp) && trap 'rm -f $$bins' EXIT && hack/testbins.sh > $$bins && \
+	env $$(cat $$bins) INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_BENCH_API=1 $(GO) test -count=1 -timeout 60m -run '^TestBench' -v ./productapi/bench/ \
+		| grep -E '^(bench-api:|ok|FAIL|--- |panic)'
+	@echo "bench-api: machine load while measuring: $$(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) on $$(nproc) CPUs"
 
 # Regenerates deepcopy functions and CRDs from api/v1alpha1 with the pinned controller-gen.
 CONTROLLER_GEN := .cache/bin/controller-gen

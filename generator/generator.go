@@ -23,6 +23,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/inputs"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/problem"
@@ -44,6 +45,9 @@ type Options struct {
 	// Recipes and Tenants, when set, are read instead of RecipesDir and TenantsDir, which then
 	// only name them in messages.
 	Recipes, Tenants fs.FS
+	// Book, when set, is the recipes already loaded (from the same recipes tree): a caller that
+	// renders one tenant per request (the product API) loads them once per recipes commit.
+	Book *recipe.Book
 
 	// Tenant, when set, limits the run to that tenant: the whole tenants tree is still loaded
 	// and checked file by file, but only this tenant is planned, rendered and published (the
@@ -67,6 +71,9 @@ type Options struct {
 
 	// Now is the commit time. Nil: time.Now.
 	Now func() time.Time
+	// Trailers end each tenant commit's message (publish.Options.Trailers): the product API
+	// records the inputs commit a render came from.
+	Trailers []string
 	// Getenv reads the credentials a tenant's spec.git.auth names. Nil: os.Getenv.
 	Getenv func(string) string
 }
@@ -142,7 +149,7 @@ func Generate(ctx context.Context, opts Options) (*Report, error) {
 			failed = append(failed, fmt.Errorf("tenant %s: not published: %w", r.target.Name, err))
 			continue
 		}
-		res, err := publish.Publish(ctx, r.target, r.files, publish.Options{Now: now, Group: group})
+		res, err := publish.Publish(ctx, r.target, r.files, publish.Options{Now: now, Group: group, Trailers: opts.Trailers})
 		if err != nil {
 			rep.Tenants = append(rep.Tenants, TenantReport{Tenant: r.target.Name, Dir: r.target.Dir, Files: len(r.files), Err: err})
 			failed = append(failed, err)
@@ -155,6 +162,38 @@ func Generate(ctx context.Context, opts Options) (*Report, error) {
 		return rep, errors.Join(failed...)
 	}
 	return rep, nil
+}
+
+// Rendered is one tenant's repository as Generate would publish it: its files, checked, and
+// where they go.
+type Rendered struct {
+	Tenant string
+	Files  render.Files
+	Target publish.Target
+}
+
+// Render loads, plans, renders and checks exactly as Generate does (Options.Tenant applies) and
+// publishes nothing: for a caller that commits the inputs first and publishes afterwards (the
+// product API), with publish.Publish and the same Group (PublishOptions).
+func Render(opts Options) ([]Rendered, error) {
+	opts.RecipesDir = cmp.Or(opts.RecipesDir, "recipes")
+	opts.TenantsDir = cmp.Or(opts.TenantsDir, "tenants")
+	opts.OutDir = cmp.Or(opts.OutDir, "out")
+	runs, _, err := prepare(opts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Rendered, len(runs))
+	for i, r := range runs {
+		out[i] = Rendered{Tenant: r.target.Name, Files: r.files, Target: r.target}
+	}
+	return out, nil
+}
+
+// PublishOptions are the publish options Generate uses, so that a caller publishing what
+// Render returned commits what generate would.
+func PublishOptions(opts Options) publish.Options {
+	return publish.Options{Now: opts.Now, Group: group, Trailers: opts.Trailers}
 }
 
 // Planned is the inputs loaded and planned, before anything is rendered.
@@ -207,6 +246,9 @@ func load(opts Options) (*inputs.Inputs, *recipe.Book, error) {
 		if err := onlyTenant(in, opts.Tenant, opts.TenantsDir); err != nil {
 			return nil, nil, err
 		}
+	}
+	if opts.Book != nil {
+		return in, opts.Book, nil
 	}
 	recipesFS := opts.Recipes
 	if recipesFS == nil {
@@ -344,11 +386,18 @@ func renderOptions(opts Options, tp *plan.TenantPlan) render.Options {
 // targetOf is where a tenant's repository lives, with its credentials read from the
 // environment variables the tenant names.
 func targetOf(tp *plan.TenantPlan, file, outDir string, getenv func(string) string) (publish.Target, problem.List) {
+	return TargetOf(&tp.Tenant, file, outDir, getenv)
+}
+
+// TargetOf is where tenant t's repository lives (outDir/<tenant> as the work tree; its
+// spec.git remote, if any), with the credentials its spec.git.auth names read through getenv;
+// problems name file (its tenant.yaml).
+func TargetOf(tn *v1alpha1.Tenant, file, outDir string, getenv func(string) string) (publish.Target, problem.List) {
 	var probs problem.List
-	g := tp.Tenant.Spec.Git
+	g := tn.Spec.Git
 	t := publish.Target{
-		Name:   tp.Tenant.Name,
-		Dir:    filepath.Join(outDir, tp.Tenant.Name),
+		Name:   tn.Name,
+		Dir:    filepath.Join(outDir, tn.Name),
 		URL:    g.URL,
 		Branch: cmp.Or(g.Branch, publish.DefaultBranch),
 	}

@@ -257,14 +257,15 @@ func fetchCommit(ctx context.Context, t publish.Target) (*object.Commit, error) 
 // already fetched: each path's tree entry is compared by hash, so the cost is the paths' depth,
 // not the size of the inputs.
 func (r *Repo) Changed(from, to string, paths []string) (bool, error) {
-	if r.repo == nil {
-		return true, errors.New("inputsrepo: nothing fetched yet")
-	}
-	a, err := r.commitTree(from)
+	objs, err := r.fetched()
 	if err != nil {
 		return true, err
 	}
-	b, err := r.commitTree(to)
+	a, err := commitTree(objs, from)
+	if err != nil {
+		return true, err
+	}
+	b, err := commitTree(objs, to)
 	if err != nil {
 		return true, err
 	}
@@ -276,12 +277,12 @@ func (r *Repo) Changed(from, to string, paths []string) (bool, error) {
 	return false, nil
 }
 
-func (r *Repo) commitTree(h string) (*object.Tree, error) {
-	c, err := object.GetCommit(r.objects(), plumbing.NewHash(h))
+func commitTree(objs guarded, h string) (*object.Tree, error) {
+	c, err := object.GetCommit(objs, plumbing.NewHash(h))
 	if err != nil {
 		return nil, fmt.Errorf("inputs commit %s: %w", h, err)
 	}
-	return object.GetTree(r.objects(), c.TreeHash)
+	return object.GetTree(objs, c.TreeHash)
 }
 
 // entryHash is the hash of the file or folder at p (zero when absent).
@@ -297,11 +298,12 @@ func entryHash(t *object.Tree, p string) plumbing.Hash {
 // render that finds its tenant's repository already rendered from a newer inputs commit than
 // its own, and so has nothing to do. The walk is bounded like every walk of the history.
 func (r *Repo) IsAncestor(a, b string) (bool, error) {
-	if r.repo == nil {
-		return false, errors.New("inputsrepo: nothing fetched yet")
+	objs, err := r.fetched()
+	if err != nil {
+		return false, err
 	}
 	want := plumbing.NewHash(a)
-	c, err := object.GetCommit(r.objects(), plumbing.NewHash(b))
+	c, err := object.GetCommit(objs, plumbing.NewHash(b))
 	if err != nil {
 		return false, fmt.Errorf("inputs commit %s: %w", b, err)
 	}
@@ -312,9 +314,27 @@ func (r *Repo) IsAncestor(a, b string) (bool, error) {
 		if len(c.ParentHashes) == 0 {
 			return false, nil
 		}
-		if c, err = object.GetCommit(r.objects(), c.ParentHashes[0]); err != nil {
+		if c, err = object.GetCommit(objs, c.ParentHashes[0]); err != nil {
 			return false, err
 		}
 	}
 	return false, nil
+}
+
+// RenderedFrom reads a tenant repository's head commit and the inputs commit its trailer names
+// ("" for none), uncached: for a render whose push was refused, to see whether another replica
+// already rendered newer inputs (IsAncestor).
+func RenderedFrom(ctx context.Context, t publish.Target) (head, inputs string, err error) {
+	if t.URL == "" {
+		return renderedFromDir(t)
+	}
+	h, err := remoteHead(ctx, t)
+	if err != nil || h.IsZero() {
+		return "", "", err
+	}
+	c, err := fetchCommit(ctx, t)
+	if err != nil {
+		return "", "", err
+	}
+	return c.Hash.String(), Trailers(c.Message)[TrailerInputs], nil
 }

@@ -88,8 +88,27 @@ type Repo struct {
 	objMu sync.RWMutex
 }
 
-// objects is the storage as snapshots and writes use it.
+// objects is the storage as snapshots and writes use it. Callers hold mu.
 func (r *Repo) objects() guarded { return guarded{mu: &r.objMu, s: r.repo.Storer} }
+
+// fetched is the storage for reads that do not hold mu (a write may reclone meanwhile: it
+// replaces r.repo under objMu).
+func (r *Repo) fetched() (guarded, error) {
+	r.objMu.RLock()
+	repo := r.repo
+	r.objMu.RUnlock()
+	if repo == nil {
+		return guarded{}, errors.New("inputsrepo: nothing fetched yet")
+	}
+	return guarded{mu: &r.objMu, s: repo.Storer}, nil
+}
+
+// setRepo replaces the clone (nil: clone afresh on the next fetch). Callers hold mu.
+func (r *Repo) setRepo(repo *git.Repository) {
+	r.objMu.Lock()
+	r.repo = repo
+	r.objMu.Unlock()
+}
 
 // Open checks the options and reads the credentials; it reaches no network (the first Fetch or
 // Write clones).
@@ -162,7 +181,7 @@ func (r *Repo) clone() (*git.Repository, error) {
 	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{r.opts.URL}}); err != nil {
 		return nil, err
 	}
-	r.repo = repo
+	r.setRepo(repo)
 	return repo, nil
 }
 
@@ -249,4 +268,13 @@ func (r *Repo) snapshot(c *object.Commit) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	return Snapshot{Commit: c.Hash.String(), Files: newTree(r.objects(), root)}, nil
+}
+
+// snapshotAt is the inputs at a commit already in memory. Callers hold mu.
+func (r *Repo) snapshotAt(commit string) (Snapshot, error) {
+	c, err := object.GetCommit(r.objects(), plumbing.NewHash(commit))
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("inputs commit %s: %w", commit, err)
+	}
+	return r.snapshot(c)
 }

@@ -468,3 +468,23 @@ func (w *treeWriter) store(obj plumbing.EncodedObject) (plumbing.Hash, error) {
 	}
 	return h, err
 }
+
+// Hash is the git hash of the file or folder at name in the commit the tree was read from
+// ("" when absent): a key for what a reader derives from that part of the inputs (the API
+// caches a tenant's parsed inputs by the hashes of the paths it reads). Changes made to this
+// Tree are not reflected: a snapshot's Tree has none.
+func (t *Tree) Hash(name string) string {
+	if t.root == nil || !fs.ValidPath(name) {
+		return ""
+	}
+	if name == "." {
+		return t.root.Hash.String()
+	}
+	t.lookups.Lock()
+	defer t.lookups.Unlock()
+	e, err := t.root.FindEntry(name)
+	if err != nil {
+		return ""
+	}
+	return e.Hash.String()
+}

@@ -54,6 +54,9 @@ type Result struct {
 	Changed []string
 	// Attempts is how many times the change was applied (1 without a race).
 	Attempts int
+	// Snapshot is the inputs at Commit, to read the write's result without a fetch (empty
+	// when the write failed, or when reading the commit back did).
+	Snapshot Snapshot
 }
 
 // ConflictError is a change that does not apply to the current inputs (an HTTP 409).
@@ -97,7 +100,8 @@ func (r *Repo) Write(ctx context.Context, ch Change) (Result, error) {
 	defer r.mu.Unlock()
 	if r.writes >= r.opts.RecloneAfter {
 		// Snapshots handed out before keep reading the old storage, which they hold.
-		r.repo, r.writes = nil, 0
+		r.setRepo(nil)
+		r.writes = 0
 	}
 	r.writes++
 	key, request := "", ""
@@ -110,6 +114,14 @@ func (r *Repo) Write(ctx context.Context, ch Change) (Result, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := r.attempt(ctx, ch, key, request)
 		res.Attempts = attempt
+		if err == nil && res.Commit != "" {
+			// The change is written whatever this says: without a snapshot the caller fetches.
+			snap, serr := r.snapshotAt(res.Commit)
+			if serr != nil {
+				r.opts.Logger.Warn("inputs: reading the commit just written failed", "commit", res.Commit, "error", serr)
+			}
+			res.Snapshot = snap
+		}
 		if !errors.Is(err, errStale) {
 			return res, err
 		}

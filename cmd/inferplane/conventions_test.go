@@ -40,6 +40,14 @@ var flagMeanings = map[string]string{
 	"vcluster-namespace": "host namespace ",
 	"vcluster-selector":  "label selector of the vCluster kubeconfig Secrets",
 	"endpoint":           "job endpoint",
+	"oidc-issuer":        "the OIDC provider's issuer URL",
+	"oidc-client-id":     "the API's OIDC client id",
+	"admin-group":        "a group of the operator",
+	"inputs-repo":        "the inputs' git repository",
+	"inputs-branch":      "the inputs' branch",
+	"keys-file":          "API key store file (bbolt)",
+	"gateway-name":       "name of the gateway: the prefix of its objects",
+	"gateway-replicas":   "number of xDS servers",
 }
 
 // commands is every command of the tree a user runs: not help, completion or hidden ones.

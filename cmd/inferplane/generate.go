@@ -14,6 +14,7 @@ import (
 	"github.com/inferplane/inferplane/generator"
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/policy"
+	apiinstall "github.com/inferplane/inferplane/productapi/install"
 )
 
 func newGenerateCmd() *cobra.Command {
@@ -21,6 +22,7 @@ func newGenerateCmd() *cobra.Command {
 		in         inputFlags
 		gatewayDir string
 		gateway    install.Options
+		apiOpts    apiinstall.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "generate",
@@ -68,7 +70,7 @@ unchanged.`,
 					return err
 				}
 			}
-			return writeGateway(cmd, gatewayDir, gateway, opts.DryRun)
+			return writeGateway(cmd, gatewayDir, gateway, apiOpts, opts.DryRun)
 		},
 	}
 	f := cmd.Flags()
@@ -77,6 +79,7 @@ unchanged.`,
 	f.StringVar(&gatewayDir, "gateway-dir", "", "also write the gateway's install manifests (as `gateway manifests` prints them) into this folder of the operator's repository")
 	f.StringVar(&gateway.Domain, "gateway-domain", "", "the gateway's domain (--gateway-dir)")
 	registerInstallFlags(f, &gateway, "gateway-")
+	registerAPIInstallFlags(f, &apiOpts, "api-")
 	return cmd
 }
 
@@ -97,9 +100,18 @@ func printReport(w, stderr io.Writer, rep *generator.Report) {
 
 // writeGateway writes the gateway's install into dir (nothing when dir is empty or on a dry
 // run), after every tenant was rendered and committed.
-func writeGateway(cmd *cobra.Command, dir string, o install.Options, dryRun bool) error {
+func writeGateway(cmd *cobra.Command, dir string, o install.Options, api apiinstall.Options, dryRun bool) error {
 	if dir == "" {
 		return nil
+	}
+	var also []string
+	if apiInstallWanted(api) {
+		api.Domain, api.Namespace, api.Gateway = o.Domain, o.Namespace, o.Name
+		api.GatewayReplicas, api.ArgoCDNamespace, api.VClusterNamespaces = o.Replicas, o.ArgoCDNamespace, o.VClusterNamespaces
+		if _, err := apiinstall.YAML(api); err != nil {
+			return usageErr(fmt.Errorf("--api-*: %w", err))
+		}
+		also = append(also, apiinstall.File)
 	}
 	if dryRun {
 		if _, err := install.YAML(o); err != nil {
@@ -108,9 +120,16 @@ func writeGateway(cmd *cobra.Command, dir string, o install.Options, dryRun bool
 		fmt.Fprintf(cmd.OutOrStdout(), "gateway: would write %s (dry run)\n", dir)
 		return nil
 	}
-	changed, err := install.WriteDir(dir, o)
+	changed, err := install.WriteDir(dir, o, also...)
 	if err != nil {
 		return fmt.Errorf("--gateway-dir %s: %w", dir, err)
+	}
+	if len(also) > 0 {
+		apiChanged, err := apiinstall.WriteFile(dir, api)
+		if err != nil {
+			return fmt.Errorf("--gateway-dir %s: %w", dir, err)
+		}
+		changed = changed || apiChanged
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "gateway: %s %s\n", dir, map[bool]string{true: "written", false: "unchanged"}[changed])
 	return nil

@@ -55,6 +55,7 @@ syncs with an admission webhook, and routes customers' traffic through Envoy to 
 		newTranscribeCmd(),
 		newModelsCmd(),
 		newVersionCmd(),
+		newAPICmd(),
 	)
 	applyConventions(root)
 	return root

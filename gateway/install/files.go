@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/inferplane/inferplane/internal/fileutil"
 	"github.com/inferplane/inferplane/internal/manifest"
@@ -39,15 +40,17 @@ func YAML(o Options) ([]byte, error) {
 }
 
 // WriteDir writes the manifests and a kustomization listing them into dir, each file in one
-// rename; changed is false when both files already held the same bytes.
-func WriteDir(dir string, o Options) (changed bool, err error) {
+// rename; changed is false when both files already held the same bytes. also are other files
+// of dir the kustomization lists after the gateway's (the product API's, written by its own
+// install package).
+func WriteDir(dir string, o Options, also ...string) (changed bool, err error) {
 	data, err := YAML(o)
 	if err != nil {
 		return false, err
 	}
 	files := map[string][]byte{
 		FileManifests:     data,
-		FileKustomization: []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + FileManifests + "\n"),
+		FileKustomization: []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + strings.Join(append([]string{FileManifests}, also...), "\n- ") + "\n"),
 	}
 	for _, name := range []string{FileManifests, FileKustomization} {
 		path := filepath.Join(dir, name)

@@ -96,7 +96,7 @@ func NewClient(cfg *rest.Config) (client.Client, error) {
 }
 
 // ReadApplications lists a tenant's Applications in the host cluster, by job.
-func ReadApplications(ctx context.Context, c client.Client, host string, t Tenant) (map[string]*lifecycle.Application, error) {
+func ReadApplications(ctx context.Context, c client.Reader, host string, t Tenant) (map[string]*lifecycle.Application, error) {
 	var list unstructured.UnstructuredList
 	list.SetGroupVersionKind(ApplicationGVK.GroupVersion().WithKind("ApplicationList"))
 	err := c.List(ctx, &list, client.InNamespace(t.ArgoCDNamespace), client.MatchingLabels{v1alpha1.LabelTenant: t.Name})
@@ -118,7 +118,7 @@ func ReadApplications(ctx context.Context, c client.Client, host string, t Tenan
 }
 
 // ReadWorkloads lists a tenant's VMs, VMIs, claims and claim events in its own cluster.
-func ReadWorkloads(ctx context.Context, c client.Client, host string, t Tenant, into *Objects) error {
+func ReadWorkloads(ctx context.Context, c client.Reader, host string, t Tenant, into *Objects) error {
 	what := "cluster of tenant " + t.Name
 	sel := client.MatchingLabels{v1alpha1.LabelTenant: t.Name}
 	ns := client.InNamespace(t.Namespace)

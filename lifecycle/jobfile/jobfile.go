@@ -211,3 +211,26 @@ func Remove(dir, rel string) error {
 	}
 	return nil
 }
+
+// Complete fills what a new job left to defaults, as `jobs create` and the product API derive
+// them: the runtime of the Parakeet model, the tenant's only allowed node type (not a
+// wildcard), the GPUs per replica of the master the plan resolves for it. Anything it cannot
+// resolve is left for the plan to report, in generate's words.
+func Complete(spec *v1alpha1.ManagedInferenceJobSpec, in *inputs.Inputs, book *recipe.Book, tenant string) {
+	if spec.Runtime == "" && spec.Model == v1alpha1.ParakeetModel {
+		spec.Runtime = v1alpha1.RuntimeParakeet
+	}
+	if spec.NodeType == "" {
+		for _, t := range in.Tenants {
+			if a := t.Object.Spec.AllowedNodeTypes; t.Object.Name == tenant && len(a) == 1 && !strings.HasSuffix(a[0], ".*") {
+				spec.NodeType = a[0]
+			}
+		}
+	}
+	if spec.GPUCount == 0 {
+		spec.GPUCount = 1 // a placeholder the plan corrects in its message when the master is unknown
+		if n, ok := GPUs(in, book, spec); ok {
+			spec.GPUCount = n
+		}
+	}
+}

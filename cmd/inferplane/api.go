@@ -1,0 +1,212 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+
+	"github.com/inferplane/inferplane/access"
+	"github.com/inferplane/inferplane/internal/version"
+	"github.com/inferplane/inferplane/lifecycle/cluster"
+	"github.com/inferplane/inferplane/productapi"
+	apiinstall "github.com/inferplane/inferplane/productapi/install"
+)
+
+func newAPICmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "api",
+		Short: "The product API: the customers' front door (serve it, print its install)",
+		Long: `The product API lets customers create jobs, mint API keys and read usage and health on their
+own, signed in with OIDC, without the operator's files or kubeconfigs. Every write is a git
+commit of the inputs, checked by the rules generate applies. See docs/api.md.`,
+		Example: `  inferplane api serve --oidc-issuer https://login.example.com --oidc-client-id inferplane \
+      --inputs-repo https://git.example.com/ops/inputs.git --kubeconfig host.kubeconfig
+  inferplane api manifests --domain models.example.com --oidc-issuer https://login.example.com \
+      --oidc-client-id inferplane --inputs-repo https://git.example.com/ops/inputs.git --file api.yaml`,
+	}
+	cmd.AddCommand(newAPIServeCmd(), newAPIManifestsCmd())
+	return cmd
+}
+
+type apiServeFlags struct {
+	c           productapi.Config
+	kube        cluster.Kubeconfig
+	inCluster   bool
+	registry    registryFlags
+	logLevel    string
+	logFormat   string
+	adminGroups []string
+	gateways    []string
+}
+
+func newAPIServeCmd() *cobra.Command {
+	var f apiServeFlags
+	cmd := &cobra.Command{
+		Use:   "serve --oidc-issuer URL --oidc-client-id ID --inputs-repo URL",
+		Short: "Serve the product API (JSON under /api/v1, OpenAPI at /api/v1/openapi.json)",
+		Long: `serve runs one replica of the product API; run several behind a Service: each keeps its own
+clone of the inputs, and every write is one git commit pushed with the old head expected, so
+replicas never overwrite each other.
+
+Sign-in: OIDC ID tokens of --oidc-issuer issued for --oidc-client-id (Authorization: Bearer).
+Roles per tenant come from spec.access of each tenant.yaml; --admin-group members are admin
+in every tenant.
+
+The inputs (recipes/, tenants/) live in the git repository --inputs-repo; credentials come
+from --inputs-credentials-file (user:token, or a token), never from a flag value. A write
+commits the inputs as the caller, then renders and pushes that tenant's repository, as generate
+would (--repo-url, --guest-image, --storage-class must be generate's). The tenants' spec.git.auth
+variables are read from files in --tenant-credentials-dir, else the environment.
+
+Without a host cluster (no --kubeconfig, --context or --in-cluster) everything but the clusters
+is served: jobs show stage unknown with the reason, restart is refused. With one, the stages
+come from watches of the cluster registry, Argo CD's Applications and each tenant cluster's VMs.
+
+API keys minted here go to APIKey objects in --keys-namespace of the host cluster (every gateway
+replica sees them), or, without a host cluster, to the bbolt file --keys-file that a local
+xds serve reads; the HMAC secret is --keys-secret-file (else $INFERPLANE_KEYS_SECRET).
+
+/healthz answers while the process runs, /readyz once the inputs were fetched, /metrics is
+Prometheus. SIGTERM finishes requests in flight (--shutdown-timeout).`,
+		Example: `  # On a laptop: inputs in a local bare repository, Dex on localhost, no cluster
+  inferplane api serve --oidc-issuer http://127.0.0.1:5556/dex --oidc-client-id inferplane \
+      --inputs-repo file:///srv/git/inputs.git --keys-file ~/.local/share/inferplane/keys.db \
+      --keys-secret-file ~/.config/inferplane/keys-secret --server http://127.0.0.1:9090
+
+  # Against the host cluster of the current kubeconfig context
+  inferplane api serve --oidc-issuer https://login.example.com --oidc-client-id inferplane \
+      --inputs-repo https://git.example.com/ops/inputs.git --inputs-credentials-file /etc/inferplane/inputs \
+      --context mgmt --domain models.example.com --admin-group platform-ops`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runAPIServe(cmd, &f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.c.Listen, "listen", "127.0.0.1:8080", "address the API listens on (host:port; :8080 for every interface)")
+	fl.StringVar(&f.c.OIDC.Issuer, "oidc-issuer", "", "the OIDC provider's issuer URL (required)")
+	fl.StringVar(&f.c.OIDC.ClientID, "oidc-client-id", "", "the API's OIDC client id: tokens must be issued for it (required)")
+	fl.StringVar(&f.c.OIDC.GroupsClaim, "oidc-groups-claim", access.DefaultGroupsClaim, "the token claim with the caller's groups")
+	fl.StringArrayVar(&f.adminGroups, "admin-group", nil, "a group of the operator: admin in every tenant (repeatable)")
+	fl.StringVar(&f.c.Inputs.URL, "inputs-repo", "", "the inputs' git repository: https://, http:// or file:// (required)")
+	fl.StringVar(&f.c.Inputs.Branch, "inputs-branch", "main", "the inputs' branch")
+	fl.StringVar(&f.c.Inputs.CredentialsFile, "inputs-credentials-file", "", "file with the inputs repository's credentials: user:token, or a token")
+	fl.StringVar(&f.c.WorkDir, "work-dir", "", "folder of this replica's work trees of the tenant repositories (default: a temporary folder)")
+	fl.StringVar(&f.c.Domain, "domain", os.Getenv("INFERPLANE_DOMAIN"), "endpoints are https://<job>.<tenant>.<domain> ($INFERPLANE_DOMAIN)")
+	fl.StringVar(&f.c.RepoURL, "repo-url", "", "URL Argo CD pulls a tenant's repository from when the tenant sets no spec.git.url ({tenant} is replaced)")
+	fl.StringVar(&f.c.GuestImage, "guest-image", "", "golden VM disk (containerDisk image) for node types that name none")
+	fl.StringVar(&f.c.StorageClass, "storage-class", "", "storage class of the model-cache volumes (default: the tenant cluster's default class)")
+	fl.StringVar(&f.c.TenantCredentialsDir, "tenant-credentials-dir", "", "folder with a file per variable the tenants' spec.git.auth names (a mounted Secret)")
+	fl.StringVar(&f.kube.Path, "kubeconfig", "", "kubeconfig file of the host cluster (Argo CD, the cluster registry)")
+	fl.StringVar(&f.kube.HostContext, "context", "", "kubeconfig context of the host cluster")
+	fl.BoolVar(&f.inCluster, "in-cluster", false, "the host cluster is the one this pod runs in (its service account)")
+	f.registry.register(fl, "with a host cluster")
+	fl.StringVar(&f.c.KeysNamespace, "keys-namespace", productapi.DefaultKeysNamespace, "read API keys from APIKey objects in this Kubernetes namespace instead of a file")
+	fl.StringVar(&f.c.KeysFile, "keys-file", "", "API key store file (bbolt) to keep keys in instead of --keys-namespace (one API replica; what a local xds serve --keys-file reads)")
+	fl.StringVar(&f.c.KeysSecretFile, "keys-secret-file", "", "file with the API keys' HMAC secret (else $INFERPLANE_KEYS_SECRET)")
+	fl.StringArrayVar(&f.gateways, "server", nil, "the gateway: base URL of the xDS server's admin address; repeat it for each server replica (usage and health are summed)")
+	deprecatedAlias(fl, "gateway", "server")
+	fl.DurationVar(&f.c.RefreshInterval, "refresh-interval", 2*time.Second, "how often the inputs are fetched for reads")
+	fl.DurationVar(&f.c.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often every tenant repository is compared with the inputs and rendered when behind")
+	fl.DurationVar(&f.c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long in-flight requests may take to finish after SIGINT or SIGTERM")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	return cmd
+}
+
+func runAPIServe(cmd *cobra.Command, f *apiServeFlags) error {
+	var errs []error
+	for _, req := range []struct{ flag, val string }{{"--oidc-issuer", f.c.OIDC.Issuer}, {"--oidc-client-id", f.c.OIDC.ClientID}, {"--inputs-repo", f.c.Inputs.URL}} {
+		if req.val == "" {
+			errs = append(errs, fmt.Errorf("%s is required", req.flag))
+		}
+	}
+	if f.inCluster && (f.kube.Path != "" || f.kube.HostContext != "") {
+		errs = append(errs, errors.New("--in-cluster reads no kubeconfig: drop --kubeconfig and --context"))
+	}
+	reg, err := f.registry.options()
+	if err != nil {
+		errs = append(errs, err)
+	} else if err := reg.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--argocd-namespace/--vcluster-namespace: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return usageErr(err)
+	}
+	log, err := xdsLogger(cmd, f.logLevel, f.logFormat)
+	if err != nil {
+		return usageErr(err)
+	}
+	c := f.c
+	c.Registry, c.AdminGroups, c.Gateways, c.Logger, c.Version = reg, f.adminGroups, f.gateways, log, version.Get().Version
+	switch {
+	case f.inCluster:
+		if c.Host, err = rest.InClusterConfig(); err != nil {
+			return fmt.Errorf("--in-cluster: %w", err)
+		}
+	case f.kube.Path != "" || f.kube.HostContext != "":
+		if c.Host, err = f.kube.Host(cmd.Context()); err != nil {
+			return err
+		}
+	default:
+		c.HostMissing = "this API server runs without a host cluster (api serve without --kubeconfig, --context or --in-cluster), so the clusters are not read"
+	}
+	return productapi.Serve(cmd.Context(), c)
+}
+
+// registerAPIInstallFlags are the API's install options as flags, shared with generate
+// --gateway-dir (prefix "api-").
+func registerAPIInstallFlags(f *pflag.FlagSet, o *apiinstall.Options, prefix string) {
+	f.StringVar(&o.Issuer, prefix+"oidc-issuer", "", "the OIDC provider's issuer URL")
+	f.StringVar(&o.ClientID, prefix+"oidc-client-id", "", "the API's OIDC client id")
+	f.StringArrayVar(&o.AdminGroups, prefix+"admin-group", nil, "a group of the operator (repeatable)")
+	f.StringVar(&o.InputsRepo, prefix+"inputs-repo", "", "the inputs' git repository (https://)")
+	f.StringVar(&o.InputsBranch, prefix+"inputs-branch", "", "the inputs' branch (default main)")
+	f.Int32Var(&o.Replicas, prefix+"replicas", apiinstall.DefaultReplicas, "number of API replicas")
+	f.StringVar(&o.Image, prefix+"image", "", "container image of inferplane the API runs (default this build's)")
+}
+
+func newAPIManifestsCmd() *cobra.Command {
+	var (
+		o      apiinstall.Options
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "manifests --domain D --oidc-issuer URL --oidc-client-id ID --inputs-repo URL",
+		Short: "Print the product API's install manifests (YAML)",
+		Long: `manifests prints, as one YAML stream in apply order, what runs the product API in the host
+cluster, beside the gateway (same namespace): a Deployment of api serve (2 replicas), its
+Service (port 8080), a PodDisruptionBudget, a ServiceAccount and Roles (APIKey objects in its
+namespace; read the cluster registry's Secrets and Argo CD's Applications). Its Secrets are not
+in them (the header says how to create them).`,
+		Example: `  inferplane api manifests --domain models.example.com --oidc-issuer https://login.example.com \
+      --oidc-client-id inferplane --inputs-repo https://git.example.com/ops/inputs.git | kubectl apply -f -`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			y, err := apiinstall.YAML(o)
+			if err != nil {
+				return usageErr(err)
+			}
+			return writeOut(cmd, output, y, 0o644)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.Domain, "domain", "", "endpoints are https://<job>.<tenant>.<domain>; the API answers at api.<domain> (required)")
+	fl.StringVar(&o.Namespace, "namespace", "", "Kubernetes namespace of the API's objects, the gateway's (default inferplane-system)")
+	fl.StringVar(&o.Gateway, "gateway-name", "", "name of the gateway: the prefix of its objects (<name>-xds, <name>-envoy; default inferplane-gateway)")
+	fl.Int32Var(&o.GatewayReplicas, "gateway-replicas", 0, "number of xDS servers (default 2)")
+	fl.StringVar(&o.ArgoCDNamespace, "argocd-namespace", "", "namespace of Argo CD's cluster Secrets and Applications (default argocd)")
+	fl.StringSliceVar(&o.VClusterNamespaces, "vcluster-namespace", nil, "host namespace of vCluster kubeconfig Secrets (repeatable)")
+	registerAPIInstallFlags(fl, &o, "")
+	addFileFlag(cmd, &output)
+	return cmd
+}
+
+// apiInstallWanted says whether generate was asked to write the API's install.
+func apiInstallWanted(o apiinstall.Options) bool {
+	return strings.TrimSpace(o.Issuer+o.ClientID+o.InputsRepo) != ""
+}

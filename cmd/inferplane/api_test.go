@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// api serve names every missing required flag at once, as a usage error (exit 2).
+func TestAPIServeUsage(t *testing.T) {
+	_, _, err := execCLI(context.Background(), "api", "serve")
+	require.Error(t, err)
+	assert.Equal(t, 2, exitCode(err))
+	for _, flag := range []string{"--oidc-issuer is required", "--oidc-client-id is required", "--inputs-repo is required"} {
+		assert.Contains(t, err.Error(), flag)
+	}
+	_, _, err = execCLI(context.Background(), "api", "serve", "--oidc-issuer", "https://login.example.com", "--oidc-client-id", "x",
+		"--inputs-repo", "file:///nowhere", "--in-cluster", "--context", "mgmt")
+	assert.Equal(t, 2, exitCode(err))
+	assert.ErrorContains(t, err, "--in-cluster reads no kubeconfig")
+}
+
+// api manifests prints the install; bad options are usage errors naming the flag.
+func TestAPIManifests(t *testing.T) {
+	out, _, err := execCLI(context.Background(), "api", "manifests", "--domain", "models.example.com", "--oidc-issuer", "https://login.example.com",
+		"--oidc-client-id", "inferplane", "--inputs-repo", "https://git.example.com/ops/inputs.git")
+	require.NoError(t, err)
+	assert.Contains(t, out, "kind: Deployment")
+	assert.Contains(t, out, "kind: PodDisruptionBudget")
+	_, _, err = execCLI(context.Background(), "api", "manifests", "--domain", "models.example.com")
+	assert.Equal(t, 2, exitCode(err))
+	assert.ErrorContains(t, err, "--oidc-issuer")
+}
+
+// generate --gateway-dir with the --api-* flags writes api.yaml beside the gateway's install,
+// listed in the folder's kustomization; a second run changes nothing.
+func TestGenerateWritesTheAPI(t *testing.T) {
+	dir := t.TempDir()
+	gw := filepath.Join(dir, "ops", "gateway")
+	args := []string{"generate", "--recipes", "../../recipes", "--tenants", "../../tenants", "--out", filepath.Join(dir, "out"),
+		"--gateway-dir", gw, "--gateway-domain", "inference.example.com",
+		"--api-oidc-issuer", "https://login.example.com", "--api-oidc-client-id", "inferplane", "--api-inputs-repo", "https://git.example.com/ops/inputs.git"}
+	stdout, err := runCLI(t, args...)
+	require.NoError(t, err)
+	assert.Contains(t, stdout, "gateway: "+gw+" written")
+	api, err := os.ReadFile(filepath.Join(gw, "api.yaml"))
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(api), "--domain\n        - inference.example.com"), "the gateway's domain reaches the API")
+	k, err := os.ReadFile(filepath.Join(gw, "kustomization.yaml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(k), "- gateway.yaml\n- api.yaml\n")
+	stdout, err = runCLI(t, args...)
+	require.NoError(t, err)
+	assert.Contains(t, stdout, "gateway: "+gw+" unchanged")
+}

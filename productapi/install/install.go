@@ -1,0 +1,296 @@
+// Package install renders the product API's install manifests for the host cluster: a
+// Deployment of `inferplane api serve` (2 replicas: the server is stateless), its Service,
+// PodDisruptionBudget, ServiceAccount and the Roles it needs (read the cluster registry and the
+// Argo CD Applications, keep APIKey objects in its namespace). It is pure: `inferplane api
+// manifests` prints the objects and `generate --gateway-dir` writes them beside the gateway's.
+package install
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+
+	"cmp"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/inferplane/inferplane/auth/keys"
+	gwinstall "github.com/inferplane/inferplane/gateway/install"
+	"github.com/inferplane/inferplane/internal/fileutil"
+	"github.com/inferplane/inferplane/internal/manifest"
+)
+
+// Defaults of Options.
+const (
+	DefaultName           = "inferplane-api"
+	DefaultReplicas int32 = 2
+	Port                  = 8080
+)
+
+// Where the Secrets are mounted in the pods.
+const (
+	inputsCredentials = "/etc/inferplane/inputs/credentials"
+	tenantsDir        = "/etc/inferplane/tenant-git"
+	keySecretFile     = "/etc/inferplane/keys/secret"
+)
+
+// Options shape the install. Domain, Issuer, ClientID and InputsRepo are required.
+type Options struct {
+	// Namespace is the gateway's (default inferplane-system): the API keeps API keys there,
+	// where the xDS servers watch them, and reaches the xDS servers' admin ports.
+	Namespace string
+	Name      string
+	Image     string
+	Replicas  int32
+	// Domain: the API answers at api.<domain>, endpoints are <job>.<tenant>.<domain>.
+	Domain string
+	// Issuer and ClientID are the OIDC provider's; AdminGroups the operator's groups.
+	Issuer, ClientID string
+	AdminGroups      []string
+	// InputsRepo and InputsBranch are the inputs repository; InputsSecret holds its
+	// credentials (key "credentials"), TenantGitSecret the variables tenants' spec.git.auth
+	// names (one key each), KeySecret the API key HMAC secret (key "secret", the gateway's).
+	InputsRepo, InputsBranch                 string
+	InputsSecret, TenantGitSecret, KeySecret string
+	// Gateway is the gateway install's name (its xDS servers are <gateway>-xds-<i>) and
+	// GatewayReplicas how many there are: usage is summed over each.
+	Gateway         string
+	GatewayReplicas int32
+	// ArgoCDNamespace and VClusterNamespaces are the cluster registry's namespaces.
+	ArgoCDNamespace    string
+	VClusterNamespaces []string
+}
+
+func (o *Options) defaults() error {
+	o.Namespace = cmp.Or(o.Namespace, gwinstall.DefaultNamespace)
+	o.Name = cmp.Or(o.Name, DefaultName)
+	o.Image = cmp.Or(o.Image, gwinstall.DefaultImage)
+	o.Replicas = cmp.Or(o.Replicas, DefaultReplicas)
+	o.Gateway = cmp.Or(o.Gateway, gwinstall.DefaultName)
+	o.GatewayReplicas = cmp.Or(o.GatewayReplicas, gwinstall.DefaultReplicas)
+	o.ArgoCDNamespace = cmp.Or(o.ArgoCDNamespace, "argocd")
+	o.InputsSecret = cmp.Or(o.InputsSecret, o.Name+"-inputs")
+	o.TenantGitSecret = cmp.Or(o.TenantGitSecret, o.Name+"-tenant-git")
+	o.KeySecret = cmp.Or(o.KeySecret, o.Gateway+"-keys")
+	var errs []error
+	if msgs := validation.IsDNS1123Subdomain(o.Domain); o.Domain == "" || len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--domain %q: expected a DNS name such as models.example.com", o.Domain))
+	}
+	if u, err := url.Parse(o.Issuer); o.Issuer == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") {
+		errs = append(errs, fmt.Errorf("--oidc-issuer %q: expected the provider's issuer URL", o.Issuer))
+	}
+	if o.ClientID == "" {
+		errs = append(errs, errors.New("--oidc-client-id: required (tokens are checked to be issued for it)"))
+	}
+	if u, err := url.Parse(o.InputsRepo); o.InputsRepo == "" || err != nil || u.User != nil {
+		errs = append(errs, fmt.Errorf("--inputs-repo %q: expected an https:// URL without credentials (they go in Secret %s)", o.InputsRepo, o.InputsSecret))
+	}
+	if o.Replicas < 1 {
+		errs = append(errs, fmt.Errorf("--replicas %d: at least 1", o.Replicas))
+	}
+	return errors.Join(errs...)
+}
+
+func labels(o Options) map[string]string {
+	return map[string]string{"app.kubernetes.io/name": "inferplane", "app.kubernetes.io/component": "api",
+		"app.kubernetes.io/instance": o.Name, "app.kubernetes.io/managed-by": "inferplane"}
+}
+
+func selector(o Options) map[string]string {
+	return map[string]string{"app.kubernetes.io/component": "api", "app.kubernetes.io/instance": o.Name}
+}
+
+func meta(o Options, name, ns string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels(o)}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Manifests are the objects in apply order.
+func Manifests(o Options) ([]client.Object, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	out := []client.Object{&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: meta(o, o.Name, o.Namespace), AutomountServiceAccountToken: ptr(true)}}
+	out = append(out, rbac(o)...)
+	out = append(out, deployment(o), service(o), pdb(o))
+	return out, nil
+}
+
+// rbac: Roles only, nothing cluster-wide. In its namespace: APIKey objects (create, revoke,
+// list). In the registry's namespaces: read Secrets (the tenant clusters' credentials, as the
+// gateway does) and, in Argo CD's, the Applications (the readiness stages).
+func rbac(o Options) []client.Object {
+	read := []string{"get", "list", "watch"}
+	var out []client.Object
+	grant := func(ns, name string, rules ...rbacv1.PolicyRule) {
+		m := meta(o, name, ns)
+		out = append(out,
+			&rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"}, ObjectMeta: m, Rules: rules},
+			&rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"}, ObjectMeta: m,
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: o.Name}}})
+	}
+	grant(o.Namespace, o.Name, rbacv1.PolicyRule{APIGroups: []string{"inferplane.io"}, Resources: []string{"apikeys"},
+		Verbs: []string{"get", "list", "watch", "create", "patch", "update"}})
+	if ns := o.ArgoCDNamespace; ns != "-" {
+		grant(ns, o.Namespace+"-"+o.Name,
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: read},
+			rbacv1.PolicyRule{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"}, Verbs: read})
+	}
+	for _, ns := range o.VClusterNamespaces {
+		if ns != o.ArgoCDNamespace {
+			grant(ns, o.Namespace+"-"+o.Name, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: read})
+		}
+	}
+	return out
+}
+
+// Args is the api serve command line of the install.
+func Args(o Options) []string {
+	args := []string{"api", "serve", "--listen", ":" + strconv.Itoa(Port), "--in-cluster",
+		"--oidc-issuer", o.Issuer, "--oidc-client-id", o.ClientID,
+		"--inputs-repo", o.InputsRepo, "--inputs-credentials-file", inputsCredentials,
+		"--tenant-credentials-dir", tenantsDir, "--work-dir", "/var/lib/inferplane-api",
+		"--domain", o.Domain, "--argocd-namespace", o.ArgoCDNamespace,
+		"--keys-namespace", o.Namespace, "--keys-secret-file", keySecretFile, "--log-format", "json"}
+	if o.InputsBranch != "" {
+		args = append(args, "--inputs-branch", o.InputsBranch)
+	}
+	for _, g := range o.AdminGroups {
+		args = append(args, "--admin-group", g)
+	}
+	for _, ns := range o.VClusterNamespaces {
+		args = append(args, "--vcluster-namespace", ns)
+	}
+	for i := range o.GatewayReplicas {
+		args = append(args, "--server", fmt.Sprintf("http://%s-xds-%d.%s-xds-pods.%s.svc:%d", o.Gateway, i, o.Gateway, o.Namespace, gwinstall.AdminPort))
+	}
+	return args
+}
+
+func secretVolume(name, secret string, optional bool) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: secret, DefaultMode: ptr(int32(0o400)), Optional: ptr(optional)}}}
+}
+
+func deployment(o Options) *appsv1.Deployment {
+	var uid int64 = 65532
+	probe := func(path string, period, failures int32) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http")}},
+			PeriodSeconds: period, FailureThreshold: failures, TimeoutSeconds: 2}
+	}
+	c := corev1.Container{
+		Name: "api", Image: o.Image, Args: Args(o),
+		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: Port}},
+		Env:   []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: "900MiB"}},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		},
+		ReadinessProbe: probe("/readyz", 5, 3),
+		LivenessProbe:  probe("/healthz", 10, 6),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "inputs", MountPath: "/etc/inferplane/inputs", ReadOnly: true},
+			{Name: "tenant-git", MountPath: tenantsDir, ReadOnly: true},
+			{Name: "keys", MountPath: "/etc/inferplane/keys", ReadOnly: true},
+			{Name: "work", MountPath: "/var/lib/inferplane-api"},
+			{Name: "tmp", MountPath: "/tmp"},
+		},
+		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+	}
+	keysVol := secretVolume("keys", o.KeySecret, false)
+	keysVol.Secret.Items = []corev1.KeyToPath{{Key: "secret", Path: "secret"}}
+	inputsVol := secretVolume("inputs", o.InputsSecret, false)
+	inputsVol.Secret.Items = []corev1.KeyToPath{{Key: "credentials", Path: "credentials"}}
+	return &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"},
+		ObjectMeta: meta(o, o.Name, o.Namespace),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &o.Replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: selector(o)},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels(o), Annotations: map[string]string{
+					"prometheus.io/scrape": "true", "prometheus.io/port": strconv.Itoa(Port)}},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: o.Name, Containers: []corev1.Container{c},
+					Volumes: []corev1.Volume{inputsVol, secretVolume("tenant-git", o.TenantGitSecret, true), keysVol,
+						{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: &uid, RunAsGroup: &uid, FSGroup: &uid,
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					TerminationGracePeriodSeconds: ptr(int64(30)),
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelHostname,
+						WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: &metav1.LabelSelector{MatchLabels: selector(o)}}},
+				},
+			},
+		}}
+}
+
+func service(o Options) *corev1.Service {
+	return &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: meta(o, o.Name, o.Namespace),
+		Spec: corev1.ServiceSpec{Selector: selector(o), Ports: []corev1.ServicePort{{Name: "http", Port: Port,
+			TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}}}
+}
+
+func pdb(o Options) *policyv1.PodDisruptionBudget {
+	one := intstr.FromInt32(1)
+	return &policyv1.PodDisruptionBudget{TypeMeta: metav1.TypeMeta{APIVersion: policyv1.SchemeGroupVersion.String(), Kind: "PodDisruptionBudget"},
+		ObjectMeta: meta(o, o.Name, o.Namespace),
+		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{MatchLabels: selector(o)}}}
+}
+
+// YAML is the manifests as one YAML stream, with a header saying which Secrets to create (they
+// never go to git).
+func YAML(o Options) ([]byte, error) {
+	objs, err := Manifests(o)
+	if err != nil {
+		return nil, err
+	}
+	_ = o.defaults()
+	anys := make([]any, len(objs))
+	for i, obj := range objs {
+		anys[i] = obj
+	}
+	body, err := manifest.Encode(anys...)
+	if err != nil {
+		return nil, err
+	}
+	header := "# inferplane product API (api serve) for the host cluster, answering at api." + o.Domain + ".\n" +
+		"# Before applying, create its Secrets (never stored in git):\n" +
+		"#   kubectl -n " + o.Namespace + " create secret generic " + o.InputsSecret + " --from-file=credentials=<file: user:token of the inputs repository>\n" +
+		"#   kubectl -n " + o.Namespace + " create secret generic " + o.TenantGitSecret + " --from-literal=<VARIABLE spec.git.auth names>=<token> ...\n" +
+		"# and the gateway's key secret " + o.KeySecret + " (key \"secret\", see gateway manifests): API keys minted here are\n" +
+		"# APIKey objects in " + o.Namespace + ", hashed with it (" + keys.SecretEnv + ").\n"
+	return append([]byte(header), body...), nil
+}
+
+// File is the file of the API's manifests in an operator repository's gateway folder.
+const File = "api.yaml"
+
+// WriteFile writes the manifests to dir/api.yaml in one rename; changed is false when it held
+// the same bytes.
+func WriteFile(dir string, o Options) (changed bool, err error) {
+	data, err := YAML(o)
+	if err != nil {
+		return false, err
+	}
+	path := filepath.Join(dir, File)
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return false, nil
+	}
+	return true, fileutil.WriteAtomic(path, data, 0o644)
+}

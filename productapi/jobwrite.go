@@ -1,0 +1,222 @@
+package productapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"path"
+
+	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/inferplane/inferplane/access"
+	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/inputsrepo"
+	"github.com/inferplane/inferplane/lifecycle/jobfile"
+	"github.com/inferplane/inferplane/policy"
+	"github.com/inferplane/inferplane/productapi/apiv1"
+)
+
+type createJobInput struct {
+	TenantParam
+	IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"Makes a retried create write once"`
+	Body           apiv1.JobCreate
+}
+
+type createJobOutput struct {
+	Status   int
+	Location string `header:"Location"`
+	Body     apiv1.JobWritten
+}
+
+// jobFile is where a new job's file goes in the inputs.
+func jobFile(tenant, job string) string { return path.Join(tenantsDir, jobfile.Path(tenant, job)) }
+
+func (s *Server) createJob(ctx context.Context, in *createJobInput) (*createJobOutput, error) {
+	if _, _, err := s.authorize(ctx, in.Tenant, access.WriteJobs); err != nil {
+		return nil, err
+	}
+	b := in.Body
+	if errs := policy.CheckJobName(field.NewPath("name"), b.Name, max(b.Replicas, 1), 1); len(errs) > 0 {
+		return nil, fieldProblems(errs)
+	}
+	reqBody, _ := json.Marshal(b)
+	w, err := s.write(ctx, change{
+		tenant:  in.Tenant,
+		message: fmt.Sprintf("%s: create job %s (%s)", in.Tenant, b.Name, b.Model),
+		idemKey: in.IdempotencyKey, request: "POST " + in.Tenant + "/jobs " + string(reqBody),
+		apply: func(ctx context.Context, t *inputsrepo.Tree) error {
+			return s.applyCreate(ctx, t, in.Tenant, b)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	v, _, err := s.authorize(ctx, in.Tenant, access.Read)
+	if err != nil {
+		return nil, err
+	}
+	out := &createJobOutput{Status: http.StatusCreated, Location: Prefix + "/tenants/" + in.Tenant + "/jobs/" + b.Name}
+	out.Body.Write = w
+	if tp, err := s.plannedTenant(ctx, v, in.Tenant); err == nil {
+		if jp := findJob(tp, b.Name); jp != nil {
+			out.Body.Job = s.jobView(jp, s.stages(ctx, tp, b.Name)[b.Name])
+			return out, nil
+		}
+	}
+	// Replayed after the job was deleted again, or the fetch lags: the write's own words.
+	out.Body.Job = apiv1.Job{Tenant: in.Tenant, Name: b.Name, Model: b.Model, Stage: "unknown", Reason: "the job is not in the inputs this replica has fetched"}
+	return out, nil
+}
+
+// applyCreate writes the job's file with the defaults `jobs create` derives: the runtime of the
+// Parakeet model, the tenant's only allowed node type, the master's GPUs per replica.
+func (s *Server) applyCreate(ctx context.Context, t *inputsrepo.Tree, tenant string, b apiv1.JobCreate) error {
+	v := &view{tree: t}
+	tp, err := s.plan(ctx, v, tenant)
+	if err != nil {
+		return err
+	}
+	for _, tn := range tp.Inputs.Tenants {
+		for _, j := range tn.Jobs {
+			if j.Object.Name == b.Name {
+				return inputsrepo.Conflictf("job %s/%s exists (%s); delete it first or change its replicas", tenant, b.Name, j.File)
+			}
+		}
+	}
+	p := jobFile(tenant, b.Name)
+	if _, err := fs.Stat(t, p); err == nil {
+		return inputsrepo.Conflictf("file %s exists", p)
+	}
+	spec := v1alpha1.ManagedInferenceJobSpec{Model: b.Model, Runtime: v1alpha1.Runtime(b.Runtime), Variant: b.Variant,
+		Strategy: b.Strategy, NodeType: b.NodeType, GPUCount: b.GPUCount, Replicas: max(b.Replicas, 1),
+		ModelCacheSize: b.ModelCacheSize, Features: b.Features, RequireAPIKey: b.RequireAPIKey}
+	jobfile.Complete(&spec, tp.Inputs, tp.Book, tenant)
+	data, err := jobfile.EncodeInput(v1alpha1.KindManagedInferenceJob, b.Name, spec,
+		"# Written by the product API (POST /api/v1/tenants/"+tenant+"/jobs); edit it like any job file.\n")
+	if err != nil {
+		return err
+	}
+	return t.WriteFile(p, data)
+}
+
+type deleteJobInput struct{ JobParams }
+
+func (s *Server) deleteJob(ctx context.Context, in *deleteJobInput) (*body[apiv1.JobDeleted], error) {
+	if _, _, _, err := s.jobAt(ctx, in.Tenant, in.Job, access.WriteJobs); err != nil {
+		return nil, err
+	}
+	w, err := s.write(ctx, change{
+		tenant:  in.Tenant,
+		message: fmt.Sprintf("%s: delete job %s", in.Tenant, in.Job),
+		apply: func(ctx context.Context, t *inputsrepo.Tree) error {
+			p, err := s.jobFileIn(ctx, t, in.Tenant, in.Job)
+			if err != nil {
+				return err
+			}
+			return t.Remove(p)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &body[apiv1.JobDeleted]{Body: apiv1.JobDeleted{Tenant: in.Tenant, Name: in.Job, Write: w}}, nil
+}
+
+// jobFileIn is the file that defines a job in a tree; a job that is not there (deleted
+// meanwhile) is a conflict.
+func (s *Server) jobFileIn(ctx context.Context, t *inputsrepo.Tree, tenant, job string) (string, error) {
+	tp, err := s.plan(ctx, &view{tree: t}, tenant)
+	if err != nil {
+		return "", err
+	}
+	rel, err := jobfile.Find(tp.Inputs, tenantsDir, tenant, job)
+	if err != nil {
+		return "", inputsrepo.Conflictf("job %s/%s no longer exists in the inputs (deleted meanwhile)", tenant, job)
+	}
+	return path.Join(tenantsDir, rel), nil
+}
+
+type replicasInput struct {
+	JobParams
+	Body apiv1.ReplicasChange
+}
+
+func (s *Server) setReplicas(ctx context.Context, in *replicasInput) (*body[apiv1.JobWritten], error) {
+	if _, _, _, err := s.jobAt(ctx, in.Tenant, in.Job, access.ScaleJobs); err != nil {
+		return nil, err
+	}
+	n := in.Body.Replicas
+	if errs := policy.CheckJobName(field.NewPath("name"), in.Job, max(n, 1), 1); len(errs) > 0 {
+		return nil, fieldProblems(errs)
+	}
+	w, err := s.write(ctx, change{
+		tenant:  in.Tenant,
+		message: fmt.Sprintf("%s: job %s to %d replicas", in.Tenant, in.Job, n),
+		apply: func(ctx context.Context, t *inputsrepo.Tree) error {
+			p, err := s.jobFileIn(ctx, t, in.Tenant, in.Job)
+			if err != nil {
+				return err
+			}
+			data, err := t.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out, err := setReplicasYAML(data, n)
+			if err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			return t.WriteFile(p, out)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	_, tp, jp, err := s.jobAt(ctx, in.Tenant, in.Job, access.Read)
+	if err != nil {
+		return nil, err
+	}
+	return &body[apiv1.JobWritten]{Body: apiv1.JobWritten{Job: s.jobView(jp, s.stages(ctx, tp, in.Job)[in.Job]), Write: w}}, nil
+}
+
+// setReplicasYAML sets spec.replicas in a job file, keeping its comments and the rest as
+// written.
+func setReplicasYAML(data []byte, n int32) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, errors.New("not a YAML object")
+	}
+	spec := mapValue(doc.Content[0], "spec")
+	if spec == nil || spec.Kind != yaml.MappingNode {
+		return nil, errors.New("no spec")
+	}
+	val := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprint(n)}
+	if old := mapValue(spec, "replicas"); old != nil {
+		*old = *val
+	} else {
+		spec.Content = append(spec.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "replicas"}, val)
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), enc.Close()
+}
+
+func mapValue(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,196 @@
+package productapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/inferplane/inferplane/access"
+	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/productapi/apiv1"
+)
+
+type createKeyInput struct {
+	TenantParam
+	IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"A retry with the same key, to the same replica within 10 minutes, gets the first answer"`
+	Body           apiv1.KeyCreate
+}
+
+type createKeyOutput struct {
+	Status int
+	Body   apiv1.KeyCreated
+}
+
+func (s *Server) keyStore() (keys.Store, error) {
+	if s.opts.Keys == nil || s.opts.Hasher == nil {
+		return nil, newProblem(http.StatusServiceUnavailable, "API keys are not available: "+s.opts.NoKeysReason)
+	}
+	return s.opts.Keys, nil
+}
+
+func (s *Server) createKey(ctx context.Context, in *createKeyInput) (*createKeyOutput, error) {
+	v, _, err := s.authorize(ctx, in.Tenant, access.WriteKeys)
+	if err != nil {
+		return nil, err
+	}
+	store, err := s.keyStore()
+	if err != nil {
+		return nil, err
+	}
+	id := identity(ctx)
+	idem := ""
+	if in.IdempotencyKey != "" {
+		idem = strings.Join([]string{id.Issuer, id.Subject, in.Tenant, in.IdempotencyKey}, "\x00")
+		if prev, ok := s.keyIdem.get(idem); ok {
+			if prev.request != fmt.Sprint(in.Body) {
+				return nil, newProblem(http.StatusUnprocessableEntity, "the Idempotency-Key was used for another request: send a new key with a new request")
+			}
+			return &createKeyOutput{Status: http.StatusCreated, Body: prev.answer}, nil
+		}
+	}
+	now := s.opts.Now()
+	req := keys.Request{Tenant: in.Tenant, Endpoint: in.Body.Endpoint, Name: in.Body.Name}
+	if in.Body.Expires != "" {
+		if req.ExpiresAt, err = keys.ParseExpiry(in.Body.Expires, now); err != nil {
+			return nil, fieldProblems(field.ErrorList{field.Invalid(field.NewPath("expires"), in.Body.Expires, err.Error())})
+		}
+	}
+	if errs := req.Check(now); len(errs) > 0 {
+		return nil, fieldProblems(errs)
+	}
+	if in.Body.Endpoint != "" {
+		tp, err := s.plannedTenant(ctx, v, in.Tenant)
+		if err != nil {
+			return nil, err
+		}
+		var jobs []string
+		for _, jp := range tp.Jobs {
+			jobs = append(jobs, jp.Job.Name)
+		}
+		if errs := req.CheckScope(map[string][]string{in.Tenant: jobs}, "the inputs"); len(errs) > 0 {
+			return nil, fieldProblems(errs)
+		}
+	}
+	key, rec, err := keys.Issue(ctx, store, s.opts.Hasher, req, now)
+	if err != nil {
+		return nil, s.internal("storing the key", err)
+	}
+	s.log.Info("API key created", "tenant", in.Tenant, "key_id", rec.ID, "endpoint", rec.Endpoint, "by", id.Subject)
+	out := apiv1.KeyCreated{Key: keyView(rec, now), APIKey: key}
+	if idem != "" {
+		s.keyIdem.put(idem, idemAnswer{request: fmt.Sprint(in.Body), answer: out})
+	}
+	return &createKeyOutput{Status: http.StatusCreated, Body: out}, nil
+}
+
+func keyView(r keys.Record, now time.Time) apiv1.Key {
+	return apiv1.Key{ID: r.ID, Tenant: r.Tenant, Endpoint: r.Endpoint, Name: r.Name, Status: string(r.Status(now)),
+		CreatedAt: r.CreatedAt.UTC(), ExpiresAt: timePtr(r.ExpiresAt), RevokedAt: timePtr(r.RevokedAt)}
+}
+
+func (s *Server) listKeys(ctx context.Context, in *TenantParam) (*body[apiv1.KeyList], error) {
+	if _, _, err := s.authorize(ctx, in.Tenant, access.Read); err != nil {
+		return nil, err
+	}
+	store, err := s.keyStore()
+	if err != nil {
+		return nil, err
+	}
+	recs, err := store.List(ctx)
+	if err != nil {
+		return nil, s.internal("listing keys", err)
+	}
+	now := s.opts.Now()
+	out := apiv1.KeyList{Tenant: in.Tenant, Items: []apiv1.Key{}}
+	for _, r := range recs {
+		if r.Tenant == in.Tenant {
+			out.Items = append(out.Items, keyView(r, now))
+		}
+	}
+	slices.SortFunc(out.Items, func(a, b apiv1.Key) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return &body[apiv1.KeyList]{Body: out}, nil
+}
+
+type KeyParams struct {
+	TenantParam
+	ID string `path:"id" doc:"The key's id (16 hex digits)" pattern:"^[0-9a-f]{16}$"`
+}
+
+func (s *Server) revokeKey(ctx context.Context, in *KeyParams) (*body[apiv1.Key], error) {
+	if _, _, err := s.authorize(ctx, in.Tenant, access.WriteKeys); err != nil {
+		return nil, err
+	}
+	store, err := s.keyStore()
+	if err != nil {
+		return nil, err
+	}
+	// A key of another tenant is "not found" here, as one that does not exist.
+	notFound := newProblem(http.StatusNotFound, fmt.Sprintf("tenant %s has no key %s", in.Tenant, in.ID))
+	rec, err := store.Get(ctx, in.ID)
+	switch {
+	case errors.Is(err, keys.ErrNotFound):
+		return nil, notFound
+	case err != nil:
+		return nil, s.internal("reading the key", err)
+	case rec.Tenant != in.Tenant:
+		return nil, notFound
+	}
+	now := s.opts.Now()
+	rec, err = store.Revoke(ctx, in.ID, now)
+	if err != nil {
+		return nil, s.internal("revoking the key", err)
+	}
+	s.log.Info("API key revoked", "tenant", in.Tenant, "key_id", in.ID, "by", identity(ctx).Subject)
+	return &body[apiv1.Key]{Body: keyView(rec, now)}, nil
+}
+
+// idemCache remembers the answers of POSTs that are not git writes (key creation) for a while,
+// in this replica: the key itself is never stored anywhere else, so a retry can only get it
+// back from here.
+type idemCache struct {
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[string]idemEntry
+}
+
+type idemAnswer struct {
+	request string
+	answer  apiv1.KeyCreated
+}
+
+type idemEntry struct {
+	idemAnswer
+	at time.Time
+}
+
+func newIdemCache(ttl time.Duration) *idemCache {
+	return &idemCache{ttl: ttl, m: map[string]idemEntry{}}
+}
+
+func (c *idemCache) get(k string) (idemAnswer, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok || time.Since(e.at) > c.ttl {
+		return idemAnswer{}, false
+	}
+	return e.idemAnswer, true
+}
+
+func (c *idemCache) put(k string, a idemAnswer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, e := range c.m {
+		if time.Since(e.at) > c.ttl {
+			delete(c.m, key)
+		}
+	}
+	c.m[k] = idemEntry{idemAnswer: a, at: time.Now()}
+}

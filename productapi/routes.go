@@ -1,0 +1,53 @@
+package productapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+)
+
+// register adds every operation. Each names its operation id (the client's method) and the
+// role it needs in its description.
+func (s *Server) register() {
+	t := Prefix + "/tenants/{tenant}"
+	op := func(method, path, id, summary, desc string, status int) huma.Operation {
+		return huma.Operation{OperationID: id, Method: method, Path: path, Summary: summary, Description: desc,
+			DefaultStatus: status, Tags: []string{tag(path)}}
+	}
+	huma.Register(s.api, op(http.MethodGet, Prefix+"/me", "getMe", "Who the caller is",
+		"The caller's identity, whether it is an operator, and each tenant it has a role in.", 200), s.getMe)
+	huma.Register(s.api, op(http.MethodGet, t+"/jobs", "listJobs", "List jobs",
+		"The tenant's jobs with their readiness stage and reason. Role: viewer.", 200), s.listJobs)
+	huma.Register(s.api, op(http.MethodPost, t+"/jobs", "createJob", "Create a job",
+		"Commits the job to the inputs as the caller, checked by the rules generate applies (refusals carry its file, field and words), then renders and pushes the tenant's repository. Defaults as `inferplane jobs create` derives them. Idempotency-Key makes a retry write once. Role: developer.", 201), s.createJob)
+	huma.Register(s.api, op(http.MethodGet, t+"/jobs/{job}", "getJob", "Get a job",
+		"The job's master, endpoint, and per replica its nodes, stage, since and reason. Role: viewer.", 200), s.getJob)
+	huma.Register(s.api, op(http.MethodDelete, t+"/jobs/{job}", "deleteJob", "Delete a job",
+		"Removes the job from the inputs and renders the tenant's repository without it; Argo CD's prune deletes its VMs. Role: developer.", 200), s.deleteJob)
+	huma.Register(s.api, op(http.MethodPut, t+"/jobs/{job}/replicas", "setJobReplicas", "Change a job's replicas",
+		"Sets spec.replicas in the job's file (its comments kept), checked like a create. Role: admin.", 200), s.setReplicas)
+	huma.Register(s.api, op(http.MethodPost, t+"/jobs/{job}/restart", "restartJob", "Restart a job",
+		"Restarts one replica's VMs or all, keeping the model cache. Needs the clusters. Role: developer.", 200), s.restartJob)
+	huma.Register(s.api, op(http.MethodGet, t+"/models", "listModels", "List models",
+		"What the tenant may run: hand-written masters, Parakeet and every recipe, on each allowed node type where a job naming it would be admitted, with the GPUs per replica and why. Role: viewer.", 200), s.listModels)
+	huma.Register(s.api, op(http.MethodGet, t+"/keys", "listKeys", "List API keys",
+		"The tenant's API keys (never their secret). Role: viewer.", 200), s.listKeys)
+	huma.Register(s.api, op(http.MethodPost, t+"/keys", "createKey", "Create an API key",
+		"The key is in this one answer only; the store keeps its HMAC. Role: developer.", 201), s.createKey)
+	huma.Register(s.api, op(http.MethodDelete, t+"/keys/{id}", "revokeKey", "Revoke an API key",
+		"Revocation is final; the record stays, listed as revoked. Role: developer.", 200), s.revokeKey)
+	huma.Register(s.api, op(http.MethodGet, t+"/usage", "getUsage", "Usage per key and hour",
+		"Requests and tokens per key and hour over a range, summed over every gateway replica. Role: viewer.", 200), s.getUsage)
+	huma.Register(s.api, op(http.MethodGet, t+"/endpoints", "listEndpoints", "Endpoint health",
+		"Status, success rate and latency of each endpoint, summed over every gateway replica. Role: viewer.", 200), s.listEndpoints)
+}
+
+func tag(path string) string {
+	for _, t := range []string{"jobs", "models", "keys", "usage", "endpoints"} {
+		if strings.Contains(path, "/"+t) {
+			return t
+		}
+	}
+	return "me"
+}

@@ -1,0 +1,217 @@
+package productapi
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/rest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/inferplane/inferplane/access"
+	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/clusters"
+	"github.com/inferplane/inferplane/generator/render"
+	"github.com/inferplane/inferplane/inputsrepo"
+	"github.com/inferplane/inferplane/productapi/clusterwatch"
+)
+
+// DefaultKeysNamespace is where API keys minted through the API are kept as APIKey objects
+// when there is a host cluster: the gateway install's namespace, whose xDS servers watch it.
+const DefaultKeysNamespace = "inferplane-system"
+
+// Config is one `inferplane api serve` process.
+type Config struct {
+	// Listen is the address of the API (host:port).
+	Listen string
+	// OIDC configures sign-in; AdminGroups are the operator's groups.
+	OIDC        access.VerifierConfig
+	AdminGroups []string
+	// Verifier replaces the OIDC verifier (tests of what follows sign-in).
+	Verifier Verifier
+	// Inputs is the inputs repository.
+	Inputs inputsrepo.Options
+	// WorkDir holds the tenant repositories' work trees; empty: a temporary folder.
+	WorkDir string
+	// Domain, RepoURL, GuestImage and StorageClass are generate's settings (they must equal
+	// generate's, or the reconcile and generate would disagree).
+	Domain, RepoURL, GuestImage, StorageClass string
+	// TenantCredentialsDir holds a file per variable a tenant's spec.git.auth names (a
+	// Kubernetes Secret mounted as a folder); a variable without a file is read from the
+	// environment.
+	TenantCredentialsDir string
+
+	// Host reaches the host cluster; nil runs without one (HostMissing says why).
+	Host        *rest.Config
+	HostMissing string
+	Registry    clusters.Options
+
+	// KeysNamespace (with a host cluster) keeps keys as APIKey objects there; KeysFile keeps
+	// them in a bbolt file instead (one replica, or a laptop). KeysSecretFile holds the HMAC
+	// secret (else $INFERPLANE_KEYS_SECRET).
+	KeysNamespace, KeysFile, KeysSecretFile string
+
+	// Gateways are the admin URLs of every xds serve replica.
+	Gateways []string
+
+	RefreshInterval, ReconcileInterval time.Duration
+	// ShutdownTimeout is how long in-flight requests get after SIGTERM (default 20 s).
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger
+	Version         string
+	// Listening, when set, is told the address once the server listens (tests).
+	Listening func(addr string)
+}
+
+// Serve runs the API until ctx ends, then shuts it down gracefully: new connections are
+// refused, requests in flight (a write renders and pushes) get ShutdownTimeout.
+func Serve(ctx context.Context, c Config) error {
+	log := cmp.Or(c.Logger, slog.Default())
+	// The Kubernetes libraries' own logs (watches failing and retrying) go to the same log.
+	ctrllog.SetLogger(logr.FromSlogHandler(log.Handler()))
+	o, cleanup, err := c.options(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	srv, err := New(o)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", c.Listen, err)
+	}
+	mux := http.NewServeMux()
+	srv.Mount(mux)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx) }()
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	log.Info("product API listening", "address", ln.Addr().String(), "inputs", o.Inputs != nil, "clusters", o.Clusters != nil,
+		"keys", o.Keys != nil, "gateways", len(o.Gateways))
+	if c.Listening != nil {
+		c.Listening(ln.Addr().String())
+	}
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing requests in flight", "timeout", cmp.Or(c.ShutdownTimeout, 20*time.Second))
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(c.ShutdownTimeout, 20*time.Second))
+	defer cancel()
+	err = hs.Shutdown(sctx)
+	stopRun()
+	<-done
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutdown: requests still in flight after %s", cmp.Or(c.ShutdownTimeout, 20*time.Second))
+	}
+	return err
+}
+
+// options turn a Config into a Server's options.
+func (c Config) options(ctx context.Context, log *slog.Logger) (Options, func(), error) {
+	cleanup := func() {}
+	repo, err := inputsrepo.Open(withLogger(c.Inputs, log))
+	if err != nil {
+		return Options{}, cleanup, err
+	}
+	v := c.Verifier
+	if v == nil {
+		ov, err := access.NewVerifier(c.OIDC)
+		if err != nil {
+			return Options{}, cleanup, err
+		}
+		v = ov
+	}
+	work := c.WorkDir
+	if work == "" {
+		if work, err = os.MkdirTemp("", "inferplane-api-"); err != nil {
+			return Options{}, cleanup, err
+		}
+		cleanup = func() { _ = os.RemoveAll(work) }
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	o := Options{
+		Inputs: repo, Verifier: v, Policy: access.Policy{AdminGroups: c.AdminGroups}, Domain: c.Domain,
+		WorkDir: work, RepoURL: c.RepoURL, Render: render.Options{GuestImage: c.GuestImage, StorageClass: c.StorageClass},
+		Getenv: credentialsFrom(c.TenantCredentialsDir), Gateways: c.Gateways,
+		RefreshInterval: c.RefreshInterval, ReconcileInterval: c.ReconcileInterval,
+		Logger: log, Registry: reg, Version: cmp.Or(c.Version, "dev"), NoClusterReason: c.HostMissing,
+	}
+	if c.Host != nil {
+		w := &clusterwatch.Watcher{Host: c.Host, Registry: c.Registry, Logger: log}
+		if err := w.Start(ctx); err != nil {
+			return Options{}, cleanup, fmt.Errorf("host cluster: %w", err)
+		}
+		o.Clusters = w
+	} else if o.NoClusterReason == "" {
+		o.NoClusterReason = "this API server runs without a host cluster (api serve without --kubeconfig or --context), so the clusters are not read"
+	}
+	o.Keys, o.Hasher, o.NoKeysReason = c.keyStore(log)
+	return o, cleanup, nil
+}
+
+func withLogger(o inputsrepo.Options, log *slog.Logger) inputsrepo.Options {
+	if o.Logger == nil {
+		o.Logger = log
+	}
+	return o
+}
+
+// keyStore opens the store keys minted here go to: APIKey objects in the host cluster (every
+// API and gateway replica sees them through its watch), else the bbolt file (one machine).
+func (c Config) keyStore(log *slog.Logger) (keys.Store, *keys.Hasher, string) {
+	secret, err := keys.LoadSecret(c.KeysSecretFile)
+	if err != nil {
+		log.Warn("API keys disabled", "reason", err)
+		return nil, nil, err.Error() + " (--keys-secret-file)"
+	}
+	h, err := keys.NewHasher(secret)
+	if err != nil {
+		return nil, nil, err.Error()
+	}
+	switch {
+	case c.KeysFile != "":
+		if err := os.MkdirAll(filepath.Dir(c.KeysFile), 0o700); err != nil {
+			return nil, nil, err.Error()
+		}
+		return keys.NewFileStore(c.KeysFile), h, ""
+	case c.Host != nil:
+		s, err := keys.NewKubeStore(c.Host, cmp.Or(c.KeysNamespace, DefaultKeysNamespace))
+		if err != nil {
+			return nil, nil, err.Error()
+		}
+		return s, h, ""
+	}
+	return nil, nil, "no key store: pass --keys-file (a bbolt file) or a host cluster (--kubeconfig) whose APIKey objects keep them"
+}
+
+// credentialsFrom reads a variable from dir/<name> when that file exists, else from the
+// environment.
+func credentialsFrom(dir string) func(string) string {
+	return func(name string) string {
+		if dir != "" && name != "" && !strings.ContainsAny(name, "/\\") {
+			if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
+				return strings.TrimSpace(string(b))
+			}
+		}
+		return os.Getenv(name)
+	}
+}
