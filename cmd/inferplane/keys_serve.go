@@ -49,7 +49,7 @@ stops sending it checks, then finishes the checks in flight (--shutdown-timeout 
 Admin endpoints (--admin-address): /healthz, /readyz, /metrics, /v1/limits.`,
 		Example: `  # Beside a local xds serve, with the default key store file
   inferplane keys serve --secret-file /etc/inferplane/keys-secret
-  inferplane xds serve --source file --file endpoints.yaml --domain localhost \
+  inferplane xds serve --source file --endpoints-file endpoints.yaml --domain localhost \
       --key-check-address 127.0.0.1:18001 --usage-file usage.json
 
   # In the host cluster (gateway manifests runs it so)

@@ -136,6 +136,11 @@ type Options struct {
 	APIServerFlags map[string]string
 	// CRDPaths are the CRD files installed; nil: every CRD the project knows (CRDPaths()).
 	CRDPaths []string
+	// WorkDir is a new folder for the servers' certificates and data. Empty: a temporary folder
+	// named with the harness's marker, which the tests' reaper of orphans and make test's stray
+	// check recognise; a program that is not a test and outlives test runs beside it (the
+	// demo) names its own, so that neither takes its servers for a dead test's.
+	WorkDir string
 }
 
 // Start starts etcd and kube-apiserver and installs every CRD the project knows (KubeVirt,
@@ -160,7 +165,12 @@ func StartWith(ctx context.Context, o Options) (*Env, error) {
 	}
 	// The servers' folders carry the harness's marker: it reaches their command lines
 	// (--cert-dir, --data-dir), which is how reapOrphans knows what the harness started.
-	work, err := os.MkdirTemp("", processMarker)
+	work := o.WorkDir
+	if work == "" {
+		work, err = os.MkdirTemp("", processMarker)
+	} else {
+		err = os.Mkdir(work, 0o700)
+	}
 	if err != nil {
 		return nil, err
 	}

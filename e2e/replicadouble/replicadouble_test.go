@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"strconv"
 	"strings"
@@ -163,6 +164,41 @@ func TestTranscriptionWithOpenAIClient(t *testing.T) {
 	assert.Equal(t, "Replica asr0 heard 4000 bytes of meeting.wav.", out.Text)
 	assert.EqualValues(t, 41, out.Usage.InputTokens)
 	assert.Equal(t, 1, d.RequestsTo("/v1/audio/transcriptions"))
+}
+
+// Subtitles as a Parakeet server writes them (one cue over the 2.5 s of "audio"), and, standing
+// in for vLLM, its refusal of them.
+func TestTranscriptionSubtitles(t *testing.T) {
+	post := func(d *Double, format string) (*http.Response, string) {
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		fw, err := mw.CreateFormFile("file", "talk.wav")
+		require.NoError(t, err)
+		_, _ = fw.Write(make([]byte, 80000))
+		require.NoError(t, mw.WriteField("model", "m"))
+		require.NoError(t, mw.WriteField("response_format", format))
+		require.NoError(t, mw.Close())
+		resp, err := http.Post(d.URL()+"/v1/audio/transcriptions", mw.FormDataContentType(), &body)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, string(b)
+	}
+	parakeet, _ := start(t, Options{Name: "asr0"})
+	resp, body := post(parakeet, "srt")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "text/plain; charset=utf-8", resp.Header.Get("Content-Type"))
+	assert.Equal(t, "1\n00:00:00,000 --> 00:00:02,500\nReplica asr0 heard 80000 bytes of talk.wav.\n\n", body)
+	_, body = post(parakeet, "vtt")
+	assert.Equal(t, "WEBVTT\n\n00:00:00.000 --> 00:00:02.500\nReplica asr0 heard 80000 bytes of talk.wav.\n\n", body)
+
+	vllm, _ := start(t, Options{Name: "whisper0", Runtime: RuntimeVLLM})
+	resp, body = post(vllm, "srt")
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, body, "Currently only support response_format: `text`, `json` or `verbose_json`")
+	resp, _ = post(vllm, "verbose_json")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
 func TestHealthSwitchAndErrors(t *testing.T) {
