@@ -74,6 +74,12 @@ type Options struct {
 	// looks every 30 s, so a rotation comes within 30 s of the period; the previous key keeps
 	// verifying the tokens it signed.
 	KeyRotation time.Duration
+	// Sessions turns on Dex's (experimental) auth sessions. A refresh_token grant needs them at
+	// this pin: without them Dex reads the user's offline session inside the storage
+	// transaction that rotates the refresh token, and with memory storage that transaction
+	// holds the lock the read waits for, so /token hangs for good (dexidp/dex#5017). With
+	// them the refresh uses the claims Dex kept at sign-in.
+	Sessions bool
 }
 
 // Dex is a running Dex.
@@ -83,6 +89,7 @@ type Dex struct {
 	Clients []Client
 
 	bin, dir, config string
+	env              []string
 	proc             *proc.Process
 }
 
@@ -116,7 +123,10 @@ func start(bin, dir string, o Options) (*Dex, error) {
 	if len(o.Clients) == 0 {
 		o.Clients = []Client{{ID: "inferplane", Secret: randomSecret()}}
 	}
-	d := &Dex{Clients: o.Clients, bin: bin, dir: dir, config: filepath.Join(dir, "config.yaml")}
+	d := &Dex{Clients: o.Clients, bin: bin, dir: dir, config: filepath.Join(dir, "config.yaml"), env: []string{"PATH=" + os.Getenv("PATH")}}
+	if o.Sessions {
+		d.env = append(d.env, "DEX_SESSIONS_ENABLED=true")
+	}
 	// A port picked by the kernel, then handed to Dex: another process could take it in
 	// between, so a Dex that cannot listen is started again on a new one.
 	var lastErr error
@@ -142,7 +152,7 @@ func start(bin, dir string, o Options) (*Dex, error) {
 
 // run starts the process on the written config and waits for its discovery document.
 func (d *Dex) run() error {
-	p, err := proc.Start("dex", d.bin, []string{"serve", d.config}, []string{"PATH=" + os.Getenv("PATH")}, d.dir)
+	p, err := proc.Start("dex", d.bin, []string{"serve", d.config}, d.env, d.dir)
 	if err != nil {
 		return err
 	}
@@ -222,6 +232,7 @@ type (
 		Web              map[string]any   `json:"web"`
 		OAuth2           map[string]any   `json:"oauth2"`
 		Expiry           map[string]any   `json:"expiry,omitempty"`
+		Sessions         map[string]any   `json:"sessions,omitempty"`
 		Logger           map[string]any   `json:"logger"`
 		StaticClients    []map[string]any `json:"staticClients"`
 		EnablePasswordDB bool             `json:"enablePasswordDB"`
@@ -253,6 +264,9 @@ func configFor(issuer string, port int, o Options) ([]byte, error) {
 		StaticPasswords:  []map[string]any{},
 	}
 	c.Expiry = map[string]any{}
+	if o.Sessions {
+		c.Sessions = map[string]any{}
+	}
 	if o.IDTokenTTL > 0 {
 		c.Expiry["idTokens"] = o.IDTokenTTL.String()
 	}
