@@ -1,6 +1,7 @@
 package productapi
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -121,7 +122,7 @@ func (s *Server) getJob(ctx context.Context, in *JobParams) (*body[apiv1.JobDeta
 func (s *Server) jobView(jp *plan.JobPlan, st lifecycle.JobStatus) apiv1.Job {
 	j := &jp.Job
 	tenant := j.Labels[v1alpha1.LabelTenant]
-	out := apiv1.Job{Tenant: tenant, Name: j.Name, Model: j.Spec.Model, Runtime: string(j.Spec.EffectiveRuntime()),
+	out := apiv1.Job{Tenant: tenant, Name: j.Name, Model: cmp.Or(j.Spec.Model, jp.Master.Spec.Model), Runtime: string(j.Spec.EffectiveRuntime()),
 		Variant: j.Spec.Variant, NodeType: jp.NodeType.Name, Replicas: j.Spec.Replicas,
 		GPUsPerReplica: jp.Master.Spec.PerReplicaGPUCount, NodesPerReplica: jp.NodesPerReplica,
 		RequireAPIKey: j.Spec.APIKeyRequired(), Stage: string(st.Stage), Since: timePtr(st.Since), Reason: st.Reason}

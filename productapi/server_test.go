@@ -101,11 +101,13 @@ func TestCreateListDeleteWithoutClusters(t *testing.T) {
 
 	list, err := dana.ListJobs(ctx, "acme")
 	require.NoError(t, err)
-	var names []string
+	models := map[string]string{}
 	for _, j := range list.Items {
-		names = append(names, j.Name)
+		models[j.Name] = j.Model
 	}
-	assert.Contains(t, names, "chat")
+	assert.Equal(t, "Qwen/Qwen3-32B", models["chat"])
+	// A Parakeet job names no model: the one its master serves is the job's.
+	assert.Equal(t, "nvidia/parakeet-tdt-0.6b-v3", models["transcribe"])
 
 	d, err := dana.GetJob(ctx, "acme", "chat")
 	require.NoError(t, err)
