@@ -70,6 +70,18 @@ type Options struct {
 	Users   []User
 	// IDTokenTTL is how long tokens are valid (Dex's default, 24 h, when zero).
 	IDTokenTTL time.Duration
+	// RootIssuer serves Dex at the root of its address (http://127.0.0.1:<port>) instead of
+	// under /dex. Dex at our pin needs it for the device flow of a public client without
+	// registered redirect URIs: under a path, its verification step sends the browser on with
+	// redirect_uri /dex/device/callback, which its own check (only /device/callback) refuses.
+	RootIssuer bool
+	// Sessions turns on Dex's sessions (DEX_SESSIONS_ENABLED), which a test that refreshes
+	// tokens needs: without them Dex at our pin refreshes a token by reading the user's
+	// offline session inside the storage transaction that rotates it, and its memory storage
+	// (one mutex, not reentrant) waits forever. With them the refresh of a token from the
+	// authorization-code or device flow reads the identity the login cached, before the
+	// transaction; a password grant's token cannot be refreshed (Dex answers 500).
+	Sessions bool
 	// KeyRotation is how often Dex rotates its signing key (its default, 6 h, when zero). Dex
 	// looks every 30 s, so a rotation comes within 30 s of the period; the previous key keeps
 	// verifying the tokens it signed.
@@ -78,11 +90,13 @@ type Options struct {
 
 // Dex is a running Dex.
 type Dex struct {
-	// Issuer is the issuer URL its tokens carry (http://127.0.0.1:<port>/dex).
+	// Issuer is the issuer URL its tokens carry (http://127.0.0.1:<port>/dex, or without
+	// /dex with RootIssuer).
 	Issuer  string
 	Clients []Client
 
 	bin, dir, config string
+	sessions         bool
 	proc             *proc.Process
 }
 
@@ -116,7 +130,7 @@ func start(bin, dir string, o Options) (*Dex, error) {
 	if len(o.Clients) == 0 {
 		o.Clients = []Client{{ID: "inferplane", Secret: randomSecret()}}
 	}
-	d := &Dex{Clients: o.Clients, bin: bin, dir: dir, config: filepath.Join(dir, "config.yaml")}
+	d := &Dex{Clients: o.Clients, bin: bin, dir: dir, config: filepath.Join(dir, "config.yaml"), sessions: o.Sessions}
 	// A port picked by the kernel, then handed to Dex: another process could take it in
 	// between, so a Dex that cannot listen is started again on a new one.
 	var lastErr error
@@ -125,7 +139,10 @@ func start(bin, dir string, o Options) (*Dex, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.Issuer = "http://127.0.0.1:" + strconv.Itoa(port) + "/dex"
+		d.Issuer = "http://127.0.0.1:" + strconv.Itoa(port)
+		if !o.RootIssuer {
+			d.Issuer += "/dex"
+		}
 		cfg, err := configFor(d.Issuer, port, o)
 		if err != nil {
 			return nil, err
@@ -142,7 +159,11 @@ func start(bin, dir string, o Options) (*Dex, error) {
 
 // run starts the process on the written config and waits for its discovery document.
 func (d *Dex) run() error {
-	p, err := proc.Start("dex", d.bin, []string{"serve", d.config}, []string{"PATH=" + os.Getenv("PATH")}, d.dir)
+	env := []string{"PATH=" + os.Getenv("PATH")}
+	if d.sessions {
+		env = append(env, "DEX_SESSIONS_ENABLED=true")
+	}
+	p, err := proc.Start("dex", d.bin, []string{"serve", d.config}, env, d.dir)
 	if err != nil {
 		return err
 	}
@@ -219,6 +240,7 @@ type (
 	config struct {
 		Issuer           string           `json:"issuer"`
 		Storage          typed            `json:"storage"`
+		Sessions         map[string]any   `json:"sessions,omitempty"`
 		Web              map[string]any   `json:"web"`
 		OAuth2           map[string]any   `json:"oauth2"`
 		Expiry           map[string]any   `json:"expiry,omitempty"`
@@ -229,7 +251,8 @@ type (
 		Connectors       []connector      `json:"connectors"`
 	}
 	typed struct {
-		Type string `json:"type"`
+		Type   string         `json:"type"`
+		Config map[string]any `json:"config,omitempty"`
 	}
 	connector struct {
 		Type   string         `json:"type"`
@@ -251,6 +274,9 @@ func configFor(issuer string, port int, o Options) ([]byte, error) {
 		EnablePasswordDB: true,
 		Connectors:       []connector{{Type: "authproxy", ID: ProxyConnector, Name: "proxy", Config: map[string]any{}}},
 		StaticPasswords:  []map[string]any{},
+	}
+	if o.Sessions {
+		c.Sessions = map[string]any{}
 	}
 	c.Expiry = map[string]any{}
 	if o.IDTokenTTL > 0 {
