@@ -52,6 +52,9 @@ syncs with an admission webhook, and routes customers' traffic through Envoy to 
 		newModelsCmd(),
 		newVersionCmd(),
 		newAPICmd(),
+		newLoginCmd(),
+		newLogoutCmd(),
+		newConfigCmd(),
 	)
 	return root
 }
