@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,8 +38,15 @@ type cliWorld struct {
 }
 
 func startCLIWorld(t *testing.T) *cliWorld {
+	return startCLIWorldWith(t, dex.Options{})
+}
+
+// startCLIWorldWith starts the world with a Dex of these options (its client and users are
+// the world's).
+func startCLIWorldWith(t *testing.T, o dex.Options) *cliWorld {
 	w := &cliWorld{}
-	w.dex = dex.Start(t, dex.Options{Clients: []dex.Client{{ID: "inferplane", Public: true}}, Users: apiUsers, Sessions: true})
+	o.Clients, o.Users, o.Sessions = []dex.Client{{ID: "inferplane", Public: true}}, apiUsers, true
+	w.dex = dex.Start(t, o)
 	dir := t.TempDir()
 	inputs := apitest.BundledInputs(t, apitest.Remotes{Dir: filepath.Join(dir, "git")})
 
@@ -291,4 +299,49 @@ func TestTokensRefreshed(t *testing.T) {
 	assert.NotEqual(t, before.IDToken, after.IDToken, "a new ID token")
 	assert.NotEqual(t, before.RefreshToken, after.RefreshToken, "Dex rotates the refresh token; the new one is kept")
 	assert.True(t, after.Expiry.After(time.Now()))
+}
+
+// lineWatch is a terminal the test reads while the command runs: each write is also matched
+// against a pattern, whose first match is sent once.
+type lineWatch struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	re    *regexp.Regexp
+	found chan []string
+}
+
+func (l *lineWatch) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	if m := l.re.FindStringSubmatch(l.buf.String()); m != nil && l.found != nil {
+		l.found <- m
+		l.found = nil
+	}
+	return len(p), nil
+}
+
+// login --device: the CLI prints Dex's verification URL and a code, a person enters the code
+// there (on any device) and signs in, and the CLI's poll gets the tokens. Dex serves at the
+// root of its address: under a path, Dex at our pin refuses its own device callback for a
+// public client without registered redirect URIs (see productapi/signin's tests).
+func TestLoginDevice(t *testing.T) {
+	w := startCLIWorldWith(t, dex.Options{RootIssuer: true})
+	ctx := context.Background()
+	found := make(chan []string, 1)
+	term := &lineWatch{re: regexp.MustCompile(`open (\S+) and enter the code (\S+)`), found: found}
+	go func() {
+		m := <-found
+		assert.Equal(t, w.dex.Issuer+"/device", m[1])
+		assert.NoError(t, w.dex.ApproveDevice(ctx, m[2], dex.PasswordLogin{Email: "dana@acme.example", Password: "pw-dana"}), w.dex.Log(20))
+	}()
+	root := newRootCmd()
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(term)
+	root.SetArgs([]string{"login", "--server", w.apiURL, "--device"})
+	require.NoError(t, root.ExecuteContext(ctx), term.buf.String())
+	assert.Contains(t, term.buf.String(), "Signed in to "+w.apiURL+" as dana@acme.example")
+	var out bytes.Buffer
+	require.NoError(t, w.session(t).jobsList(ctx, &out, "acme", "name"))
+	assert.Contains(t, out.String(), "acme/qwen3-32b")
 }
