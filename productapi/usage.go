@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/inferplane/inferplane/access"
+	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/lifecycle/gateway"
 	"github.com/inferplane/inferplane/productapi/apiv1"
@@ -58,6 +59,7 @@ func (s *Server) getUsage(ctx context.Context, in *usageInput) (*body[apiv1.Usag
 		}
 	}
 	reps := make([]usage.UsageReport, len(s.opts.Gateways))
+	var lim limits.StatusReport
 	g, gctx := errgroup.WithContext(ctx)
 	for i, u := range s.opts.Gateways {
 		g.Go(func() error {
@@ -66,12 +68,18 @@ func (s *Server) getUsage(ctx context.Context, in *usageInput) (*body[apiv1.Usag
 			return err
 		})
 	}
+	g.Go(func() error {
+		// The counts live in the store every replica shares: one replica answers for all.
+		var err error
+		lim, err = gateway.Client{BaseURL: s.opts.Gateways[0]}.Limits(gctx, in.Tenant, in.Key)
+		return err
+	})
 	if err := g.Wait(); err != nil {
 		s.log.Warn("usage: a gateway replica could not be read", "error", err)
 		return nil, newProblem(http.StatusBadGateway, "a gateway replica could not be read, so the sum would be partial: "+err.Error())
 	}
 	lists := make([][]usage.KeyUsage, len(reps))
-	out := apiv1.Usage{Tenant: in.Tenant, Keys: []apiv1.KeyUsage{}}
+	out := apiv1.Usage{Tenant: in.Tenant, Keys: []apiv1.KeyUsage{}, Limits: limitSpend(in.Tenant, lim.Limits), LimitsLocal: !lim.StoreUp}
 	for i, r := range reps {
 		lists[i] = r.Keys
 		if i == 0 {
@@ -90,6 +98,20 @@ func (s *Server) getUsage(ctx context.Context, in *usageInput) (*body[apiv1.Usag
 		out.Keys = append(out.Keys, ku)
 	}
 	return &body[apiv1.Usage]{Body: out}, nil
+}
+
+// limitSpend keeps the tenant's figures only: a gateway asked for one tenant answers for it,
+// but the API never passes on another tenant's figure whatever a gateway sends.
+func limitSpend(tenant string, in []limits.LimitStatus) []apiv1.LimitSpend {
+	out := []apiv1.LimitSpend{}
+	for _, l := range in {
+		if l.Tenant != tenant {
+			continue
+		}
+		out = append(out, apiv1.LimitSpend{KeyID: l.KeyID, Scope: l.Scope, Limit: l.Limit, Mode: string(l.Mode),
+			Value: l.Value, Used: l.Used, Remaining: l.Remaining, WindowStart: l.WindowStart, ResetsAt: l.ResetsAt})
+	}
+	return out
 }
 
 func cmpOr(a, b string) string {

@@ -124,6 +124,20 @@ func (u *usageLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// acmeLimits is a tenant file with limits only: what the gateway reads of tenant.yaml.
+const acmeLimits = `apiVersion: inferplane.io/v1alpha1
+kind: Tenant
+metadata:
+  name: acme
+spec:
+  limits:
+    requestsPerMinute:
+      value: 1000
+    tokensPerMonth:
+      value: 1000000
+      mode: soft
+`
+
 // apiWorld is everything the product API's end-to-end test runs: Dex, the git remotes, a host
 // API server with the cluster registry and two tenant API servers, the gateway (xds serve with
 // our stand-in for Envoy) and `inferplane api serve`.
@@ -168,6 +182,10 @@ func startAPIWorld(t *testing.T) *apiWorld {
 	hostKC := filepath.Join(dir, "host.kubeconfig")
 	require.NoError(t, kubeenv.WriteKubeconfig(hostKC, "host", map[string]*rest.Config{"host": w.host.Config}))
 	secret := writeKeySecret(t)
+	// acme's limits, as generate --gateway-dir gives the gateway the tenants' files.
+	limitsDir := filepath.Join(dir, "limits")
+	require.NoError(t, os.MkdirAll(filepath.Join(limitsDir, "acme"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(limitsDir, "acme", "tenant.yaml"), []byte(acmeLimits), 0o644))
 
 	// The gateway: xds serve discovering replicas through the registry, keys from APIKey
 	// objects in the host cluster (the store the API mints them into), our Envoy stand-in.
@@ -177,7 +195,7 @@ func startAPIWorld(t *testing.T) *apiWorld {
 	done := startServe(t, gctx, admin, "--source", "clusters", "--kubeconfig", hostKC, "--domain", domain,
 		"--grpc-address", grpcAddr, "--admin-address", admin, "--log-level", "warn",
 		"--keys-namespace", productapi.DefaultKeysNamespace, "--secret-file", secret, "--usage-file", "-",
-		"--probe-interval", "100ms", "--probe-timeout", "100ms")
+		"--probe-interval", "100ms", "--probe-timeout", "100ms", "--limits-tenants", limitsDir)
 	t.Cleanup(func() { cancel(); _ = waitServe(t, done) })
 	w.admin = "http://" + admin
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -363,6 +381,22 @@ func TestAPICustomerJourney(t *testing.T) {
 	assert.Equal(t, []string{"chat"}, u.Keys[0].Endpoints)
 	assert.Positive(t, u.Keys[0].Total.TokensIn)
 	require.NotEmpty(t, u.Keys[0].Hours)
+	// The spend against acme's limits, counted by the gateway's key check.
+	spend := map[string]apiv1.LimitSpend{}
+	for _, l := range u.Limits {
+		spend[l.Limit] = l
+	}
+	require.Contains(t, spend, "requestsPerMinute", "usage: %+v", u.Limits)
+	rpm := spend["requestsPerMinute"]
+	assert.Equal(t, "tenant", rpm.Scope)
+	assert.Equal(t, "hard", rpm.Mode)
+	assert.EqualValues(t, 1000, rpm.Value)
+	assert.Equal(t, rpm.Value-rpm.Used, rpm.Remaining)
+	// A month's window holds the call whenever the test runs (a minute's may have turned).
+	tpm := spend["tokensPerMonth"]
+	assert.Equal(t, "soft", tpm.Mode)
+	assert.GreaterOrEqual(t, uint64(tpm.Used), u.Keys[0].Total.TokensIn+u.Keys[0].Total.TokensOut)
+	assert.True(t, u.LimitsLocal, "this gateway has no Redis: its counts are its own")
 
 	eps, err := dana.Endpoints(ctx, "acme")
 	require.NoError(t, err)

@@ -157,9 +157,6 @@ store (within a second); what the key spent in the current windows still counts.
 // replica, so one answers for all).
 func fetchLimits(cmd *cobra.Command, server, tenant, key string) (limits.StatusReport, error) {
 	rep, err := gateway.Client{BaseURL: server}.Limits(cmd.Context(), tenant, key)
-	if err != nil && strings.Contains(err.Error(), "404 Not Found") {
-		return limits.StatusReport{}, nil // a server from before limits: usage only
-	}
 	if err != nil {
 		return rep, gatewayErr(err)
 	}

@@ -48,10 +48,21 @@ func (c Client) Usage(ctx context.Context, q url.Values) (usage.UsageReport, err
 	return rep, c.get(ctx, usage.UsagePath, q, &rep)
 }
 
+// ErrNotServed is a path the gateway does not serve (404).
+var ErrNotServed = errors.New("not served by this gateway")
+
 // Limits is the spend against the limits of a tenant ("": every tenant) and its keys, or of
 // one key, in the current windows (auth/limits' /v1/limits; the counts are shared by every
-// replica).
+// replica). A gateway run without limits has nothing to spend against: an empty report.
 func (c Client) Limits(ctx context.Context, tenant, key string) (limits.StatusReport, error) {
+	rep, err := c.limits(ctx, tenant, key)
+	if errors.Is(err, ErrNotServed) {
+		return limits.StatusReport{StoreUp: true}, nil
+	}
+	return rep, err
+}
+
+func (c Client) limits(ctx context.Context, tenant, key string) (limits.StatusReport, error) {
 	var rep limits.StatusReport
 	q := url.Values{}
 	if tenant != "" {
@@ -143,6 +154,9 @@ func (c Client) get(ctx context.Context, path string, q url.Values, v any) error
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
 		return fmt.Errorf("gateway %s: %w", u.Redacted(), err)
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("gateway %s: %s: %w", u.Redacted(), resp.Status, ErrNotServed)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct {

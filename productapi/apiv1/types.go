@@ -282,6 +282,26 @@ type Usage struct {
 	From   *time.Time `json:"from,omitempty"`
 	To     *time.Time `json:"to,omitempty"`
 	Keys   []KeyUsage `json:"keys"`
+	// Limits are the spend against the tenant's limits and its keys' own in their current
+	// windows (every gateway replica shares the counts); empty when none are set.
+	Limits []LimitSpend `json:"limits"`
+	// LimitsLocal is true when the figures are one gateway replica's own counts: it has no
+	// shared limits store, or cannot reach it. Other replicas' spend may be missing.
+	LimitsLocal bool `json:"limitsLocal,omitempty"`
+}
+
+// LimitSpend is one limit with its spend in the current window.
+type LimitSpend struct {
+	// KeyID is empty for the tenant's own limits (all its keys together).
+	KeyID       string    `json:"keyId,omitempty"`
+	Scope       string    `json:"scope" enum:"tenant,key"`
+	Limit       string    `json:"limit" doc:"requestsPerMinute, tokensPerMinute, tokensPerDay, tokensPerWeek or tokensPerMonth"`
+	Mode        string    `json:"mode" enum:"hard,soft"`
+	Value       int64     `json:"value"`
+	Used        int64     `json:"used"`
+	Remaining   int64     `json:"remaining"`
+	WindowStart time.Time `json:"windowStart"`
+	ResetsAt    time.Time `json:"resetsAt"`
 }
 
 // KeyUsage is one key's usage.
