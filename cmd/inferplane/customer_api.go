@@ -371,6 +371,22 @@ func (s *apiSession) usage(ctx context.Context, w io.Writer, tenant string, q ap
 		}
 		fmt.Fprintf(tw, "%s\ttotal\t%d\t%d\t%d\t%s\n", k.KeyID, k.Total.Requests, k.Total.TokensIn, k.Total.TokensOut, strings.Join(k.Endpoints, ","))
 	}
+	if err := tw.Flush(); err != nil || len(u.Limits) == 0 {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LIMIT\tSCOPE\tMODE\tUSED\tOF\tREMAINING\tRESETS")
+	for _, l := range u.Limits {
+		scope := "tenant " + u.Tenant
+		if l.KeyID != "" {
+			scope = "key " + l.KeyID
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", l.Limit, scope, l.Mode, l.Used, l.Value, l.Remaining, l.ResetsAt.UTC().Format(time.RFC3339))
+	}
+	if u.LimitsLocal {
+		fmt.Fprintln(tw, "(one gateway replica's own counts: others' spend may be missing)")
+	}
 	return tw.Flush()
 }
 
