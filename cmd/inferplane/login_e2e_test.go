@@ -26,6 +26,16 @@ import (
 	"github.com/inferplane/inferplane/productapi/clientconfig"
 )
 
+// The tests never read the CLI's contexts of whoever runs them: a context current in
+// ~/.config/inferplane would send the operator commands the tests run to that API.
+func init() {
+	dir, err := os.MkdirTemp("", "inferplane-cli-config-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(clientconfig.EnvDir, dir)
+}
+
 // cliWorld is what a customer's CLI talks to, all on 127.0.0.1: a real Dex whose client for
 // the API is public (what the CLI signs in as), `api serve` without a host cluster over the
 // bundled inputs in file:// repositories, keys in a file the gateway reads, and `xds serve`
@@ -344,4 +354,58 @@ func TestLoginDevice(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, w.session(t).jobsList(ctx, &out, "acme", "name"))
 	assert.Contains(t, out.String(), "acme/qwen3-32b")
+}
+
+// The existing commands call the API once a context is current, with their own flags and
+// arguments, and work on the operator's files again when given --tenants.
+func TestCommandsUseTheCurrentContext(t *testing.T) {
+	w := startCLIWorld(t)
+	w.signInAs(t, "dana@acme.example")
+	ctx := context.Background()
+	_, stderr, err := execCLI(ctx, "login", "--server", w.apiURL)
+	require.NoError(t, err, stderr)
+
+	out, stderr, err := execCLI(ctx, "models", "list", "-o", "name")
+	require.NoError(t, err, stderr)
+	assert.Contains(t, out, "Qwen/Qwen3-32B\n")
+	out, stderr, err = execCLI(ctx, "jobs", "create", "acme", "web", "--model", "Qwen/Qwen3-32B", "--replicas", "2")
+	require.NoError(t, err, stderr)
+	assert.Contains(t, out, "created acme/web")
+	out, _, err = execCLI(ctx, "jobs", "list", "-o", "name")
+	require.NoError(t, err)
+	assert.Contains(t, out, "acme/web\n")
+	out, _, err = execCLI(ctx, "jobs", "detail", "acme/web")
+	assert.Equal(t, exitOnItsWay, exitCode(err))
+	assert.Contains(t, out, "Job:        acme/web")
+	_, _, err = execCLI(ctx, "jobs", "restart", "acme/web")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "without a host cluster", "the API's reason")
+	key, stderr, err := execCLI(ctx, "keys", "create", "--tenant", "acme", "--endpoint", "web")
+	require.NoError(t, err, stderr)
+	assert.Contains(t, stderr, "shown this once")
+	out, _, err = execCLI(ctx, "keys", "list", "-o", "json")
+	require.NoError(t, err)
+	var keys apiv1.KeyList
+	require.NoError(t, json.Unmarshal([]byte(out), &keys))
+	require.Len(t, keys.Items, 1)
+	assert.NotContains(t, out, strings.TrimSpace(key))
+	out, _, err = execCLI(ctx, "keys", "usage", "-o", "yaml")
+	require.NoError(t, err)
+	assert.Contains(t, out, "tenant: acme")
+	out, _, err = execCLI(ctx, "health", "-o", "json")
+	require.NoError(t, err)
+	assert.Contains(t, out, `"tenant": "acme"`)
+	_, _, err = execCLI(ctx, "keys", "revoke", keys.Items[0].ID)
+	require.NoError(t, err)
+	_, _, err = execCLI(ctx, "jobs", "delete", "acme/web")
+	assert.Equal(t, 2, exitCode(err), "delete asks for --yes")
+	out, _, err = execCLI(ctx, "jobs", "delete", "acme/web", "--yes")
+	require.NoError(t, err)
+	assert.Contains(t, out, "deleted acme/web")
+
+	// The operator's files: --tenants is the files' path, whatever the context (which then
+	// reads the clusters through a kubeconfig, which this test has not).
+	_, _, err = execCLI(ctx, "jobs", "list", "--tenants", "../../tenants", "--recipes", "../../recipes")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the host cluster: kubeconfig", "the operator's path, not the API")
 }

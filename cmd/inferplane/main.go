@@ -56,6 +56,7 @@ syncs with an admission webhook, and routes customers' traffic through Envoy to 
 		newLogoutCmd(),
 		newConfigCmd(),
 	)
+	wireAPI(root)
 	return root
 }
 
