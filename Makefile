@@ -4,7 +4,7 @@
 GO       ?= go
 BIN      := bin/inferplane
 
-.PHONY: all build image test test-argocd vet fmt unit kubebin testbins bench bench-generator bench-webhook bench-xds \
+.PHONY: all build demo image test test-argocd vet fmt unit kubebin testbins bench bench-generator bench-webhook bench-xds \
         bench-keys bench-recipes bench-api generate verify-generate clean
 
 all: build
@@ -16,6 +16,15 @@ VERSION ?=
 
 build:
 	$(GO) build -ldflags "$$(VERSION='$(VERSION)' hack/version.sh)" -o $(BIN) ./cmd/inferplane
+
+# The local world README's walkthrough runs against, until Ctrl-C (e2e/demo): a real
+# kube-apiserver and etcd for the host and tenant clusters, the real gateway (bin/inferplane xds
+# serve), and stand-ins for what cannot run here (Envoy, Argo CD, KubeVirt, the GPU VMs' model
+# servers), all on 127.0.0.1. It writes .demo/env for `. .demo/env`. Needs make build first.
+demo:
+	@test -x $(BIN) || { echo "make demo: $(BIN) is the gateway it runs: make build first" >&2; exit 2; }
+	@$(GO) build -o bin/demo ./e2e/demo
+	@dir=$$(hack/kubebin.sh) && INFERPLANE_KUBEBIN=$$dir exec bin/demo --inferplane $(BIN)
 
 # inferplane's OCI image, without a container engine (hack/image, go-containerregistry): the
 # static binary (CGO_ENABLED=0) on an empty base plus CA certificates, user 65532, no shell,

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,13 +20,14 @@ import (
 	"github.com/inferplane/inferplane/auth/extauthz"
 	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/gateway/envoyfilters"
+	"github.com/inferplane/inferplane/gateway/keycheck"
 	"github.com/inferplane/inferplane/usage"
 	"github.com/inferplane/inferplane/xds"
 )
 
 // APIKeys says where the gateway reads API keys from, where it keeps per-key usage, and how
 // Envoy reaches the key check and the access-log service (both served on the xDS server's own
-// gRPC port).
+// gRPC port, unless the key check runs in processes of its own: KeyChecks).
 type APIKeys struct {
 	// Disabled serves without key checks or usage accounting, even for jobs that require a
 	// key (local tests only).
@@ -40,6 +42,11 @@ type APIKeys struct {
 	// ServicesAddress is host:port at which Envoy reaches this process's gRPC port; empty:
 	// 127.0.0.1 and the port of the xDS server's gRPC address (Envoy on the same machine).
 	ServicesAddress string
+	// KeyChecks are host:port of the key check processes (`inferplane keys serve`, package
+	// gateway/keycheck). When set, Envoy's checks go to them and this process checks no key
+	// itself: it needs no secret, and reads the key store only for the keys' limits (the
+	// tokens of the access logs count against them here).
+	KeyChecks []string
 	// UsageFile keeps per-key usage across restarts (default: next to the key store file;
 	// none with Namespace); "-" keeps it in memory only.
 	UsageFile         string
@@ -63,6 +70,9 @@ func (k APIKeys) check(path *field.Path, grpcAddress string) field.ErrorList {
 	}
 	if k.Namespace != "" && k.File != "" {
 		errs = append(errs, field.Forbidden(path.Child("namespace"), "a key store file and a key store namespace choose different stores: give one"))
+	}
+	if len(k.KeyChecks) > 0 && k.SecretFile != "" {
+		errs = append(errs, field.Forbidden(path.Child("secretFile"), "with key check processes of their own (keyChecks), the key secret is theirs: this server checks no key"))
 	}
 	if _, port, err := net.SplitHostPort(grpcAddress); k.ServicesAddress == "" && err == nil && port == "0" {
 		errs = append(errs, field.Required(path.Child("servicesAddress"),
@@ -97,13 +107,15 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, k APIKeys, kube func() (*
 	if err := k.Validate(); err != nil {
 		return finish, err
 	}
-	secret, err := keys.LoadSecret(k.SecretFile)
-	if err != nil {
-		return finish, err
-	}
-	hasher, err := keys.NewHasher(secret)
-	if err != nil {
-		return finish, err
+	var hasher *keys.Hasher
+	if len(k.KeyChecks) == 0 {
+		secret, err := keys.LoadSecret(k.SecretFile)
+		if err != nil {
+			return finish, err
+		}
+		if hasher, err = keys.NewHasher(secret); err != nil {
+			return finish, err
+		}
 	}
 	idx, usageFile, err := loadKeys(ctx, k, kube, log)
 	if err != nil {
@@ -113,12 +125,14 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, k APIKeys, kube func() (*
 	if err != nil {
 		return finish, err
 	}
-	filters, err := envoyfilters.New(envoyfilters.Config{Address: services, MaxRequests: cfg.Resources.MaxRequests})
+	filters, err := envoyfilters.New(envoyfilters.Config{Address: services, KeyChecks: k.KeyChecks, MaxRequests: cfg.Resources.MaxRequests})
 	if err != nil {
 		return finish, fmt.Errorf("services address: %w", err)
 	}
-
-	authz := extauthz.New(&keys.Verifier{Hasher: hasher, Index: idx}, log)
+	var authz *extauthz.Server // nil: the key check runs in processes of its own
+	if hasher != nil {
+		authz = extauthz.New(&keys.Verifier{Hasher: hasher, Index: idx}, log)
+	}
 	replicas := &lateReplicas{}
 	agg := usage.NewAggregator(usage.Options{Replicas: replicas})
 	finish, err = keepUsage(ctx, agg, usageFile, k.UsageSaveInterval, log)
@@ -128,15 +142,18 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, k APIKeys, kube func() (*
 	als := usage.NewService(agg, usage.HostResolver(cfg.Resources.Domain), log)
 
 	cfg.Filters = filters
-	cfg.GRPCServices = append(cfg.GRPCServices, func(s *grpc.Server) { authz.Register(s) }, func(s *grpc.Server) { als.Register(s) })
+	if cfg.Registry == nil {
+		cfg.Registry = xds.NewRegistry()
+	}
+	cfg.GRPCServices = append(cfg.GRPCServices, func(s *grpc.Server) { als.Register(s) })
+	if authz != nil {
+		cfg.GRPCServices = append(cfg.GRPCServices, func(s *grpc.Server) { authz.Register(s) })
+		cfg.Registry.MustRegister(authz.Collectors()...)
+	}
 	if cfg.HTTPHandlers == nil {
 		cfg.HTTPHandlers = map[string]http.Handler{}
 	}
 	cfg.HTTPHandlers["/v1/"] = usage.Handler(agg)
-	if cfg.Registry == nil {
-		cfg.Registry = xds.NewRegistry()
-	}
-	cfg.Registry.MustRegister(authz.Collectors()...)
 	cfg.Registry.MustRegister(agg.Collector())
 	stopLimits, err := wireLimits(ctx, cfg, k.Limits, idx, authz, als, log)
 	if err != nil {
@@ -152,35 +169,45 @@ func wireAPIKeys(ctx context.Context, cfg *xds.Config, k APIKeys, kube func() (*
 			started(r)
 		}
 	}
-	log.Info("API keys on", "keys", idx.Len(), "services", services)
+	if authz == nil {
+		log.Info("API keys on, checked by the key check processes", "keyChecks", k.KeyChecks, "keys", idx.Len(), "usage", services)
+	} else {
+		log.Info("API keys on", "keys", idx.Len(), "services", services)
+	}
 	return finish, nil
 }
 
 // loadKeys reads the key store into a new index that follows its changes, and says which
-// usage file goes with it ("" for none).
+// usage file goes with it ("" for none). With key check processes of their own the index is
+// for the keys' limits only: it is filled in the background (the server starts, and serves,
+// whether the host API server answers or not), and without any key store it stays empty.
 func loadKeys(ctx context.Context, k APIKeys, kube func() (*rest.Config, error), log *slog.Logger) (*keys.Index, string, error) {
-	var syncer keys.Syncer
+	store := keycheck.Store{Namespace: k.Namespace}
 	usageFile := k.UsageFile
-	if k.Namespace != "" {
-		rc, err := kube()
-		if err != nil {
-			return nil, "", fmt.Errorf("kubernetes client configuration for the key store: %w", err)
-		}
-		syncer = &keys.KubeSyncer{Config: rc, Namespace: k.Namespace}
-	} else {
-		path := k.File
-		if path == "" {
-			path = k.DefaultFile
-		}
-		if path == "" {
-			return nil, "", errors.New("no key store: give a key store file or namespace")
-		}
-		syncer = &keys.FileSyncer{Store: keys.NewFileStore(path), Log: log}
-		if usageFile == "" {
-			usageFile = strings.TrimSuffix(path, filepath.Ext(path)) + ".usage.json"
+	if k.Namespace == "" {
+		store.File = cmp.Or(k.File, k.DefaultFile)
+		if usageFile == "" && store.File != "" {
+			usageFile = strings.TrimSuffix(store.File, filepath.Ext(store.File)) + ".usage.json"
 		}
 	}
 	idx := keys.NewIndex()
+	if len(k.KeyChecks) > 0 {
+		if store.Namespace == "" && store.File == "" {
+			log.Warn("no key store: the tokens of the access logs count against the tenants' limits only, not against the keys' own")
+			return idx, usageFile, nil
+		}
+		err := keycheck.Follow(ctx, store, kube, idx, log, func() {
+			log.Info("keys read for their limits", "store", store.String(), "keys", idx.Len())
+		})
+		return idx, usageFile, err
+	}
+	if err := store.Validate(); err != nil {
+		return nil, "", err
+	}
+	syncer, _, err := store.Syncer(kube, log)
+	if err != nil {
+		return nil, "", err
+	}
 	if err := syncer.Sync(ctx, idx); err != nil {
 		return nil, "", fmt.Errorf("load API keys: %w", err)
 	}

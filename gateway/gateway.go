@@ -49,10 +49,17 @@ type Source struct {
 	AllowForeignNamespace bool
 	// Clusters selects the registry's Secrets (SourceClusters); ClusterSyncTimeout bounds how
 	// long the first configuration waits for every tenant cluster to be read, and
-	// ClusterCheckInterval is how often each cluster's API server is checked.
+	// ClusterCheckInterval is how often each cluster's API server is checked (each check at
+	// most ClusterCheckTimeout).
 	Clusters             clusters.Options
 	ClusterSyncTimeout   time.Duration
 	ClusterCheckInterval time.Duration
+	ClusterCheckTimeout  time.Duration
+	// LastKnownGood is the file that keeps each tenant cluster's last replica set across
+	// restarts (SourceClusters; "" keeps none); a set is served for at most
+	// LastKnownGoodMaxAge after its cluster last answered.
+	LastKnownGood       string
+	LastKnownGoodMaxAge time.Duration
 }
 
 // TLS chooses the certificates Envoy terminates TLS with: kubernetes.io/tls Secrets of these
@@ -110,6 +117,15 @@ func (c Config) Check() field.ErrorList {
 	default:
 		errs = append(errs, field.Invalid(src.Child("kind"), s.Kind, "expected one of "+strings.Join(Sources, ", ")))
 	}
+	if s := c.Source; s.Kind != SourceClusters && s.LastKnownGood != "" {
+		errs = append(errs, field.Forbidden(src.Child("lastKnownGood"), "only the "+SourceClusters+" source keeps a last known good file"))
+	}
+	if s := c.Source; s.LastKnownGoodMaxAge < 0 {
+		errs = append(errs, field.Invalid(src.Child("lastKnownGoodMaxAge"), s.LastKnownGoodMaxAge.String(), "must not be negative"))
+	}
+	if s := c.Source; s.ClusterCheckTimeout < 0 {
+		errs = append(errs, field.Invalid(src.Child("clusterCheckTimeout"), s.ClusterCheckTimeout.String(), "must not be negative"))
+	}
 	return append(errs, c.APIKeys.check(field.NewPath("apiKeys"), c.XDS.GRPCAddress)...)
 }
 
@@ -163,13 +179,19 @@ func newSource(cfg Config, log *slog.Logger) (discovery.Source, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &discovery.Clusters{
+		src := &discovery.Clusters{
 			Registry:      &clusters.Registry{Config: rc, Options: s.Clusters, Logger: log},
 			SyncTimeout:   s.ClusterSyncTimeout,
 			CheckInterval: s.ClusterCheckInterval,
+			CheckTimeout:  s.ClusterCheckTimeout,
+			MaxStaleAge:   s.LastKnownGoodMaxAge,
 			Logger:        log,
 			Registerer:    cfg.XDS.Registry,
-		}, nil
+		}
+		if s.LastKnownGood != "" {
+			src.KnownGood = discovery.KnownGoodFile{Path: s.LastKnownGood}
+		}
+		return src, nil
 	}
 	return nil, fmt.Errorf("source %q: expected one of %v", s.Kind, Sources)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/inferplane/inferplane/auth/extauthz"
 	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/auth/limits"
+	"github.com/inferplane/inferplane/gateway/keycheck"
 	"github.com/inferplane/inferplane/usage"
 	"github.com/inferplane/inferplane/xds"
 )
@@ -48,9 +50,46 @@ type Limits struct {
 	Now func() time.Time
 }
 
-// wireLimits adds the limiter to the key check and the access-log service, its metrics and
-// /v1/limits. The returned stop ends its background work after a last push of the counts.
+// wireLimits adds the limiter to the key check (when this process serves it) and the
+// access-log service, its metrics and /v1/limits. The returned stop ends its background work
+// after a last push of the counts.
 func wireLimits(ctx context.Context, cfg *xds.Config, l Limits, idx *keys.Index, authz *extauthz.Server, als *usage.Service, log *slog.Logger) (stop func(), err error) {
+	lim, tenants, stop, err := l.start(ctx, idx, log)
+	if err != nil {
+		return nil, err
+	}
+	if authz != nil {
+		authz.Limits = lim
+	}
+	als.Tokens = lim
+	cfg.Registry.MustRegister(lim.Collectors(l.PerKeyMetrics)...)
+	cfg.HTTPHandlers[limits.Path] = limitsHandler(lim, tenants, idx)
+	return stop, nil
+}
+
+// KeyCheck is what l adds to a key check process of its own (`keys serve`, gateway/keycheck):
+// its checks count and enforce the limits, sharing the counts through l.Redis with the xDS
+// servers, which add the tokens of the access logs.
+func (l Limits) KeyCheck() func(ctx context.Context, x keycheck.Extension) (stop func(), err error) {
+	return func(ctx context.Context, x keycheck.Extension) (func(), error) {
+		lim, tenants, stop, err := l.start(ctx, x.Index, x.Logger)
+		if err != nil {
+			return nil, err
+		}
+		x.Authz.Limits = lim
+		x.Registry.MustRegister(lim.Collectors(l.PerKeyMetrics)...)
+		x.Mux.Handle(limits.Path, limitsHandler(lim, tenants, x.Index))
+		if l.Redis == "" {
+			x.Logger.Warn("key check: token budgets are counted by the xDS servers from the access logs; " +
+				"without a shared Redis they never reach this process, and only request limits apply here")
+		}
+		return stop, nil
+	}
+}
+
+// start builds the limiter over the key index and runs its background work until the
+// returned stop.
+func (l Limits) start(ctx context.Context, idx *keys.Index, log *slog.Logger) (*limits.Limiter, *limits.TenantFiles, func(), error) {
 	opt := limits.Options{
 		Keys:          idx.Limits,
 		Now:           l.Now,
@@ -63,28 +102,18 @@ func wireLimits(ctx context.Context, cfg *xds.Config, l Limits, idx *keys.Index,
 	if l.Redis != "" {
 		st, err := limits.NewRedis(limits.RedisOptions{Addr: l.Redis, Password: os.Getenv(RedisPasswordEnv), IOTimeout: l.Timeout})
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		opt.Store = st
 	}
 	tenants := &limits.TenantFiles{Dir: l.TenantsDir, Interval: l.TenantsInterval, Log: log}
 	if l.TenantsDir != "" {
 		if err := tenants.Load(); err != nil {
-			return nil, fmt.Errorf("tenant limits: %w", err)
+			return nil, nil, nil, fmt.Errorf("tenant limits: %w", err)
 		}
 		opt.Tenants = tenants.Tenant
 	}
 	lim := limits.New(opt)
-	authz.Limits = lim
-	als.Tokens = lim
-	cfg.Registry.MustRegister(lim.Collectors(l.PerKeyMetrics)...)
-	cfg.HTTPHandlers[limits.Path] = lim.Handler(tenants.Names, func() []limits.KeyLimits {
-		var out []limits.KeyLimits
-		idx.EachLimited(func(id, tenant string, s limits.Set) {
-			out = append(out, limits.KeyLimits{ID: id, Tenant: tenant, Limits: s})
-		})
-		return out
-	})
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() { defer close(done); lim.Run(runCtx) }()
@@ -96,7 +125,18 @@ func wireLimits(ctx context.Context, cfg *xds.Config, l Limits, idx *keys.Index,
 	} else {
 		log.Info("rate limits shared through Redis", "redis", l.Redis, "tenants", strings.Join(tenants.Names(), ","))
 	}
-	return func() { cancel(); <-done }, nil
+	return lim, tenants, func() { cancel(); <-done }, nil
+}
+
+// limitsHandler serves /v1/limits: the tenants' and the limited keys' limits and spend.
+func limitsHandler(lim *limits.Limiter, tenants *limits.TenantFiles, idx *keys.Index) http.Handler {
+	return lim.Handler(tenants.Names, func() []limits.KeyLimits {
+		var out []limits.KeyLimits
+		idx.EachLimited(func(id, tenant string, s limits.Set) {
+			out = append(out, limits.KeyLimits{ID: id, Tenant: tenant, Limits: s})
+		})
+		return out
+	})
 }
 
 // Validate checks the limits' settings, as field errors under path.

@@ -25,6 +25,7 @@ import (
 	"github.com/inferplane/inferplane/e2e/envoystandin"
 	"github.com/inferplane/inferplane/e2e/redistest"
 	"github.com/inferplane/inferplane/e2e/replicadouble"
+	"github.com/inferplane/inferplane/internal/testnet"
 	"github.com/inferplane/inferplane/xds"
 	"github.com/inferplane/inferplane/xds/health"
 	"github.com/inferplane/inferplane/xds/resources"
@@ -183,15 +184,6 @@ func (w *world) key(tenant string, l *v1alpha1.RateLimits) (string, string) {
 	return key, id
 }
 
-// hostTransport sends every request with the endpoint's host name (no DNS here).
-type hostTransport string
-
-func (h hostTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Host = string(h)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 type answer struct {
 	code    int
 	header  http.Header
@@ -317,7 +309,7 @@ func TestLimitsThroughEnvoyStandIn(t *testing.T) {
 	t.Run("openai-go reads the headers and the 429", func(t *testing.T) {
 		key, _ := w.key("acme", &v1alpha1.RateLimits{RequestsPerMinute: &v1alpha1.Limit{Value: 1}})
 		c := openai.NewClient(option.WithBaseURL(w.envoys[0].URL()+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0),
-			option.WithHTTPClient(&http.Client{Transport: hostTransport("chat.acme." + testDomain)}))
+			option.WithHTTPClient(&http.Client{Transport: testnet.HostTransport("chat.acme." + testDomain)}))
 		params := openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}}
 		var raw *http.Response
 		if _, err := c.Chat.Completions.New(context.Background(), params, option.WithResponseInto(&raw)); err != nil {

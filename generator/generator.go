@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -82,8 +83,9 @@ type Options struct {
 type Report struct {
 	DryRun  bool
 	Tenants []TenantReport
-	// Warnings are things in the recipes tree that load but look wrong (recipe.Book.Warnings),
-	// each prefixed with the recipes folder.
+	// Warnings are things that load but look wrong in the recipes the jobs use
+	// (recipe.Book.WarningsFor), each prefixed with the recipes folder; the whole tree's are
+	// recipe.Book.Warnings.
 	Warnings []string
 }
 
@@ -263,7 +265,7 @@ func load(opts Options) (*inputs.Inputs, *recipe.Book, error) {
 }
 
 // prepare is everything before the first write: load, plan, render, credentials, check. It
-// also returns the recipes tree's warnings.
+// also returns the warnings about the recipes the planned jobs use.
 func prepare(opts Options) ([]tenantRun, []string, error) {
 	planned, err := Plan(opts)
 	if err != nil {
@@ -275,8 +277,14 @@ func prepare(opts Options) ([]tenantRun, []string, error) {
 	}
 	var warnings []string
 	if planned.Book != nil {
-		for _, w := range planned.Book.Warnings() {
-			warnings = append(warnings, opts.RecipesDir+": "+w)
+		for _, tp := range planned.Plan.Tenants {
+			for _, jp := range tp.Jobs {
+				for _, w := range planned.Book.WarningsFor(jp.Job.Spec.Model) {
+					if w = opts.RecipesDir + ": " + w; !slices.Contains(warnings, w) {
+						warnings = append(warnings, w)
+					}
+				}
+			}
 		}
 	}
 	return runs, warnings, nil

@@ -119,12 +119,12 @@ type OperationInitiator struct {
 // many replicas are ready, and, when the gateway says which, InRotation names them.
 type Rotation struct {
 	// Known is false when the gateway has no such endpoint.
-	Known   bool
-	Status  string
-	Reasons []string
-	Ready   int
-	Total   int
+	Known   bool     `json:"known"`
+	Status  string   `json:"status,omitempty"`
+	Reasons []string `json:"reasons,omitempty"`
+	Ready   int      `json:"ready"`
+	Total   int      `json:"total"`
 	// InRotation holds the head VMI names ("<job>-r<N>-n0") of the replicas the gateway sends
 	// traffic to; nil when the gateway did not say which.
-	InRotation map[string]bool
+	InRotation map[string]bool `json:"inRotation,omitempty"`
 }

@@ -30,7 +30,7 @@ type usageInput struct {
 }
 
 func (s *Server) noGateway() error {
-	return newProblem(http.StatusServiceUnavailable, "this API server knows no gateway (api serve --gateway URL, the admin address of each xds serve replica)")
+	return newProblem(http.StatusServiceUnavailable, "this API server knows no gateway (api serve --server URL, the admin address of each xds serve replica)")
 }
 
 // getUsage sums the tenant's usage over every gateway replica; one that cannot be read fails

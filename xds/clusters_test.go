@@ -10,11 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,66 +20,14 @@ import (
 	"github.com/inferplane/inferplane/e2e/replicadouble"
 	"github.com/inferplane/inferplane/xds/discovery"
 	"github.com/inferplane/inferplane/xds/internal/adstest"
+	"github.com/inferplane/inferplane/xds/internal/tenanttest"
 	"github.com/inferplane/inferplane/xds/internal/vmitest"
 )
 
-// tenantCluster prepares a tenant cluster as an operator does for the gateway: the tenant's
-// namespace, a ServiceAccount that may only read VMIs and Services there, and tokens for it.
-type tenantCluster struct {
-	tenant string
-	env    *kubeenv.Env
-	cs     *kubernetes.Clientset
-}
-
-func newTenantCluster(t *testing.T, ctx context.Context, tenant string) *tenantCluster {
-	t.Helper()
-	e := kubeenv.Another(t)
-	require.NoError(t, e.EnsureNamespace(ctx, tenant))
-	c := e.Client
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "inferplane-gateway", Namespace: tenant}}
-	require.NoError(t, c.Create(ctx, sa))
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "inferplane-gateway", Namespace: tenant}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"kubevirt.io"}, Resources: []string{"virtualmachineinstances"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}},
-	}}
-	require.NoError(t, c.Create(ctx, role))
-	require.NoError(t, c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "inferplane-gateway", Namespace: tenant},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: tenant}}}))
-	cs, err := kubernetes.NewForConfig(e.Config)
-	require.NoError(t, err)
-	return &tenantCluster{tenant: tenant, env: e, cs: cs}
-}
-
-// token is a new token of the gateway's ServiceAccount (TokenRequest, as a rotation makes one).
-func (tc *tenantCluster) token(t *testing.T, ctx context.Context) string {
-	t.Helper()
-	tr, err := tc.cs.CoreV1().ServiceAccounts(tc.tenant).CreateToken(ctx, "inferplane-gateway",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return tr.Status.Token
-}
-
-// argoSecret is the Argo CD cluster Secret of a tenant cluster (its declarative format).
-func argoSecret(name, tenant, server string, config any) *corev1.Secret {
-	b, _ := json.Marshal(config)
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "argocd", Labels: map[string]string{clusters.ArgoCDSecretTypeKey: clusters.ArgoCDSecretTypeValue}},
-		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{"name": []byte(tenant), "server": []byte(server), "config": b},
-	}
-}
-
-func tokenConfig(token string, ca []byte) map[string]any {
-	return map[string]any{"bearerToken": token, "tlsClientConfig": map[string]any{"insecure": false, "caData": ca}}
-}
-
+// startVMI starts a VMI that is Ready.
 func startVMI(t *testing.T, ctx context.Context, c client.Client, n vmitest.Node, d *replicadouble.Double) *kubevirtv1.VirtualMachineInstance {
 	t.Helper()
-	vmi := vmitest.VMI(n)
-	require.NoError(t, c.Create(ctx, vmi))
-	require.NoError(t, vmitest.SetStatus(ctx, c, vmi, kubevirtv1.Running, d.Host(), true))
-	return vmi
+	return tenanttest.StartVMI(t, ctx, c, n, d, true)
 }
 
 // TestTenantClustersEndToEnd runs the gateway's multi-cluster discovery against three real API
@@ -92,7 +37,7 @@ func TestTenantClustersEndToEnd(t *testing.T) {
 	kubeenv.Require(t, env)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	acme, globex := newTenantCluster(t, ctx, "acme"), newTenantCluster(t, ctx, "globex")
+	acme, globex := tenanttest.New(t, ctx, "acme"), tenanttest.New(t, ctx, "globex")
 	host := env.Client
 	require.NoError(t, env.EnsureNamespace(ctx, "argocd"))
 
@@ -100,23 +45,23 @@ func TestTenantClustersEndToEnd(t *testing.T) {
 	node := func(tenant string, replica int, d *replicadouble.Double) vmitest.Node {
 		return vmitest.Node{Tenant: tenant, Job: "chat", Runtime: "vllm", Replica: replica, ServingPort: d.Port(), RequireAPIKey: true}
 	}
-	a0 := startVMI(t, ctx, acme.env.Client, node("acme", 0, doubles[0]), doubles[0])
-	startVMI(t, ctx, acme.env.Client, node("acme", 1, doubles[1]), doubles[1])
-	startVMI(t, ctx, globex.env.Client, node("globex", 0, doubles[2]), doubles[2])
+	a0 := startVMI(t, ctx, acme.Env.Client, node("acme", 0, doubles[0]), doubles[0])
+	startVMI(t, ctx, acme.Env.Client, node("acme", 1, doubles[1]), doubles[1])
+	startVMI(t, ctx, globex.Env.Client, node("globex", 0, doubles[2]), doubles[2])
 	// acme's cluster holds a VMI in another namespace claiming globex: never served.
-	require.NoError(t, acme.env.EnsureNamespace(ctx, "globex"))
-	startVMI(t, ctx, acme.env.Client, node("globex", 7, doubles[4]), doubles[4])
+	require.NoError(t, acme.Env.EnsureNamespace(ctx, "globex"))
+	startVMI(t, ctx, acme.Env.Client, node("globex", 7, doubles[4]), doubles[4])
 
-	acmeSecret := argoSecret("cluster-acme", "acme", acme.env.Config.Host, tokenConfig(acme.token(t, ctx), acme.env.Config.CAData))
+	acmeSecret := tenanttest.ArgoSecret("cluster-acme", "acme", acme.Env.Config.Host, tenanttest.TokenConfig(acme.Token(t, ctx), acme.Env.Config.CAData))
 	for _, s := range []*corev1.Secret{
 		acmeSecret,
-		argoSecret("cluster-globex", "globex", globex.env.Config.Host, tokenConfig(globex.token(t, ctx), globex.env.Config.CAData)),
+		tenanttest.ArgoSecret("cluster-globex", "globex", globex.Env.Config.Host, tenanttest.TokenConfig(globex.Token(t, ctx), globex.Env.Config.CAData)),
 		// Bad input: garbage config; a second Secret claiming acme; a tenant with no jobs
 		// (its namespace does not even exist in the cluster it names).
-		argoSecret("cluster-garbage", "hooli", globex.env.Config.Host, "{not json"),
-		argoSecret("cluster-acme-again", "acme", globex.env.Config.Host, tokenConfig("x", globex.env.Config.CAData)),
-		argoSecret("cluster-initech", "initech", globex.env.Config.Host, map[string]any{"tlsClientConfig": map[string]any{
-			"caData": globex.env.Config.CAData, "certData": globex.env.Config.CertData, "keyData": globex.env.Config.KeyData}}),
+		tenanttest.ArgoSecret("cluster-garbage", "hooli", globex.Env.Config.Host, "{not json"),
+		tenanttest.ArgoSecret("cluster-acme-again", "acme", globex.Env.Config.Host, tenanttest.TokenConfig("x", globex.Env.Config.CAData)),
+		tenanttest.ArgoSecret("cluster-initech", "initech", globex.Env.Config.Host, map[string]any{"tlsClientConfig": map[string]any{
+			"caData": globex.Env.Config.CAData, "certData": globex.Env.Config.CertData, "keyData": globex.Env.Config.KeyData}}),
 	} {
 		// The duplicate claim: cluster-acme is created first, so it is as old as cluster-acme-again
 		// or older (creation times have one-second resolution; the name breaks a tie).
@@ -149,7 +94,7 @@ func TestTenantClustersEndToEnd(t *testing.T) {
 	// The token rotates: the gateway restarts acme's watch with it and keeps serving; a change
 	// made afterwards arrives through the new watch.
 	require.NoError(t, host.Get(ctx, client.ObjectKeyFromObject(acmeSecret), acmeSecret))
-	b, _ := json.Marshal(tokenConfig(acme.token(t, ctx), acme.env.Config.CAData))
+	b, _ := json.Marshal(tenanttest.TokenConfig(acme.Token(t, ctx), acme.Env.Config.CAData))
 	acmeSecret.Data["config"] = b
 	require.NoError(t, host.Update(ctx, acmeSecret))
 	require.Eventually(t, func() bool {
@@ -157,17 +102,17 @@ func TestTenantClustersEndToEnd(t *testing.T) {
 		return strings.Count(body, `"state": "synced"`) == 3 && !strings.Contains(body, "rotating")
 	}, 30*time.Second, 20*time.Millisecond)
 	assert.True(t, endpointsAre("acme/chat", addrs(doubles[0], doubles[1]))(agent.Snapshot()), "acme kept serving through the rotation")
-	startVMI(t, ctx, acme.env.Client, node("acme", 2, doubles[3]), doubles[3])
+	startVMI(t, ctx, acme.Env.Client, node("acme", 2, doubles[3]), doubles[3])
 	wait("a change after the rotation arrives", "acme/chat", doubles[0], doubles[1], doubles[3])
 
 	// globex's API server goes down: its endpoints stay as they were, its probes still decide,
 	// and acme's changes still arrive.
-	if err := globex.env.Stop(); err != nil {
+	if err := globex.Env.Stop(); err != nil {
 		// envtest sends SIGTERM, then SIGKILL when the server takes longer than its stop
 		// timeout (open watches can hold it): either way it is down now.
 		t.Logf("stopping globex's API server: %v", err)
 	}
-	require.NoError(t, acme.env.Client.Delete(ctx, a0))
+	require.NoError(t, acme.Env.Client.Delete(ctx, a0))
 	wait("acme's change arrives while globex's API server is down", "acme/chat", doubles[1], doubles[3])
 	assert.True(t, endpointsAre("globex/chat", addrs(doubles[2]))(agent.Snapshot()), "globex keeps its last endpoints")
 	doubles[2].SetHealthy(false)

@@ -183,7 +183,17 @@ func (p *proc) adminMux() *http.ServeMux {
 		case !p.ctrl.Ready():
 			http.Error(w, "no configuration published yet (waiting for the replica source)", http.StatusServiceUnavailable)
 		default:
-			fmt.Fprintln(w, "ok")
+			// Serving stale replicas is still serving (taking the gateway out of service would
+			// take every tenant down): the note says what is stale.
+			note := ""
+			if n, ok := p.cfg.Source.(discovery.ReadyNoter); ok {
+				note = n.ReadyNote()
+			}
+			if note == "" {
+				fmt.Fprintln(w, "ok")
+			} else {
+				fmt.Fprintln(w, "ok; "+note)
+			}
 		}
 	})
 	reg := p.cfg.Registry

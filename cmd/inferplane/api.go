@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/inferplane/inferplane/access"
-	"github.com/inferplane/inferplane/internal/fileutil"
 	"github.com/inferplane/inferplane/internal/version"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
 	"github.com/inferplane/inferplane/productapi"
@@ -26,6 +25,10 @@ func newAPICmd() *cobra.Command {
 		Long: `The product API lets customers create jobs, mint API keys and read usage and health on their
 own, signed in with OIDC, without the operator's files or kubeconfigs. Every write is a git
 commit of the inputs, checked by the rules generate applies. See docs/api.md.`,
+		Example: `  inferplane api serve --oidc-issuer https://login.example.com --oidc-client-id inferplane \
+      --inputs-repo https://git.example.com/ops/inputs.git --kubeconfig host.kubeconfig
+  inferplane api manifests --domain models.example.com --oidc-issuer https://login.example.com \
+      --oidc-client-id inferplane --inputs-repo https://git.example.com/ops/inputs.git --file api.yaml`,
 	}
 	cmd.AddCommand(newAPIServeCmd(), newAPIManifestsCmd())
 	return cmd
@@ -74,7 +77,7 @@ Prometheus. SIGTERM finishes requests in flight (--shutdown-timeout).`,
 		Example: `  # On a laptop: inputs in a local bare repository, Dex on localhost, no cluster
   inferplane api serve --oidc-issuer http://127.0.0.1:5556/dex --oidc-client-id inferplane \
       --inputs-repo file:///srv/git/inputs.git --keys-file ~/.local/share/inferplane/keys.db \
-      --keys-secret-file ~/.config/inferplane/keys-secret --gateway http://127.0.0.1:9090
+      --keys-secret-file ~/.config/inferplane/keys-secret --server http://127.0.0.1:9090
 
   # Against the host cluster of the current kubeconfig context
   inferplane api serve --oidc-issuer https://login.example.com --oidc-client-id inferplane \
@@ -94,22 +97,23 @@ Prometheus. SIGTERM finishes requests in flight (--shutdown-timeout).`,
 	fl.StringVar(&f.c.Inputs.CredentialsFile, "inputs-credentials-file", "", "file with the inputs repository's credentials: user:token, or a token")
 	fl.StringVar(&f.c.WorkDir, "work-dir", "", "folder of this replica's work trees of the tenant repositories (default: a temporary folder)")
 	fl.StringVar(&f.c.Domain, "domain", os.Getenv("INFERPLANE_DOMAIN"), "endpoints are https://<job>.<tenant>.<domain> ($INFERPLANE_DOMAIN)")
-	fl.StringVar(&f.c.RepoURL, "repo-url", "", "generate's --repo-url: where Argo CD pulls tenants without spec.git.url from")
-	fl.StringVar(&f.c.GuestImage, "guest-image", "", "generate's --guest-image (default generate's)")
-	fl.StringVar(&f.c.StorageClass, "storage-class", "", "generate's --storage-class")
+	fl.StringVar(&f.c.RepoURL, "repo-url", "", "URL Argo CD pulls a tenant's repository from when the tenant sets no spec.git.url ({tenant} is replaced)")
+	fl.StringVar(&f.c.GuestImage, "guest-image", "", "golden VM disk (containerDisk image) for node types that name none")
+	fl.StringVar(&f.c.StorageClass, "storage-class", "", "storage class of the model-cache volumes (default: the tenant cluster's default class)")
 	fl.StringVar(&f.c.TenantCredentialsDir, "tenant-credentials-dir", "", "folder with a file per variable the tenants' spec.git.auth names (a mounted Secret)")
-	fl.StringVar(&f.kube.Path, "kubeconfig", "", "kubeconfig of the host cluster (Argo CD, the cluster registry)")
+	fl.StringVar(&f.kube.Path, "kubeconfig", "", "kubeconfig file of the host cluster (Argo CD, the cluster registry)")
 	fl.StringVar(&f.kube.HostContext, "context", "", "kubeconfig context of the host cluster")
 	fl.BoolVar(&f.inCluster, "in-cluster", false, "the host cluster is the one this pod runs in (its service account)")
 	f.registry.register(fl, "with a host cluster")
-	fl.StringVar(&f.c.KeysNamespace, "keys-namespace", productapi.DefaultKeysNamespace, "namespace of the host cluster whose APIKey objects keep the keys minted here")
-	fl.StringVar(&f.c.KeysFile, "keys-file", "", "keep keys in this bbolt file instead (one API replica; what a local xds serve --keys-file reads)")
+	fl.StringVar(&f.c.KeysNamespace, "keys-namespace", productapi.DefaultKeysNamespace, "read API keys from APIKey objects in this Kubernetes namespace instead of a file")
+	fl.StringVar(&f.c.KeysFile, "keys-file", "", "API key store file (bbolt) to keep keys in instead of --keys-namespace (one API replica; what a local xds serve --keys-file reads)")
 	fl.StringVar(&f.c.KeysSecretFile, "keys-secret-file", "", "file with the API keys' HMAC secret (else $INFERPLANE_KEYS_SECRET)")
-	fl.StringArrayVar(&f.gateways, "gateway", nil, "admin URL of an xds serve replica (repeatable: usage and health are summed over every replica)")
+	fl.StringArrayVar(&f.gateways, "server", nil, "the gateway: base URL of the xDS server's admin address; repeat it for each server replica (usage and health are summed)")
+	deprecatedAlias(fl, "gateway", "server")
 	fl.DurationVar(&f.c.RefreshInterval, "refresh-interval", 2*time.Second, "how often the inputs are fetched for reads")
 	fl.DurationVar(&f.c.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often every tenant repository is compared with the inputs and rendered when behind")
-	fl.DurationVar(&f.c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long requests in flight get after SIGTERM")
-	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.DurationVar(&f.c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long in-flight requests may take to finish after SIGINT or SIGTERM")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	return cmd
 }
@@ -162,8 +166,8 @@ func registerAPIInstallFlags(f *pflag.FlagSet, o *apiinstall.Options, prefix str
 	f.StringArrayVar(&o.AdminGroups, prefix+"admin-group", nil, "a group of the operator (repeatable)")
 	f.StringVar(&o.InputsRepo, prefix+"inputs-repo", "", "the inputs' git repository (https://)")
 	f.StringVar(&o.InputsBranch, prefix+"inputs-branch", "", "the inputs' branch (default main)")
-	f.Int32Var(&o.Replicas, prefix+"replicas", apiinstall.DefaultReplicas, "API replicas")
-	f.StringVar(&o.Image, prefix+"image", "", "inferplane image the API runs (default this build's)")
+	f.Int32Var(&o.Replicas, prefix+"replicas", apiinstall.DefaultReplicas, "number of API replicas")
+	f.StringVar(&o.Image, prefix+"image", "", "container image of inferplane the API runs (default this build's)")
 }
 
 func newAPIManifestsCmd() *cobra.Command {
@@ -187,25 +191,18 @@ in them (the header says how to create them).`,
 			if err != nil {
 				return usageErr(err)
 			}
-			if output == "" || output == "-" {
-				_, err = cmd.OutOrStdout().Write(y)
-				return err
-			}
-			if err := fileutil.WriteAtomic(output, y, 0o644); err != nil {
-				return fmt.Errorf("-o %s: %w", output, err)
-			}
-			return nil
+			return writeOut(cmd, output, y, 0o644)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.Domain, "domain", "", "the gateway's domain: the API answers at api.<domain> (required)")
-	fl.StringVar(&o.Namespace, "namespace", "", "the gateway's namespace (default inferplane-system)")
-	fl.StringVar(&o.Gateway, "gateway-name", "", "the gateway install's name (default inferplane-gateway)")
-	fl.Int32Var(&o.GatewayReplicas, "gateway-replicas", 0, "the gateway's xDS server replicas (default 2)")
+	fl.StringVar(&o.Domain, "domain", "", "endpoints are https://<job>.<tenant>.<domain>; the API answers at api.<domain> (required)")
+	fl.StringVar(&o.Namespace, "namespace", "", "Kubernetes namespace of the API's objects, the gateway's (default inferplane-system)")
+	fl.StringVar(&o.Gateway, "gateway-name", "", "name of the gateway: the prefix of its objects (<name>-xds, <name>-envoy; default inferplane-gateway)")
+	fl.Int32Var(&o.GatewayReplicas, "gateway-replicas", 0, "number of xDS servers (default 2)")
 	fl.StringVar(&o.ArgoCDNamespace, "argocd-namespace", "", "namespace of Argo CD's cluster Secrets and Applications (default argocd)")
 	fl.StringSliceVar(&o.VClusterNamespaces, "vcluster-namespace", nil, "host namespace of vCluster kubeconfig Secrets (repeatable)")
 	registerAPIInstallFlags(fl, &o, "")
-	fl.StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	addFileFlag(cmd, &output)
 	return cmd
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,18 +14,8 @@ import (
 	"testing"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	datav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
-	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
-	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
@@ -37,11 +26,11 @@ import (
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	registry "github.com/inferplane/inferplane/clusters"
 	"github.com/inferplane/inferplane/e2e/dex"
+	"github.com/inferplane/inferplane/e2e/envoystandin"
 	"github.com/inferplane/inferplane/e2e/gitserver"
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 	"github.com/inferplane/inferplane/e2e/replicadouble"
 	"github.com/inferplane/inferplane/inputsrepo"
-	"github.com/inferplane/inferplane/internal/envoymeta"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/lifecycle/lifecycletest"
 	"github.com/inferplane/inferplane/productapi"
@@ -68,60 +57,6 @@ func apiSignIn(t *testing.T, d *dex.Dex, clientID, email string) string {
 	}
 	t.Fatalf("no user %s", email)
 	return ""
-}
-
-// usageLog stands in for what Envoy adds around the stand-in: ext_authz's metadata and the
-// usage Lua filter's token counts, sent to the xDS server's access-log service over gRPC as
-// Envoy's gRPC access logger sends them (one entry per request).
-type usageLog struct {
-	next http.Handler
-	als  accesslogv3.AccessLogServiceClient
-	t    *testing.T
-}
-
-func (u *usageLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	rec := httptest.NewRecorder()
-	u.next.ServeHTTP(rec, r)
-	for k, v := range rec.Header() {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(rec.Code)
-	_, _ = w.Write(rec.Body.Bytes())
-	md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
-	if tenant := r.Header.Get("x-inferplane-tenant"); tenant != "" {
-		job, _, _ := strings.Cut(r.Host, ".")
-		md.FilterMetadata[envoymeta.AuthzNamespace] = &structpb.Struct{Fields: map[string]*structpb.Value{
-			envoymeta.AuthzTenant: structpb.NewStringValue(tenant), envoymeta.AuthzJob: structpb.NewStringValue(job),
-			envoymeta.AuthzKeyID: structpb.NewStringValue(r.Header.Get("x-inferplane-key-id"))}}
-	}
-	var body struct {
-		Usage *struct {
-			Prompt     float64 `json:"prompt_tokens"`
-			Completion float64 `json:"completion_tokens"`
-		} `json:"usage"`
-	}
-	if json.Unmarshal(rec.Body.Bytes(), &body) == nil && body.Usage != nil {
-		md.FilterMetadata[envoymeta.UsageNamespace] = &structpb.Struct{Fields: map[string]*structpb.Value{
-			envoymeta.PromptTokens: structpb.NewNumberValue(body.Usage.Prompt), envoymeta.CompletionTokens: structpb.NewNumberValue(body.Usage.Completion)}}
-	}
-	entry := &datav3.HTTPAccessLogEntry{
-		CommonProperties: &datav3.AccessLogCommon{StartTime: timestamppb.New(start), TimeToLastDownstreamTxByte: durationpb.New(time.Since(start)), Metadata: md},
-		Request:          &datav3.HTTPRequestProperties{Authority: r.Host, Path: r.URL.Path},
-		Response:         &datav3.HTTPResponseProperties{ResponseCode: wrapperspb.UInt32(uint32(rec.Code))},
-	}
-	stream, err := u.als.StreamAccessLogs(context.Background())
-	if err == nil {
-		err = stream.Send(&accesslogv3.StreamAccessLogsMessage{
-			Identifier: &accesslogv3.StreamAccessLogsMessage_Identifier{Node: &corev3.Node{Id: "envoy-standin"}, LogName: "inferplane"},
-			LogEntries: &accesslogv3.StreamAccessLogsMessage_HttpLogs{HttpLogs: &accesslogv3.StreamAccessLogsMessage_HTTPAccessLogEntries{LogEntry: []*datav3.HTTPAccessLogEntry{entry}}}})
-	}
-	if err == nil {
-		_, err = stream.CloseAndRecv()
-	}
-	if err != nil {
-		u.t.Errorf("access log: %v", err)
-	}
 }
 
 // acmeLimits is a tenant file with limits only: what the gateway reads of tenant.yaml.
@@ -198,13 +133,9 @@ func startAPIWorld(t *testing.T) *apiWorld {
 		"--probe-interval", "100ms", "--probe-timeout", "100ms", "--limits-tenants", limitsDir)
 	t.Cleanup(func() { cancel(); _ = waitServe(t, done) })
 	w.admin = "http://" + admin
-	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close() })
-	standIn := &envoyStandIn{domain: domain, admin: w.admin, authz: authv3.NewAuthorizationClient(conn)}
-	gw := httptest.NewServer(&usageLog{next: standIn, als: accesslogv3.NewAccessLogServiceClient(conn), t: t})
-	t.Cleanup(gw.Close)
-	w.gatewayURL = gw.URL
+	// e2e/envoystandin: the key check's metadata and the real usage.lua's counts in its
+	// access log, as Envoy's would be.
+	w.gatewayURL = envoystandin.Start(t, envoystandin.Options{Admin: w.admin, Authz: []string{grpcAddr}, ALS: grpcAddr, Node: "envoy-api-test"}).URL()
 
 	// The product API, as an operator runs it: `inferplane api serve`.
 	listen := freePort(t)
@@ -212,7 +143,7 @@ func startAPIWorld(t *testing.T) *apiWorld {
 	args := []string{"api", "serve", "--listen", listen, "--oidc-issuer", w.dex.Issuer, "--oidc-client-id", "inferplane",
 		"--inputs-repo", inputs, "--inputs-credentials-file", creds, "--tenant-credentials-dir", tenantCreds,
 		"--kubeconfig", hostKC, "--keys-namespace", productapi.DefaultKeysNamespace, "--keys-secret-file", secret,
-		"--gateway", w.admin, "--domain", domain, "--log-level", "warn", "--reconcile-interval", "2s", "--work-dir", filepath.Join(dir, "work")}
+		"--server", w.admin, "--domain", domain, "--log-level", "warn", "--reconcile-interval", "2s", "--work-dir", filepath.Join(dir, "work")}
 	actx, acancel := context.WithCancel(ctx)
 	apiDone := make(chan error, 1)
 	go func() { _, _, err := execCLI(actx, args...); apiDone <- err }()
@@ -233,7 +164,8 @@ func startAPIWorld(t *testing.T) *apiWorld {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	}, 30*time.Second, 50*time.Millisecond, "api serve becomes ready")
-	w.doc, err = apitest.NewOpenAPI(apitest.Fetch(t, w.apiURL))
+	doc, err := apitest.NewOpenAPI(apitest.Fetch(t, w.apiURL))
+	w.doc = doc
 	require.NoError(t, err)
 	w.cfg = productapi.Config{OIDC: access.VerifierConfig{Issuer: w.dex.Issuer, ClientID: "inferplane"},
 		Inputs: inputsrepo.Options{URL: inputs, CredentialsFile: creds}, TenantCredentialsDir: tenantCreds}

@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/inferplane/inferplane/endpoint"
 )
@@ -25,10 +26,10 @@ type endpointFlags struct {
 
 func (f *endpointFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.keyFile, "api-key-file", "", "file holding the API key (default: $"+endpoint.EnvAPIKey+"; never pass a key as a flag)")
-	fs.StringVar(&f.domain, "domain", os.Getenv(endpoint.EnvDomain), "the gateway's domain, for endpoints given as <job>.<tenant> ($"+endpoint.EnvDomain+")")
+	addDomainFlag(fs, &f.domain, false)
 	fs.StringVar(&f.gateway, "gateway", os.Getenv(endpoint.EnvGateway),
 		"connect to this URL instead of the endpoint's host name, still sending that name ($"+endpoint.EnvGateway+")")
-	fs.StringVar(&f.model, "model", "", "model name (default: the first the endpoint lists at /v1/models)")
+	fs.StringVar(&f.model, "model", "", "the model to ask (default: the first the endpoint lists at /v1/models)")
 }
 
 // connection is an endpoint ready to call: its client, target, key and model.
@@ -79,7 +80,8 @@ func newChatCmd() *cobra.Command {
 		Short: "Send a chat prompt to a job's endpoint and print the answer as it arrives",
 		Long: `chat sends one chat completion request to a vLLM job's endpoint with the official
 OpenAI client and prints the answer, token by token as the server streams it (--stream=false
-prints it whole). The prompt is the arguments after the endpoint, or standard input.
+prints it whole). The prompt is the arguments after the endpoint, or standard input (typed on a
+terminal: end it with Ctrl-D).
 
 The endpoint is a URL (https://chat.acme.models.example.com), a host name, or <job>.<tenant>
 with --domain or $` + endpoint.EnvDomain + `. The API key comes from $` + endpoint.EnvAPIKey + ` or --api-key-file,
@@ -119,10 +121,14 @@ answers and network failures are explained.`,
 	return cmd
 }
 
-// promptOf is the arguments, or standard input when there are none.
+// promptOf is the arguments, or standard input when there are none; on a terminal it first
+// says how to end the prompt, since nothing else would show that chat is waiting for it.
 func promptOf(cmd *cobra.Command, args []string) (string, error) {
 	prompt := strings.Join(args, " ")
 	if prompt == "" {
+		if f, ok := cmd.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			fmt.Fprintln(cmd.ErrOrStderr(), "type a prompt, end with Ctrl-D (Ctrl-C cancels):")
+		}
 		b, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), 16<<20))
 		if err != nil {
 			return "", fmt.Errorf("read the prompt from stdin: %w", err)

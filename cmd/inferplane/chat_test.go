@@ -140,7 +140,7 @@ func startGatewayFixture(t *testing.T) gatewayFixture {
 		"--grpc-address", grpcAddr, "--admin-address", admin, "--log-level", "warn", "--keys-file", store, "--secret-file", secret,
 		"--probe-interval", "100ms", "--probe-timeout", "100ms")
 	t.Cleanup(func() { cancel(); _ = waitServe(t, done) })
-	fx := gatewayFixture{url: startEnvoyStandIn(t, testDomain, "http://"+admin, grpcAddr), key: key, other: other, gated: gated}
+	fx := gatewayFixture{url: startEnvoyStandIn(t, "http://"+admin, grpcAddr), key: key, other: other, gated: gated}
 	var last error
 	if !assert.Eventually(t, func() bool {
 		_, last = fx.chat(t, nil, "chat.acme", "ping", "--stream=false")
@@ -153,7 +153,8 @@ func startGatewayFixture(t *testing.T) gatewayFixture {
 
 func createKey(t *testing.T, store, secret, tenant string) string {
 	t.Helper()
-	key, _, err := execCLI(context.Background(), "keys", "create", "--store-file", store, "--secret-file", secret, "--tenant", tenant)
+	key, _, err := execCLI(context.Background(), "keys", "create", "--store-file", store, "--secret-file", secret,
+		"--tenants", "../../tenants", "--tenant", tenant)
 	require.NoError(t, err)
 	return strings.TrimSpace(key)
 }

@@ -80,7 +80,7 @@ func newGetContextsCmd() *cobra.Command {
 			}, func(r contextRow) string { return r.Name })
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, yaml or name")
+	registerOutput(cmd, &output, "table", "", "table", "json", "yaml", "name")
 	return cmd
 }
 
@@ -149,7 +149,7 @@ func newSetContextCmd() *cobra.Command {
 			return store.Save(cfg)
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant commands act on when given none (empty: none)")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant the context's commands act on when given none (empty: none)")
 	_ = cmd.MarkFlagRequired("tenant")
 	return cmd
 }

@@ -87,7 +87,7 @@ func (s *apiSession) tenant(given string) (string, error) {
 func (s *apiSession) apiErr(err error) error {
 	var e *apiclient.Error
 	if errors.As(err, &e) && e.Status == http.StatusUnauthorized {
-		return fmt.Errorf("%w\nsign in again: inferplane login --server %s", err, s.context.Server)
+		return fmt.Errorf("%w\nsign in again: inferplane login %s", err, s.context.Server)
 	}
 	var nsi *clientconfig.NotSignedInError
 	if errors.As(err, &nsi) {

@@ -50,7 +50,8 @@ func wireAPI(root *cobra.Command) {
 
 func wrap(cmd *cobra.Command, run apiRun) {
 	if cmd.Flags().Lookup("output") == nil {
-		cmd.Flags().StringP("output", "o", "table", "output format: table, json or yaml")
+		var o string
+		registerOutput(cmd, &o, "table", "", "table", "json", "yaml")
 	}
 	files := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -294,7 +295,7 @@ why. Operators read the same from their files with inferplane recipe list and re
 			return s.modelsList(cmd.Context(), cmd.OutOrStdout(), t, out)
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant (default: the context's)")
-	cmd.Flags().StringVarP(&out, "output", "o", "table", "output format: table, json, yaml or name")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose models to list (default: the context's)")
+	registerOutput(cmd, &out, "table", "", "table", "json", "yaml", "name")
 	return cmd
 }

@@ -8,31 +8,33 @@ import (
 
 	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/gateway/install"
-	"github.com/inferplane/inferplane/internal/fileutil"
 )
 
 func newGatewayCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gateway",
-		Short: "The gateway (xDS server and Envoy) in the host cluster: print its install manifests",
+		Short: "The gateway (xDS servers, key checks, Envoy) in the host cluster: its install manifests, Envoy's drain",
 		Long: `The gateway is inferplane's serving half in the host cluster: xDS servers that watch every tenant
-cluster Argo CD knows (xds serve --source clusters), check API keys and count usage, and the
-Envoys they configure, behind a Service of type LoadBalancer. See docs/xds.md.`,
+cluster Argo CD knows (xds serve --source clusters) and count usage, key checks that Envoy asks
+about every request (keys serve), and the Envoys they configure, behind a Service of type
+LoadBalancer. See docs/xds.md.`,
+		Example: `  inferplane gateway manifests --domain inference.example.com | kubectl apply -f -`,
 	}
-	cmd.AddCommand(newGatewayManifestsCmd())
+	cmd.AddCommand(newGatewayManifestsCmd(), newGatewayEnvoyDrainerCmd())
 	return cmd
 }
 
 // registerInstallFlags are the install options as flags, shared with generate --gateway-dir.
 func registerInstallFlags(f *pflag.FlagSet, o *install.Options, prefix string) {
-	f.StringVar(&o.Namespace, prefix+"namespace", install.DefaultNamespace, "namespace of the gateway")
-	f.StringVar(&o.Name, prefix+"name", install.DefaultName, "prefix of the gateway's objects (<name>-xds, <name>-envoy)")
-	f.StringVar(&o.Image, prefix+"image", install.DefaultImage, "inferplane image the xDS servers run")
-	f.StringVar(&o.EnvoyImage, prefix+"envoy-image", install.DefaultEnvoyImage, "Envoy image")
-	f.Int32Var(&o.Replicas, prefix+"replicas", install.DefaultReplicas, "xDS servers")
-	f.Int32Var(&o.EnvoyReplicas, prefix+"envoy-replicas", install.DefaultReplicas, "Envoys")
-	f.StringVar(&o.ArgoCDNamespace, prefix+"argocd-namespace", "argocd", "namespace of Argo CD's cluster Secrets (- for none)")
-	f.StringSliceVar(&o.VClusterNamespaces, prefix+"vcluster-namespace", nil, "host namespace of vCluster kubeconfig Secrets (repeatable)")
+	f.StringVar(&o.Namespace, prefix+"namespace", install.DefaultNamespace, "Kubernetes namespace of the gateway's objects")
+	f.StringVar(&o.Name, prefix+"name", install.DefaultName, "name of the gateway: the prefix of its objects (<name>-xds, <name>-envoy)")
+	f.StringVar(&o.Image, prefix+"image", install.DefaultImage, "container image of inferplane that the xDS servers run")
+	f.StringVar(&o.EnvoyImage, prefix+"envoy-image", install.DefaultEnvoyImage, "container image of Envoy")
+	f.Int32Var(&o.Replicas, prefix+"replicas", install.DefaultReplicas, "number of xDS servers")
+	f.Int32Var(&o.EnvoyReplicas, prefix+"envoy-replicas", install.DefaultReplicas, "number of Envoys")
+	f.Int32Var(&o.KeyCheckReplicas, prefix+"key-check-replicas", install.DefaultReplicas, "number of key checks (keys serve)")
+	f.StringVar(&o.ArgoCDNamespace, prefix+"argocd-namespace", "argocd", "namespace of Argo CD's cluster Secrets, the registry of tenant clusters (- reads none)")
+	f.StringSliceVar(&o.VClusterNamespaces, prefix+"vcluster-namespace", nil, "host namespace of vCluster's kubeconfig Secrets vc-<name> (repeatable)")
 	f.StringVar(&o.KeySecret, prefix+"key-secret", "", "Secret (key \"secret\") holding the API key secret (default <name>-keys)")
 	f.StringVar(&o.UsageSize, prefix+"usage-size", install.DefaultUsageSize, "volume of each xDS server's usage ledger")
 	f.StringVar(&o.StorageClass, prefix+"storage-class", "", "storage class of the usage volumes (default: the cluster's)")
@@ -51,15 +53,19 @@ func newGatewayManifestsCmd() *cobra.Command {
 		Short: "Print the gateway's install manifests (YAML)",
 		Long: `manifests prints, as one YAML stream in apply order, what runs the gateway in the host cluster:
 
-  the xDS servers   a StatefulSet (2 replicas, a volume each for its usage ledger) running
-                    xds serve --source clusters, its ServiceAccount, Roles that let it read
-                    the cluster Secrets (Argo CD's namespace, vCluster's), the APIKey objects and
-                    the TLS Secrets of its namespace and nothing else, a Service (gRPC 18000 for
-                    Envoy, ext_authz and access logs; admin 9090 for probes and metrics), a
-                    headless Service naming each replica, a PodDisruptionBudget
+  the xDS servers   a StatefulSet (2 replicas, a volume each for its usage ledger and its
+                    tenant clusters' last known good replicas) running xds serve --source
+                    clusters, its ServiceAccount, Roles that let it read the cluster Secrets
+                    (Argo CD's namespace, vCluster's) and the TLS Secrets of its namespace and
+                    nothing else, a Service (gRPC 18000 for Envoy and its access logs; admin 9090
+                    for probes and metrics), a headless Service naming each replica, a
+                    PodDisruptionBudget
+  the key checks    a Deployment (2 replicas) running keys serve, which may only read the
+                    APIKey objects, a headless Service (gRPC 18001) over which Envoy spreads its
+                    key checks with gRPC health checks, a PodDisruptionBudget
   Envoy             a Deployment (2 replicas) started from xds bootstrap's bootstrap in a
-                    ConfigMap, a PodDisruptionBudget, and a Service of type LoadBalancer
-                    (80 and 443)
+                    ConfigMap, drained on termination (gateway envoy-drainer beside it), a
+                    PodDisruptionBudget, and a Service of type LoadBalancer (80 and 443)
 
   the limits store a StatefulSet of one Redis (its append-only file on a volume) and its
                     Service, which every xDS server shares for rate limits and token budgets;
@@ -72,7 +78,7 @@ cert-manager): one for *.<tenant>.<domain> per tenant, or per endpoint host.`,
 		Example: `  inferplane gateway manifests --domain inference.example.com | kubectl apply -f -
 
   # vCluster kubeconfig Secrets as well as Argo CD's cluster Secrets
-  inferplane gateway manifests --domain inference.example.com --vcluster-namespace vcluster-acme -o gateway.yaml`,
+  inferplane gateway manifests --domain inference.example.com --vcluster-namespace vcluster-acme --file gateway.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limitsTenants != "" {
@@ -86,22 +92,14 @@ cert-manager): one for *.<tenant>.<domain> per tenant, or per endpoint host.`,
 			if err != nil {
 				return usageErr(err)
 			}
-			if output == "" || output == "-" {
-				_, err = cmd.OutOrStdout().Write(y)
-				return err
-			}
-			if err := fileutil.WriteAtomic(output, y, 0o644); err != nil {
-				return fmt.Errorf("-o %s: %w", output, err)
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", output)
-			return nil
+			return writeOut(cmd, output, y, 0o644)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Domain, "domain", "", "endpoint host names are <job>.<tenant>.<domain> (required)")
+	addDomainFlag(f, &o.Domain, true)
 	registerInstallFlags(f, &o, "")
-	f.StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
-	f.StringVar(&limitsTenants, "limits-tenants", "", "tenants folder whose tenant.yaml spec.limits the gateway enforces (mounted from a ConfigMap)")
+	addFileFlag(cmd, &output)
+	f.StringVar(&limitsTenants, "limits-tenants", "", limitsTenantsUsage+" (mounted from a ConfigMap)")
 	_ = cmd.MarkFlagRequired("domain")
 	return cmd
 }

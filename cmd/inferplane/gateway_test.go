@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,10 +25,10 @@ func TestGatewayManifestsCommand(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetKind()]++
 	}
-	// The xDS servers, Envoy, and the limits store (a Redis StatefulSet, its Service and
-	// ServiceAccount).
-	assert.Equal(t, map[string]int{"Namespace": 1, "ServiceAccount": 3, "Role": 3, "RoleBinding": 3, "Service": 4,
-		"StatefulSet": 2, "PodDisruptionBudget": 2, "ConfigMap": 1, "Deployment": 1}, kinds)
+	// The xDS servers, the key checks, Envoy, and the limits store (a Redis StatefulSet, its
+	// Service and ServiceAccount).
+	assert.Equal(t, map[string]int{"Namespace": 1, "ServiceAccount": 4, "Role": 4, "RoleBinding": 4, "Service": 5,
+		"StatefulSet": 2, "PodDisruptionBudget": 3, "ConfigMap": 1, "Deployment": 2}, kinds)
 	assert.Contains(t, out, "metallb.universe.tf/address-pool: public")
 
 	_, _, err = execCLI(context.Background(), "gateway", "manifests", "--domain", "Bad_Domain")
@@ -59,4 +61,28 @@ func TestGenerateWritesTheGateway(t *testing.T) {
 	_, err = runCLI(t, "generate", "--recipes", "../../recipes", "--tenants", "../../tenants", "--out", filepath.Join(dir, "out"), "--gateway-dir", gw)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--gateway-dir needs --gateway-domain")
+}
+
+// gateway envoy-drainer --now drains an Envoy at once: here a stand-in for Envoy's admin
+// interface (no Envoy runs here), which records the drain and reports no active request.
+func TestGatewayEnvoyDrainerCommand(t *testing.T) {
+	var drained []string
+	admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/drain_listeners":
+			drained = append(drained, r.Method+" "+r.URL.RawQuery)
+		case "/stats":
+			_, _ = w.Write([]byte(`{"stats":[{"name":"http.inferplane.downstream_rq_active","value":0}]}`))
+		}
+	}))
+	defer admin.Close()
+	_, _, err := execCLI(context.Background(), "gateway", "envoy-drainer", "--now", "--min-wait", "0s",
+		"--admin-address", admin.Listener.Addr().String(), "--log-level", "warn")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"POST graceful&skip_exit"}, drained)
+
+	_, _, err = execCLI(context.Background(), "gateway", "envoy-drainer", "--now", "--min-wait", "50s", "--max-wait", "40s")
+	require.Error(t, err)
+	assert.Equal(t, 2, exitCode(err))
+	assert.Contains(t, err.Error(), "--min-wait 50s and --max-wait 40s")
 }

@@ -51,7 +51,7 @@ unchanged.`,
   inferplane generate --dry-run
 
   # Other folders, and the URL Argo CD pulls tenants without a remote from
-  inferplane generate --recipes ~/src/vllm-recipes --tenants ./prod/tenants --out /srv/gitops \
+  inferplane generate --recipes ~/src/vllm-recipes --tenants ./prod/tenants --out-dir /srv/gitops \
       --repo-url 'https://git.internal/gitops/{tenant}.git'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -75,7 +75,7 @@ unchanged.`,
 	}
 	f := cmd.Flags()
 	in.registerRender(f)
-	f.BoolVar(&in.opts.DryRun, "dry-run", false, "print a unified diff of what would change per tenant; write nothing")
+	f.BoolVar(&in.opts.DryRun, "dry-run", false, "write nothing; show a unified diff of what would change per tenant")
 	f.StringVar(&gatewayDir, "gateway-dir", "", "also write the gateway's install manifests (as `gateway manifests` prints them) into this folder of the operator's repository")
 	f.StringVar(&gateway.Domain, "gateway-domain", "", "the gateway's domain (--gateway-dir)")
 	registerInstallFlags(f, &gateway, "gateway-")

@@ -23,7 +23,7 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 
 func TestGenerateCommandOnTheBundledExamples(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	common := []string{"generate", "--recipes", "../../recipes", "--tenants", "../../tenants", "--out", out}
+	common := []string{"generate", "--recipes", "../../recipes", "--tenants", "../../tenants", "--out-dir", out}
 
 	stdout, err := runCLI(t, append(common, "--dry-run")...)
 	require.NoError(t, err)
@@ -43,7 +43,7 @@ func TestGenerateCommandOnTheBundledExamples(t *testing.T) {
 
 func TestGenerateCommandBadInput(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	_, err := runCLI(t, "generate", "--recipes", "../../recipes", "--tenants", filepath.Join(t.TempDir(), "none"), "--out", out)
+	_, err := runCLI(t, "generate", "--recipes", "../../recipes", "--tenants", filepath.Join(t.TempDir(), "none"), "--out-dir", out)
 	require.Error(t, err)
 	assert.Equal(t, 1, exitCode(err))
 	assert.Contains(t, err.Error(), "does not exist or is not a folder")
@@ -122,7 +122,7 @@ func TestRecipeListCommand(t *testing.T) {
 // extra GPU is refused with the webhook's denial.
 func TestAdmissionCheckRefusesWhatTheWebhookWouldDeny(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	_, err := runCLI(t, "generate", "--recipes", "../../recipes", "--tenants", "../../tenants", "--out", out)
+	_, err := runCLI(t, "generate", "--recipes", "../../recipes", "--tenants", "../../tenants", "--out-dir", out)
 	require.NoError(t, err)
 
 	files := render.Files{}
@@ -162,15 +162,22 @@ func TestRecipeWarningsShown(t *testing.T) {
 	odd := filepath.Join(recipes, "models", "acme", "Other.yaml")
 	require.NoError(t, os.MkdirAll(filepath.Dir(odd), 0o755))
 	require.NoError(t, os.WriteFile(odd, []byte("model: {model_id: acme/Other-NVFP4}\nvariants: {default: {precision: bf16}}\n"), 0o644))
-	want := `warning: ` + recipes + `: models/acme/Other.yaml: model.model_id "acme/Other-NVFP4" differs from the id its path gives`
+	want := `models/acme/Other.yaml: model.model_id "acme/Other-NVFP4" differs from the id its path gives`
 
+	// Shown by the commands that read that recipe, or all of the tree's.
+	_, stderr, err := execCLI(context.Background(), "recipe", "show", "acme/Other", "--recipes", recipes, "--tenants", "../../tenants")
+	require.NoError(t, err, stderr)
+	assert.Contains(t, stderr, "warning: "+recipes+": "+want)
+	stdout, _, err := execCLI(context.Background(), "recipe", "list", "--warnings", "--recipes", recipes)
+	require.NoError(t, err)
+	assert.Contains(t, stdout, want)
+	// Not by those whose jobs do not use it (TestRecipeWarningsOnlyWhenAsked).
 	for _, args := range [][]string{
-		{"generate", "--dry-run", "--recipes", recipes, "--tenants", "../../tenants", "--out", filepath.Join(t.TempDir(), "out")},
-		{"recipe", "show", "acme/Other", "--recipes", recipes, "--tenants", "../../tenants"},
+		{"generate", "--dry-run", "--recipes", recipes, "--tenants", "../../tenants", "--out-dir", filepath.Join(t.TempDir(), "out")},
 		{"validate", "--allow-empty", "--recipes", recipes, "testdata/validate/good/unrelated.yaml"},
 	} {
 		_, stderr, err := execCLI(context.Background(), args...)
 		require.NoError(t, err, "%v: %s", args, stderr)
-		assert.Contains(t, stderr, want, args[0])
+		assert.NotContains(t, stderr, want, args[0])
 	}
 }

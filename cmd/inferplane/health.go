@@ -17,7 +17,7 @@ import (
 func newHealthCmd() *cobra.Command {
 	var tenant, server, output string
 	cmd := &cobra.Command{
-		Use:   "health [--tenant T] [--server URL] [-o table|json]",
+		Use:   "health [--tenant T] [--server URL] [-o table|json|yaml]",
 		Short: "Show each endpoint's status, success rate and latency",
 		Long: `Reads endpoint health from a running xDS server (` + usage.HealthPath + `): per endpoint its status
 (healthy, degraded, unavailable), ready replicas, requests, success rate and latency p50/p99
@@ -31,9 +31,6 @@ probes. Exits 1 when an endpoint shown is unavailable, so scripts can gate on it
   inferplane health --tenant acme --server http://10.0.0.5:9090 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return usageErr(fmt.Errorf("-o %q: want table or json", output))
-			}
 			rep, err := gateway.Client{BaseURL: server}.Health(cmd.Context(), tenant)
 			if err != nil {
 				return gatewayErr(err)
@@ -41,8 +38,8 @@ probes. Exits 1 when an endpoint shown is unavailable, so scripts can gate on it
 			if tenant != "" && len(rep.Endpoints) == 0 {
 				return unknownTenant(cmd, server, tenant)
 			}
-			if output == "json" {
-				if err := keysJSON(cmd.OutOrStdout(), rep); err != nil {
+			if output != "table" {
+				if err := printData(cmd.OutOrStdout(), output, rep); err != nil {
 					return err
 				}
 			} else if err := healthTable(cmd, rep); err != nil {
@@ -61,9 +58,10 @@ probes. Exits 1 when an endpoint shown is unavailable, so scripts can gate on it
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&tenant, "tenant", "", "only this tenant's endpoints")
-	fl.StringVar(&server, "server", serverURLDefault(), "base URL of the xDS server's HTTP endpoint ($"+envServerURL+")")
-	fl.StringVarP(&output, "output", "o", "table", "table or json")
+	fl.StringVar(&tenant, "tenant", "", "tenant whose endpoints to show (default: every tenant's)")
+	addServerFlag(fl, &server)
+	registerOutput(cmd, &output, "table", "", "table", "json", "yaml")
+	_ = cmd.RegisterFlagCompletionFunc("tenant", completeTenants)
 	return cmd
 }
 

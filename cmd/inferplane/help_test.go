@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -18,19 +17,7 @@ import (
 	"github.com/inferplane/inferplane/usage"
 )
 
-// README promises that every command has --help with examples.
-func TestEveryCommandHasExamples(t *testing.T) {
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
-		if c.Runnable() && c.Name() != "help" && c.Name() != "completion" && !strings.HasPrefix(c.CommandPath(), "inferplane completion") {
-			assert.NotEmpty(t, c.Example, "%s has no example in --help", c.CommandPath())
-		}
-		for _, s := range c.Commands() {
-			walk(s)
-		}
-	}
-	walk(newRootCmd())
-}
+// README promises that every command has --help with examples: TestCLIConventions holds them to it.
 
 // keys secret and keys usage use no key store: their help lists no store flags.
 func TestKeysHelpListsOnlyFlagsThatApply(t *testing.T) {
@@ -105,11 +92,12 @@ func TestKeysCreateChecksTenantAndEndpoint(t *testing.T) {
 	assert.Contains(t, err.Error(), "did you mean globex?")
 	_, err = create("--server", gw.URL, "--tenant", "globex", "--endpoint", "llama-70b")
 	require.NoError(t, err)
-	// Nothing to check against: a loud warning, and the key is created.
-	stderr, err := create("--server", "http://127.0.0.1:1", "--tenant", "globex")
+	// Nothing to check against: refused (TestKeysCreateRefusesAnUncheckedTenant), unless --force.
+	_, err = create("--server", "http://127.0.0.1:1", "--tenant", "globex")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--tenant globex cannot be checked: no tenants folder at tenants, and reach the xDS server")
+	_, err = create("--server", "http://127.0.0.1:1", "--tenant", "globex", "--force")
 	require.NoError(t, err)
-	assert.Contains(t, stderr, "warning: --tenant and --endpoint NOT CHECKED: nothing to check them against: no tenants folder at tenants")
-	assert.Contains(t, stderr, "pass --tenants DIR or --server URL to check them")
 }
 
 // Listing or revoking in a store file that does not exist is an error, not an empty table.

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
@@ -88,25 +87,4 @@ func TestJobsListDetailAndUnreachableClusters(t *testing.T) {
 		assert.Equal(t, tc.code, exitCode(err), "%v", err)
 		assert.Contains(t, err.Error(), tc.want)
 	}
-}
-
-// Every command this package adds for jobs and endpoints shows examples in --help.
-func TestJobsCommandsHaveExamples(t *testing.T) {
-	root := newRootCmd()
-	var walk func(c *cobra.Command)
-	var missing []string
-	walk = func(c *cobra.Command) {
-		if c.Runnable() && c.Example == "" {
-			missing = append(missing, c.CommandPath())
-		}
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
-	}
-	for _, name := range []string{"jobs", "chat", "transcribe", "models"} {
-		c, _, err := root.Find([]string{name})
-		require.NoError(t, err)
-		walk(c)
-	}
-	assert.Empty(t, missing)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -54,7 +53,7 @@ type clusterFlags struct {
 // register adds the flags to cmd and checks them before it runs (a usage error, exit 2).
 func (f *clusterFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.StringVar(&f.kube.Path, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	fs.StringVar(&f.kube.Path, "kubeconfig", "", "kubeconfig file of the host and tenant clusters (default: $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&f.kube.HostContext, "context", "", "kubeconfig context of the host cluster, where Argo CD runs (default: the current context)")
 	fs.StringVar(&f.tenantClusters, "tenant-clusters", tenantClustersAuto, "how a tenant's cluster is found: "+
 		"kubeconfig (the context --tenant-context), registry (the host cluster's Argo CD cluster Secrets or vCluster kubeconfig Secrets, as the gateway finds it) "+
@@ -62,8 +61,8 @@ func (f *clusterFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.kube.TenantContext, "tenant-context", cluster.DefaultTenantContext,
 		"kubeconfig context of a tenant's cluster; {tenant} and {cluster} (its Argo CD cluster name) are replaced (--tenant-clusters kubeconfig or auto)")
 	f.registry.register(fs, "--tenant-clusters registry or auto")
-	fs.StringVar(&f.server, "server", serverURLDefault(), "the gateway: base URL of the xDS server's admin address ($"+envServerURL+")")
-	fs.StringVar(&f.domain, "domain", os.Getenv(endpoint.EnvDomain), "endpoints are https://<job>.<tenant>.<domain> ($"+endpoint.EnvDomain+")")
+	addServerFlag(fs, &f.server)
+	addDomainFlag(fs, &f.domain, false)
 	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
 		if err := f.resolve(cmd.Flags()); err != nil {
 			return usageErr(err)
@@ -186,7 +185,8 @@ A tenant whose clusters cannot be read shows its jobs as unknown and makes list 
 	}
 	in.register(cmd.Flags())
 	cf.register(cmd)
-	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's jobs")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose jobs to list (default: every tenant's)")
+	_ = cmd.RegisterFlagCompletionFunc("tenant", completeTenants)
 	return cmd
 }
 
@@ -227,38 +227,51 @@ func listJobs(cmd *cobra.Command, cf *clusterFlags, p *plan.Plan) error {
 	return stageExit(worst, "not every job is serving")
 }
 
+// waitFlags are detail's --wait and --wait-timeout.
+type waitFlags struct {
+	wait    bool
+	timeout time.Duration
+}
+
 func newJobsDetailCmd() *cobra.Command {
 	var (
 		in     inputFlags
 		cf     clusterFlags
+		w      waitFlags
 		output string
 	)
 	cmd := &cobra.Command{
-		Use:   "detail <tenant>/<job> [-o table|json|yaml]",
+		Use:   "detail <tenant>/<job> [-o table|json|yaml] [--wait]",
 		Short: "Show a job's master, endpoint, replicas, nodes and readiness stages",
 		Long: `detail shows one job: its master (model, image, serving arguments, GPUs per replica), its
 endpoint and whether it needs an API key, and per replica the node count, the node names the
 VMs run on, their phase and IPs, and the replica's readiness stage with the time it entered
-it and why (see "jobs --help" for the stages and exit codes).`,
+it and why (see "jobs --help" for the stages and exit codes).
+
+What the inputs say (master, endpoint, replicas) is shown even when a cluster cannot be read;
+detail then says which part it could not read and how to give it (exit status 1).
+
+--wait follows the job until it serves or fails (or --wait-timeout passes), printing each
+change of stage on standard error, then shows the detail.`,
 		Example: `  inferplane jobs detail acme/chat
+  inferplane jobs detail acme/chat --wait                      # until it serves (exit 0) or fails (exit 4)
   inferplane jobs detail acme/chat -o json | jq .replicas
-  inferplane jobs detail acme/chat --tenant-clusters registry --vcluster-namespace vcluster-acme   # through the cluster registry
-  until inferplane jobs detail acme/chat >/dev/null; do [ $? -eq 3 ] || exit 1; sleep 10; done   # wait for serving`,
-		Args: cobra.ExactArgs(1),
+  inferplane jobs detail acme/chat --tenant-clusters registry --vcluster-namespace vcluster-acme   # through the cluster registry`,
+		Args:              oneJob,
+		ValidArgsFunction: completeJobs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "table" && output != "json" && output != "yaml" {
-				return usageErr(fmt.Errorf("-o %q: expected table, json or yaml", output))
-			}
 			tenant, job, err := jobArg(args[0])
 			if err != nil {
 				return err
 			}
-			return showDetail(cmd, &in, &cf, tenant, job, output)
+			return showDetail(cmd, &in, &cf, tenant, job, output, w)
 		},
 	}
 	in.register(cmd.Flags())
 	cf.register(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
+	registerOutput(cmd, &output, "table", "", "table", "json", "yaml")
+	cmd.Flags().BoolVar(&w.wait, "wait", false, "follow the job until it serves or fails, then show it")
+	cmd.Flags().DurationVar(&w.timeout, "wait-timeout", 15*time.Minute, "with --wait: give up after this long (exit 3)")
 	return cmd
 }
 
@@ -267,6 +280,16 @@ type jobDetail struct {
 	lifecycle.JobStatus
 	Endpoint endpointView `json:"endpoint"`
 	Master   masterView   `json:"master"`
+	// Desired is what the inputs ask for.
+	Desired desiredView `json:"desired"`
+	// ClusterError says why the clusters were not read (the stages are then unknown).
+	ClusterError string `json:"clusterError,omitempty"`
+}
+
+type desiredView struct {
+	Replicas        int32 `json:"replicas"`
+	NodesPerReplica int32 `json:"nodesPerReplica"`
+	GPUsPerNode     int32 `json:"gpusPerNode"`
 }
 
 type endpointView struct {
@@ -287,23 +310,96 @@ type masterView struct {
 	NodeType           string   `json:"nodeType"`
 }
 
-func showDetail(cmd *cobra.Command, in *inputFlags, cf *clusterFlags, tenant, job, output string) error {
+func showDetail(cmd *cobra.Command, in *inputFlags, cf *clusterFlags, tenant, job, output string, w waitFlags) error {
 	tp, jp, err := in.planJob(cmd, tenant, job)
 	if err != nil {
 		return err
 	}
-	sts, err := statuses(cmd.Context(), cf, tp, job)
-	if err != nil {
-		return err
-	}
-	d := jobDetail{JobStatus: sts[0], Endpoint: endpointView{URL: endpointURL(job, tenant, cf.domain), RequiresAPIKey: jp.Job.Spec.APIKeyRequired()},
+	d := jobDetail{Endpoint: endpointView{URL: endpointURL(job, tenant, cf.domain), RequiresAPIKey: jp.Job.Spec.APIKeyRequired()},
 		Master: masterView{Name: jp.Master.Name, Runtime: string(jp.Master.Spec.Runtime), Model: jp.Master.Spec.Model, Image: jp.Image,
 			ImagePinned: imagePinned(jp.Image), Args: jp.Args, PerReplicaGPUCount: jp.Master.Spec.PerReplicaGPUCount,
-			NodesPerReplica: jp.NodesPerReplica, GPUsPerNode: jp.GPUsPerNode, NodeType: jp.NodeType.Name}}
+			NodesPerReplica: jp.NodesPerReplica, GPUsPerNode: jp.GPUsPerNode, NodeType: jp.NodeType.Name},
+		Desired: desiredView{Replicas: jp.Job.Spec.Replicas, NodesPerReplica: jp.NodesPerReplica, GPUsPerNode: jp.GPUsPerNode}}
+	var readErr error
+	if w.wait {
+		d.JobStatus, readErr = waitForJob(cmd, cf, tp, job, w.timeout)
+	} else {
+		d.JobStatus, readErr = jobStatus(cmd.Context(), cf, tp, job)
+	}
+	if readErr != nil {
+		d.ClusterError = readErr.Error()
+	}
 	if err := writeDetail(cmd.OutOrStdout(), d, output); err != nil {
 		return err
 	}
+	if readErr != nil {
+		return fmt.Errorf("%w%s", readErr, clusterHint(readErr))
+	}
+	if w.wait && d.Stage != lifecycle.StageServing && d.Stage != lifecycle.StageFailed {
+		return &exitStatus{code: exitOnItsWay, err: fmt.Errorf("%s/%s: still %s after %s (--wait-timeout)", tenant, job, d.Stage, w.timeout)}
+	}
 	return stageExit(d.Stage, tenant+"/"+job)
+}
+
+// jobStatus is the job's status; when its clusters cannot be read, the status says what is
+// known without them (the gateway's view, if it answers) and the error says why.
+func jobStatus(ctx context.Context, cf *clusterFlags, tp *plan.TenantPlan, job string) (lifecycle.JobStatus, error) {
+	sts, err := statuses(ctx, cf, tp, job)
+	if err == nil {
+		return sts[0], nil
+	}
+	st := lifecycle.JobStatus{Tenant: tp.Tenant.Name, Job: job, Stage: lifecycle.StageUnknown, Reason: "the clusters could not be read (below)",
+		Replicas: []lifecycle.ReplicaStatus{}}
+	rot, gwErr := gateway.Client{BaseURL: cf.server}.Rotations(ctx, tp.Tenant.Name)
+	switch {
+	case gwErr != nil:
+		st.GatewayError = gwErr.Error()
+	case rot[job] != nil:
+		st.Gateway = rot[job]
+	default:
+		st.Gateway = &lifecycle.Rotation{}
+	}
+	return st, err
+}
+
+// waitForJob reads the job's status until it serves or fails, or timeout passes, saying on
+// stderr each time its stage or reason changes.
+func waitForJob(cmd *cobra.Command, cf *clusterFlags, tp *plan.TenantPlan, job string, timeout time.Duration) (lifecycle.JobStatus, error) {
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	defer cancel()
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	var last string
+	for {
+		st, err := jobStatus(ctx, cf, tp, job)
+		if err != nil && ctx.Err() == nil && cmd.Context().Err() == nil {
+			return st, err
+		}
+		if now := string(st.Stage) + ": " + st.Reason; now != last && err == nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s %s/%s: %s\n", time.Now().Format(time.TimeOnly), tp.Tenant.Name, job, now)
+			last = now
+		}
+		if st.Stage == lifecycle.StageServing || st.Stage == lifecycle.StageFailed {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			if cmd.Context().Err() != nil {
+				return st, cmd.Context().Err()
+			}
+			// The last reading stands; the timeout is said by the caller.
+			return jobStatus(cmd.Context(), cf, tp, job)
+		case <-tick.C:
+		}
+	}
+}
+
+// clusterHint says how to give what a cluster error lacks.
+func clusterHint(err error) string {
+	if errors.Is(err, cluster.ErrNoKubeconfig) {
+		return "; pass --kubeconfig FILE (and --context), or set $KUBECONFIG (the local demo writes one: make demo, then . .demo/env)"
+	}
+	return ""
 }
 
 func writeDetail(w io.Writer, d jobDetail, output string) error {
@@ -339,7 +435,10 @@ func writeDetail(w io.Writer, d jobDetail, output string) error {
 	}
 	fmt.Fprintf(w, "Image:      %s%s\n", m.Image, pin)
 	fmt.Fprintf(w, "Serve args: %s\n", cmp.Or(strings.Join(m.Args, " "), "-"))
-	if a := d.Application; a != nil {
+	fmt.Fprintf(w, "Replicas:   %d desired, %s x %s each\n", d.Desired.Replicas, count(d.Desired.NodesPerReplica, "node"), count(d.Desired.GPUsPerNode, "GPU"))
+	if d.ClusterError != "" {
+		fmt.Fprintf(w, "Clusters:   not read: %s\n", d.ClusterError)
+	} else if a := d.Application; a != nil {
 		fmt.Fprintf(w, "Argo CD:    Application %s: %s, %s, revision %s\n", a.Name, a.Sync, cmp.Or(a.Health, "-"), cmp.Or(a.Revision, "-"))
 	} else {
 		fmt.Fprintln(w, "Argo CD:    no Application yet")
@@ -351,6 +450,9 @@ func writeDetail(w io.Writer, d jobDetail, output string) error {
 		fmt.Fprintln(w, "Gateway:    no endpoint for the job yet")
 	default:
 		fmt.Fprintf(w, "Gateway:    %s, %d of %d replicas in rotation\n", g.Status, g.Ready, g.Total)
+	}
+	if d.ClusterError != "" {
+		return nil
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -423,7 +525,8 @@ deletes the VMIs, and the VMs' runStrategy Always starts new ones. It says which
 		Example: `  inferplane jobs restart acme/chat
   inferplane jobs restart acme/chat --replica 1
   inferplane jobs restart acme/chat --tenant-clusters registry   # the tenant cluster from its Argo CD cluster Secret`,
-		Args: cobra.ExactArgs(1),
+		Args:              oneJob,
+		ValidArgsFunction: completeJobs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tenant, job, err := jobArg(args[0])
 			if err != nil {
@@ -438,10 +541,27 @@ deletes the VMIs, and the VMs' runStrategy Always starts new ones. It says which
 	return cmd
 }
 
+// replicaNumbers words a job's replica numbers: "replica 0", "replicas 0 and 1", "replicas 0 to 3".
+func replicaNumbers(n int32) string {
+	switch n {
+	case 1:
+		return "replica 0 only"
+	case 2:
+		return "replicas 0 and 1"
+	}
+	return fmt.Sprintf("replicas 0 to %d", n-1)
+}
+
 func runJobsRestart(cmd *cobra.Command, in *inputFlags, cf *clusterFlags, tenant, job string, replica int32) error {
-	tp, _, err := in.planJob(cmd, tenant, job)
+	if replica < -1 {
+		return usageErr(fmt.Errorf("--replica %d: expected a replica number, 0 or more", replica))
+	}
+	tp, jp, err := in.planJob(cmd, tenant, job)
 	if err != nil {
 		return err
+	}
+	if n := jp.Job.Spec.Replicas; replica >= n {
+		return usageErr(fmt.Errorf("--replica %d: the job has %s", replica, replicaNumbers(n)))
 	}
 	t := tenantOf(tp)
 	cfg, err := cf.access().Tenant(cmd.Context(), t.Name, t.Cluster)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -32,7 +33,7 @@ func (tr jobsTree) run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	args = append(args, "--tenants", tr.tenants, "--recipes", "../../recipes")
 	if len(args) < 2 || args[0] != "jobs" || (args[1] != "list" && args[1] != "detail" && args[1] != "restart") {
-		args = append(args, "--out", tr.out) // only the commands that render take it
+		args = append(args, "--out-dir", tr.out) // only the commands that render take it
 	}
 	out, errOut, err := execCLI(context.Background(), args...)
 	return out + errOut, err
@@ -90,7 +91,7 @@ func TestJobsCreateGenerateDelete(t *testing.T) {
 	require.NoError(t, err, out)
 	neverExisted := files(t, filepath.Join(tr.out, "acme"))
 
-	out, err = tr.run(t, "jobs", "create", "acme", "chat", "--model", "Qwen/Qwen3-32B", "--replicas", "2", "--feature", "reasoning=off")
+	out, err = tr.run(t, "jobs", "create", "acme/chat", "--model", "Qwen/Qwen3-32B", "--replicas", "2", "--feature", "reasoning=off")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "acme: updated (")
 	assert.Contains(t, out, "wrote "+filepath.Join(tr.tenants, "acme", "jobs", "chat.yaml")+" and committed "+filepath.Join(tr.out, "acme"))
@@ -131,7 +132,7 @@ func TestJobsCreateGenerateDelete(t *testing.T) {
 // --no-commit writes the job file only; --dry-run writes nothing; --replace overwrites.
 func TestJobsCreateModes(t *testing.T) {
 	tr := newJobsTree(t)
-	out, err := tr.run(t, "jobs", "create", "acme", "asr", "--model", "nvidia/parakeet-tdt-0.6b-v3", "--dry-run")
+	out, err := tr.run(t, "jobs", "create", "acme/asr", "--model", "nvidia/parakeet-tdt-0.6b-v3", "--dry-run")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "would write "+filepath.Join(tr.tenants, "acme", "jobs", "asr.yaml")+":")
 	assert.Contains(t, out, "runtime: parakeet", "the Parakeet model implies its runtime")
@@ -139,13 +140,13 @@ func TestJobsCreateModes(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(tr.tenants, "acme", "jobs", "asr.yaml"))
 	assert.NoDirExists(t, tr.out)
 
-	out, err = tr.run(t, "jobs", "create", "acme", "asr", "--model", "nvidia/parakeet-tdt-0.6b-v3", "--no-commit")
+	out, err = tr.run(t, "jobs", "create", "acme/asr", "--model", "nvidia/parakeet-tdt-0.6b-v3", "--no-commit")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "nothing committed: `inferplane generate` commits the change shown above")
 	assert.FileExists(t, filepath.Join(tr.tenants, "acme", "jobs", "asr.yaml"))
 	assert.NoDirExists(t, tr.out)
 
-	out, err = tr.run(t, "jobs", "create", "acme", "asr", "--model", "nvidia/parakeet-tdt-0.6b-v3", "--replicas", "2", "--replace")
+	out, err = tr.run(t, "jobs", "create", "acme/asr", "--model", "nvidia/parakeet-tdt-0.6b-v3", "--replicas", "2", "--replace")
 	require.NoError(t, err, out)
 	b, _ := os.ReadFile(filepath.Join(tr.tenants, "acme", "jobs", "asr.yaml"))
 	assert.Contains(t, string(b), "replicas: 2")
@@ -163,24 +164,24 @@ func TestJobsCreateBadInput(t *testing.T) {
 		code int
 		want []string
 	}{
-		{[]string{"acmee", "chat", "--model", "Qwen/Qwen3-32B"}, 1,
+		{[]string{"acmee/chat", "--model", "Qwen/Qwen3-32B"}, 1,
 			[]string{`unknown tenant "acmee": no acmee/tenant.yaml in ` + tr.tenants + `; did you mean acme? (tenants: acme, globex, initech)`}},
-		{[]string{"acme", "qwen3-32b", "--model", "Qwen/Qwen3-32B"}, 1,
+		{[]string{"acme/qwen3-32b", "--model", "Qwen/Qwen3-32B"}, 1,
 			[]string{"job acme/qwen3-32b exists (" + filepath.Join(tr.tenants, "acme", "jobs", "qwen3-32b.yaml") + "); pass --replace to overwrite it"}},
-		{[]string{"acme", "chat", "--model", "Qwen/Qwen3-23B"}, 1,
+		{[]string{"acme/chat", "--model", "Qwen/Qwen3-23B"}, 1,
 			[]string{filepath.Join(tr.tenants, "acme", "jobs", "chat.yaml") + `: spec.model: unknown model "Qwen/Qwen3-23B"; did you mean Qwen/Qwen3-32B, Qwen/Qwen3-4B, Qwen/Qwen3-8B?`}},
-		{[]string{"acme", "chat", "--model", "Qwen/Qwen3-32B", "--gpus", "2"}, 1,
+		{[]string{"acme/chat", "--model", "Qwen/Qwen3-32B", "--gpus", "2"}, 1,
 			[]string{"spec.gpuCount is 2: must equal perReplicaGPUCount 1 of ModelMaster qwen3-32b-h100"}},
-		{[]string{"acme", "chat", "--model", "Qwen/Qwen3-32B", "--node-type", "metal3.gpu-h200"}, 1,
+		{[]string{"acme/chat", "--model", "Qwen/Qwen3-32B", "--node-type", "metal3.gpu-h200"}, 1,
 			[]string{`spec.nodeType is "metal3.gpu-h200": not allowed for Tenant acme (allowedNodeTypes: [metal3.gpu-h100]); Tenant acme may use: metal3.gpu-h100`}},
-		{[]string{"initech", "chat", "--model", "Qwen/Qwen3-32B"}, 1,
+		{[]string{"initech/chat", "--model", "Qwen/Qwen3-32B"}, 1,
 			[]string{"spec.nodeType is missing: must name a NodeType; Tenant initech may use no node type (allowedNodeTypes: [])"}},
-		{[]string{"acme", "chat", "--model", "Qwen/Qwen3-32B", "--replicas", "13"}, 1,
+		{[]string{"acme/chat", "--model", "Qwen/Qwen3-32B", "--replicas", "13"}, 1,
 			[]string{"spec.gpuQuota is 16: must be at least 17, the GPUs the tenant's jobs request"}},
-		{[]string{"acme", "Chat", "--model", "Qwen/Qwen3-32B"}, 2, []string{`job "Chat": must be lower-case letters, digits and '-'`}},
-		{[]string{"acme", "../globex", "--model", "Qwen/Qwen3-32B"}, 2, []string{`job "../globex": must be lower-case letters, digits and '-'`}},
-		{[]string{"acme", strings.Repeat("c", 58), "--model", "Qwen/Qwen3-32B"}, 2, []string{"must be at most 57 characters (it has 58)"}},
-		{[]string{"acme", "chat", "--model", "Qwen/Qwen3-32B", "--feature", "reasoning"}, 2, []string{`--feature "reasoning": expected name=on or name=off`}},
+		{[]string{"acme/Chat", "--model", "Qwen/Qwen3-32B"}, 2, []string{`job "Chat": must be lower-case letters, digits and '-'`}},
+		{[]string{"acme/../globex", "--model", "Qwen/Qwen3-32B"}, 2, []string{`job "../globex": must be lower-case letters, digits and '-'`}},
+		{[]string{"acme/" + strings.Repeat("c", 58), "--model", "Qwen/Qwen3-32B"}, 2, []string{"must be at most 57 characters (it has 58)"}},
+		{[]string{"acme/chat", "--model", "Qwen/Qwen3-32B", "--feature", "reasoning"}, 2, []string{`--feature "reasoning": expected name=on or name=off`}},
 	}
 	snapIn, snapOut := everything(t, tr.tenants), everything(t, tr.out)
 	for _, tc := range cases {
@@ -191,7 +192,7 @@ func TestJobsCreateBadInput(t *testing.T) {
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
 			}
-			if tc.args[0] == "initech" {
+			if strings.HasPrefix(tc.args[0], "initech/") {
 				assert.NotContains(t, err.Error(), "metal3.", "nothing is offered to a tenant that may use no node type")
 			}
 			assert.Equal(t, snapIn, everything(t, tr.tenants), "nothing written to the inputs")
@@ -205,4 +206,52 @@ func TestJobsCreateBadInput(t *testing.T) {
 	assert.Equal(t, 2, exitCode(err))
 	assert.ErrorContains(t, err, `"acme": expected <tenant>/<job>, e.g. acme/chat`)
 	assert.Equal(t, snapIn, everything(t, tr.tenants))
+}
+
+// `jobs delete` says which API keys limited to the job's endpoint stay active; with
+// --revoke-keys it revokes them, and only them.
+func TestJobsDeleteAndTheEndpointsKeys(t *testing.T) {
+	tr := newJobsTree(t)
+	store, secret := filepath.Join(t.TempDir(), "keys.db"), writeKeySecret(t)
+	key := func(args ...string) string {
+		t.Helper()
+		args = append([]string{"keys", "create", "--tenant", "acme", "--tenants", tr.tenants, "--store-file", store, "--secret-file", secret, "-o", "json"}, args...)
+		out, errOut, err := execCLI(context.Background(), args...)
+		require.NoError(t, err, errOut)
+		var created struct {
+			ID string `json:"id"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &created), out)
+		require.NotEmpty(t, created.ID, out)
+		return created.ID
+	}
+	status := func(id string) string {
+		t.Helper()
+		out, errOut, err := execCLI(context.Background(), "keys", "list", "--store-file", store, "-o", "json")
+		require.NoError(t, err, errOut)
+		var views []keyView
+		require.NoError(t, json.Unmarshal([]byte(out), &views), out)
+		for _, v := range views {
+			if v.ID == id {
+				return string(v.Status)
+			}
+		}
+		return "missing"
+	}
+
+	out, err := tr.run(t, "jobs", "create", "acme/chat", "--model", "Qwen/Qwen3-32B")
+	require.NoError(t, err, out)
+	chatKey, tenantKey := key("--endpoint", "chat"), key()
+	out, err = tr.run(t, "jobs", "delete", "acme/chat", "--yes", "--store-file", store)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "1 API key(s) limited to endpoint acme/chat stay active: "+chatKey+"; revoke them with `inferplane keys revoke "+chatKey+"`")
+	assert.Equal(t, "active", status(chatKey))
+
+	out, err = tr.run(t, "jobs", "create", "acme/chat", "--model", "Qwen/Qwen3-32B")
+	require.NoError(t, err, out)
+	out, err = tr.run(t, "jobs", "delete", "acme/chat", "--yes", "--revoke-keys", "--store-file", store)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "revoked "+chatKey+" (tenant acme)")
+	assert.Equal(t, "revoked", status(chatKey))
+	assert.Equal(t, "active", status(tenantKey), "a key for every endpoint of the tenant is not the job's")
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -14,8 +13,6 @@ import (
 	"github.com/inferplane/inferplane/lifecycle/gateway"
 )
 
-var errNothingKnown = errors.New("nothing to check them against")
-
 // keyCheck holds the flags keys create checks --tenant and --endpoint with.
 type keyCheck struct {
 	tenantsDir string
@@ -25,19 +22,16 @@ type keyCheck struct {
 
 func (k *keyCheck) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&k.tenantsDir, "tenants", "tenants", "the generator's tenants folder: --tenant and --endpoint must name a tenant and one of its jobs there")
-	fl.StringVar(&k.server, "server", serverURLDefault(), "without a tenants folder, the xDS server whose endpoints --tenant and --endpoint must name (when given, or $"+envServerURL+" is set)")
-	fl.BoolVar(&k.force, "force", false, "create the key without checking that the tenant and endpoint exist")
+	fl.StringVar(&k.tenantsDir, "tenants", "tenants", usageTenants)
+	addServerFlag(fl, &k.server)
+	fl.BoolVar(&k.force, "force", false, "do it although a check refuses: create the key without checking that the tenant and endpoint exist")
 }
 
-// check refuses a tenant or endpoint that matches nothing known, with the closest names. When
-// nothing is known (no tenants folder, no xDS server), it says so on stderr and lets it pass.
+// check refuses a tenant or endpoint that matches nothing known, with the closest names, and
+// refuses to issue a key when nothing can be known (no tenants folder, no gateway, or a gateway
+// that does not answer): a key for a tenant that does not exist is a mistake --force must ask for.
 func (k *keyCheck) check(cmd *cobra.Command, req keys.Request) error {
-	known, where, err := k.known(cmd)
-	if errors.Is(err, errNothingKnown) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: --tenant and --endpoint NOT CHECKED: %v\n", err)
-		return nil
-	}
+	known, where, err := k.known(cmd, req)
 	if err != nil {
 		return err
 	}
@@ -49,7 +43,7 @@ func (k *keyCheck) check(cmd *cobra.Command, req keys.Request) error {
 
 // known lists the tenants and their jobs: from the tenants folder when it exists, else from
 // the endpoints of the xDS server given by --server or $INFERPLANE_SERVER.
-func (k *keyCheck) known(cmd *cobra.Command) (map[string][]string, string, error) {
+func (k *keyCheck) known(cmd *cobra.Command, req keys.Request) (map[string][]string, string, error) {
 	if info, err := os.Stat(k.tenantsDir); err == nil && info.IsDir() {
 		in, err := inputs.Load(os.DirFS(k.tenantsDir), k.tenantsDir)
 		if err != nil {
@@ -68,13 +62,13 @@ func (k *keyCheck) known(cmd *cobra.Command) (map[string][]string, string, error
 		return nil, "", usageErr(fmt.Errorf("--tenants %s: not a folder", k.tenantsDir))
 	}
 	if !cmd.Flags().Changed("server") && os.Getenv(envServerURL) == "" {
-		return nil, "", fmt.Errorf("%w: no tenants folder at %s and no xDS server given; pass --tenants DIR or --server URL to check them "+
-			"(--force skips the check and this warning)", errNothingKnown, k.tenantsDir)
+		return nil, "", usageErr(fmt.Errorf("--tenant %s cannot be checked: no tenants folder at %s and no gateway given; "+
+			"pass --tenants DIR or --server URL to check it, or --force to create the key unchecked (no key was created)", req.Tenant, k.tenantsDir))
 	}
 	rep, err := gateway.Client{BaseURL: k.server}.Health(cmd.Context(), "")
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: no tenants folder at %s, and %v; pass --tenants DIR or --server URL to check them "+
-			"(--force skips the check and this warning)", errNothingKnown, k.tenantsDir, err)
+		return nil, "", fmt.Errorf("--tenant %s cannot be checked: no tenants folder at %s, and %w; no key was created "+
+			"(--force creates it unchecked)", req.Tenant, k.tenantsDir, gatewayErr(err))
 	}
 	out := map[string][]string{}
 	for _, e := range rep.Endpoints {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,15 +23,6 @@ import (
 	"github.com/inferplane/inferplane/usage"
 )
 
-// Environment variables the keys and health commands read.
-const (
-	envKeysFile  = "INFERPLANE_KEYS_FILE"
-	envServerURL = "INFERPLANE_SERVER"
-	// defaultServerURL is the admin address of `inferplane xds serve` (--admin-address :9090),
-	// where it serves /metrics and, mounted by the lead, /v1/health and /v1/usage.
-	defaultServerURL = "http://127.0.0.1:9090"
-)
-
 // storeFlags choose the key store: a bbolt file (the default) or APIKey objects in a
 // Kubernetes namespace.
 type storeFlags struct {
@@ -46,34 +36,19 @@ type storeFlags struct {
 // secret or usage).
 func (f *storeFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.file, "store-file", "", "key store file (bbolt); default $"+envKeysFile+" or "+defaultKeysFile())
-	fl.StringVar(&f.namespace, "namespace", "", "keep keys as APIKey objects in this Kubernetes namespace instead of a file")
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --namespace (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-	fl.StringVar(&f.context, "context", "", "kubeconfig context for --namespace")
-}
-
-func defaultKeysFile() string {
-	if p := os.Getenv(envKeysFile); p != "" {
-		return p
-	}
-	dir := os.Getenv("XDG_DATA_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "inferplane-keys.db"
-		}
-		dir = filepath.Join(home, ".local", "share")
-	}
-	return filepath.Join(dir, "inferplane", "keys.db")
+	fl.StringVar(&f.file, "store-file", "", "key store file (bbolt); default $"+envKeysFile+", else ~/.local/share/inferplane/keys.db")
+	fl.StringVar(&f.namespace, "namespace", "", "Kubernetes namespace of the APIKey objects that hold the keys, instead of a file")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file for --namespace (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fl.StringVar(&f.context, "context", "", "kubeconfig context for --namespace (default: the current one)")
 }
 
 // open opens the chosen store. With mustExist, a store file that does not exist is an error
 // (listing or revoking in a mistyped file would otherwise show an empty store); create makes it.
 func (f *storeFlags) open(mustExist bool) (keys.Store, string, error) {
+	if err := f.check(); err != nil {
+		return nil, "", err
+	}
 	if f.namespace != "" {
-		if f.file != "" {
-			return nil, "", usageErr(errors.New("--store-file and --namespace choose different stores: pass one"))
-		}
 		cfg, err := kubeconfig.Load(f.kubeconfig, f.context)
 		if err != nil {
 			return nil, "", err
@@ -92,6 +67,14 @@ func (f *storeFlags) open(mustExist bool) (keys.Store, string, error) {
 	return keys.NewFileStore(path), path, nil
 }
 
+// check refuses flags that choose two stores.
+func (f *storeFlags) check() error {
+	if f.namespace != "" && f.file != "" {
+		return usageErr(errors.New("--store-file and --namespace choose different stores: pass one"))
+	}
+	return nil
+}
+
 func newKeysCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keys",
@@ -102,139 +85,233 @@ HMAC-SHA256 under the server secret, never the key.
 
 Keys live in a bbolt file (--store-file, the default) or, for clusters with several xDS
 server replicas, as APIKey objects in a Kubernetes namespace (--namespace). The server
-secret is read from --secret-file or $` + keys.SecretEnv + `; create one with "keys secret".
+secret is read from --secret-file, $` + envKeysSecretFile + `, $` + keys.SecretEnv + ` or ~/.config/inferplane/keys-secret;
+on first use, make it with "keys secret --file" and give the gateway (xds serve) the same.
 
 A key can carry rate limits and token budgets of its own (keys create --requests-per-minute,
 --tokens-per-day, ...; keys limit changes them), on top of its tenant's (tenant.yaml
 spec.limits); keys usage shows the spend against each.`,
+		Example: `  inferplane keys secret --file ~/.config/inferplane/keys-secret   # once
+  inferplane keys create --tenant acme --endpoint chat --file acme-chat.key
+  inferplane keys list --tenant acme`,
 	}
-	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(), newKeysListCmd(), newKeysRevokeCmd(), newKeysUsageCmd(), newKeysLimitCmd())
+	cmd.AddCommand(newKeysSecretCmd(), newKeysCreateCmd(), newKeysListCmd(), newKeysRevokeCmd(), newKeysUsageCmd(), newKeysLimitCmd(),
+		newKeysServeCmd())
 	return cmd
 }
 
 func newKeysSecretCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "secret",
-		Short: "Print a new random server secret (for --secret-file or $" + keys.SecretEnv + ")",
-		Long: `Prints 48 random bytes as URL-safe base64. Store it where the xDS server and the
-"keys create" command can read it, e.g.:
+	var file string
+	cmd := &cobra.Command{
+		Use:   "secret [--file FILE]",
+		Short: "Make a new random server secret, the key every API key is hashed with",
+		Long: `secret makes 48 random bytes, as URL-safe base64, and writes them to --file (mode 0600, in a
+folder it creates with mode 0700; never over an existing file) or prints them. In
+~/.config/inferplane/keys-secret, the keys commands and xds serve find it without a flag;
+elsewhere, give them --secret-file or $` + envKeysSecretFile + `. In a cluster, keep it in a Secret:
 
-  inferplane keys secret > /etc/inferplane/keys-secret && chmod 600 /etc/inferplane/keys-secret
-  kubectl -n inferplane-system create secret generic inferplane-keys --from-file=secret=/etc/inferplane/keys-secret
+  kubectl -n inferplane-system create secret generic inferplane-keys --from-file=secret=FILE
 
 Every key is hashed with this secret: replacing it invalidates every key.`,
-		Example: `  inferplane keys secret > /etc/inferplane/keys-secret && chmod 600 /etc/inferplane/keys-secret`,
-		Args:    cobra.NoArgs,
+		Example: `  # First use on this machine: where keys create and xds serve look for it
+  inferplane keys secret --file ~/.config/inferplane/keys-secret
+
+  inferplane keys secret --file /etc/inferplane/keys-secret`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := keys.NewSecret()
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintln(cmd.OutOrStdout(), s)
-			return err
+			if file == "" {
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), s)
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+				return err
+			}
+			if err := writeNew(file, []byte(s+"\n")); err != nil {
+				if errors.Is(err, fs.ErrExist) {
+					return fmt.Errorf("%s exists: a new secret would invalidate every key hashed with that one; remove it first if that is what you want", file)
+				}
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote a new key secret to %s (mode 0600)\n", file)
+			return nil
 		},
 	}
+	addFileFlag(cmd, &file)
+	return cmd
+}
+
+// writeNew writes a file that must not exist yet, readable by its owner only.
+func writeNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return err
+	}
+	return nil
+}
+
+// keysCreateFlags are keys create's flags.
+type keysCreateFlags struct {
+	sf                                                  storeFlags
+	kc                                                  keyCheck
+	lf                                                  limitFlags
+	tenant, endpoint, name, expires, secretFile, output string
+	file                                                string
 }
 
 func newKeysCreateCmd() *cobra.Command {
-	var (
-		sf                                                  storeFlags
-		kc                                                  keyCheck
-		lf                                                  limitFlags
-		tenant, endpoint, name, expires, secretFile, output string
-	)
+	var f keysCreateFlags
 	cmd := &cobra.Command{
-		Use:   "create --tenant T [--endpoint E] [--name N] [--expires 720h|30d|2027-01-31|RFC3339]",
-		Short: "Create a key and print it once",
-		Long: `Creates a key for a tenant (all its endpoints, or one with --endpoint) and prints it on
-standard output, alone, so that it can be captured:
+		Use:   "create --tenant T [--endpoint E] [--name N] [--expires 720h|30d|2027-01-31|RFC3339] [--file FILE]",
+		Short: "Create a key and show it once",
+		Long: `Creates a key for a tenant (all its endpoints, or one with --endpoint) and writes it to
+--file (mode 0600, a new file only) or prints it on standard output, alone, so that it can be
+captured:
 
   KEY=$(inferplane keys create --tenant acme --endpoint qwen3-32b --name ci --expires 90d)
 
-The key is shown this once; the store keeps only its hash.
+The key is shown this once; the store keeps only its hash. Printed into a file others can read
+(a shell's "> file" makes it mode 0644), it draws a warning: prefer --file.
 
 The tenant and the endpoint must exist: they are looked up in the tenants folder (--tenants,
-the generator's input tree: <tenant>/jobs/<job>.yaml) or, when there is none, among the
-endpoints a running xDS server knows (--server or $INFERPLANE_SERVER). A name that matches
-nothing is refused with the closest known names; --force skips the check (a key for a tenant
-not deployed yet). With neither a folder nor a server, the key is created with a warning that
-nothing was checked.
+the generator's inputs: <tenant>/jobs/<job>.yaml) or, when there is none, among the endpoints
+the gateway knows (--server or $` + envServerURL + `). A name that matches nothing is refused with
+the closest known names; with nothing to check against (no folder, no gateway given, or a
+gateway that does not answer) the key is refused too. --force skips the check (a key for a
+tenant not deployed yet).
 
 ` + limitsHelp,
-		Example: `  # A key for every endpoint of tenant acme, valid 30 days
+		Example: `  # A key for one endpoint, into a file only you can read
+  inferplane keys create --tenant acme --endpoint chat --file acme-chat.key
+
+  # A key for every endpoint of tenant acme, valid 30 days
   inferplane keys create --tenant acme --expires 30d
 
   # A trial key: 20 requests a minute, 100,000 tokens a day, 1M a month (warning only)
   inferplane keys create --tenant acme --requests-per-minute 20 --tokens-per-day 100000 \
     --tokens-per-month 1000000 --soft tpmo
 
-  # A key for one endpoint, as JSON (the key and its record)
+  # The key and its record, as JSON
   inferplane keys create --tenant acme --endpoint qwen3-32b --name ci -o json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "text" && output != "json" {
-				return usageErr(fmt.Errorf("-o %q: want text or json", output))
-			}
-			lim, err := lf.spec()
-			if err != nil {
-				return err
-			}
-			now := time.Now().UTC()
-			exp, err := keys.ParseExpiry(expires, now)
-			if err != nil {
-				return usageErr(fmt.Errorf("--expires: %w", err))
-			}
-			req := keys.Request{Tenant: tenant, Endpoint: endpoint, Name: name, ExpiresAt: exp, Limits: lim}
-			if errs := req.Check(now); len(errs) > 0 {
-				return usageErr(flagErrors(errs, nil, ""))
-			}
-			secret, err := keys.LoadSecret(secretFile)
-			if err != nil {
-				return usageErr(err)
-			}
-			h, err := keys.NewHasher(secret)
-			if err != nil {
-				return usageErr(err)
-			}
-			if !kc.force {
-				if err := kc.check(cmd, req); err != nil {
-					return err
-				}
-			}
-			store, where, err := sf.open(false)
-			if err != nil {
-				return err
-			}
-			key, rec, err := keys.Issue(cmd.Context(), store, h, req, now)
-			if err != nil {
-				return err
-			}
-			return printCreated(cmd, output, key, rec, where, now)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runKeysCreate(cmd, &f) },
 	}
-	sf.register(cmd)
-	kc.register(cmd)
-	lf.register(cmd)
+	f.sf.register(cmd)
+	f.kc.register(cmd)
+	f.lf.register(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&tenant, "tenant", "", "tenant the key belongs to (required)")
-	fl.StringVar(&endpoint, "endpoint", "", "limit the key to this job endpoint (default: every endpoint of the tenant)")
-	fl.StringVar(&name, "name", "", "a label for people, e.g. \"ci pipeline\"")
-	fl.StringVar(&expires, "expires", "", "expiry: a duration from now (720h, 30d) or a date/time (2027-01-31, RFC 3339); default never")
-	fl.StringVar(&secretFile, "secret-file", "", "file holding the server secret (default $"+keys.SecretEnv+")")
-	fl.StringVarP(&output, "output", "o", "text", "text (the key alone on stdout) or json")
+	fl.StringVar(&f.tenant, "tenant", "", "tenant the key belongs to (required)")
+	fl.StringVar(&f.endpoint, "endpoint", "", "job endpoint the key is limited to (default: every endpoint of the tenant)")
+	fl.StringVar(&f.name, "name", "", "name of the key, for people, e.g. \"ci pipeline\"")
+	fl.StringVar(&f.expires, "expires", "", "expiry: a duration from now (720h, 30d) or a date/time (2027-01-31, RFC 3339); default never")
+	fl.StringVar(&f.secretFile, "secret-file", "", secretFileUsage)
+	fl.StringVar(&f.file, "file", "", "write to this file instead of standard output: the key, to a new file of mode 0600")
+	registerOutput(cmd, &f.output, "", "the key alone", "json", "yaml")
 	_ = cmd.MarkFlagRequired("tenant")
+	_ = cmd.RegisterFlagCompletionFunc("tenant", completeTenants)
+	_ = cmd.RegisterFlagCompletionFunc("endpoint", completeEndpoints)
 	return cmd
 }
 
-// printCreated shows the new key once: alone on stdout (text) or with its record (json), and
-// a notice on stderr.
-func printCreated(cmd *cobra.Command, output, key string, rec keys.Record, where string, now time.Time) error {
-	out := cmd.OutOrStdout()
-	if output == "json" {
-		return keysJSON(out, struct {
+func runKeysCreate(cmd *cobra.Command, f *keysCreateFlags) error {
+	if err := f.sf.check(); err != nil {
+		return err
+	}
+	lim, err := f.lf.spec()
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	exp, err := keys.ParseExpiry(f.expires, now)
+	if err != nil {
+		return usageErr(fmt.Errorf("--expires: %w", err))
+	}
+	req := keys.Request{Tenant: f.tenant, Endpoint: f.endpoint, Name: f.name, ExpiresAt: exp, Limits: lim}
+	if errs := req.Check(now); len(errs) > 0 {
+		return usageErr(flagErrors(errs, nil, ""))
+	}
+	secret, err := loadSecret(f.secretFile)
+	if err != nil {
+		return err
+	}
+	h, err := keys.NewHasher(secret)
+	if err != nil {
+		return usageErr(err)
+	}
+	if !f.kc.force {
+		if err := f.kc.check(cmd, req); err != nil {
+			return err
+		}
+	}
+	// The file before the key: a key that cannot be written is never issued.
+	var out *os.File
+	if f.file != "" {
+		if out, err = os.OpenFile(f.file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("--file %s exists: a key is written to a new file only (no key was created)", f.file)
+			}
+			return fmt.Errorf("--file: %w (no key was created)", err)
+		}
+		defer out.Close()
+	}
+	store, where, err := f.sf.open(false)
+	if err == nil {
+		var key string
+		var rec keys.Record
+		if key, rec, err = keys.Issue(cmd.Context(), store, h, req, now); err == nil {
+			return printCreated(cmd, f, out, key, rec, where, now)
+		}
+	}
+	if out != nil {
+		out.Close()
+		os.Remove(f.file)
+	}
+	return err
+}
+
+// loadSecret reads the API key secret (secretFile), or says how to make one.
+func loadSecret(flag string) ([]byte, error) {
+	file := secretFile(flag)
+	if file == "" && os.Getenv(keys.SecretEnv) == "" {
+		return nil, usageErr(errNoSecret)
+	}
+	s, err := keys.LoadSecret(file)
+	if err != nil {
+		return nil, usageErr(err)
+	}
+	return s, nil
+}
+
+// printCreated shows the new key once: alone (or with its record, -o json|yaml) on stdout or in
+// --file, and a notice on stderr; a key printed into a file others can read draws a warning.
+func printCreated(cmd *cobra.Command, f *keysCreateFlags, file *os.File, key string, rec keys.Record, where string, now time.Time) error {
+	var w io.Writer = cmd.OutOrStdout()
+	if file != nil {
+		w = file
+	}
+	var err error
+	if f.output == "json" || f.output == "yaml" {
+		err = printData(w, f.output, struct {
 			Key string `json:"key"`
 			keyView
 		}{key, keyViewOf(rec, now)})
+	} else {
+		_, err = fmt.Fprintln(w, key)
+	}
+	if err != nil {
+		return err
 	}
 	scope := "every endpoint of " + rec.Tenant
 	if rec.Endpoint != "" {
@@ -244,10 +321,30 @@ func printCreated(cmd *cobra.Command, output, key string, rec keys.Record, where
 	if !rec.ExpiresAt.IsZero() {
 		expiry = "expires " + rec.ExpiresAt.Format(time.RFC3339)
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "Created key %s for %s (%s; %s) in %s.\nThis is the only time the key is shown: store it now.\n",
-		rec.ID, scope, expiry, describeLimits(rec.Limits), where)
-	_, err := fmt.Fprintln(out, key)
-	return err
+	stderr := cmd.ErrOrStderr()
+	fmt.Fprintf(stderr, "Created key %s for %s (%s; %s) in %s.\n", rec.ID, scope, expiry, describeLimits(rec.Limits), where)
+	if file != nil {
+		fmt.Fprintf(stderr, "wrote the key to %s (mode 0600); this is the only time it is shown.\n", f.file)
+		return file.Close()
+	}
+	fmt.Fprintln(stderr, "This is the only time the key is shown: store it now.")
+	if name, mode, ok := readableByOthers(cmd.OutOrStdout()); ok {
+		fmt.Fprintf(stderr, "warning: the key went to %s, which others can read (mode %04o): chmod 600 it, or use --file FILE next time\n", name, mode)
+	}
+	return nil
+}
+
+// readableByOthers says whether w is a regular file that its group or others may read.
+func readableByOthers(w io.Writer) (name string, mode os.FileMode, ok bool) {
+	f, isFile := w.(*os.File)
+	if !isFile {
+		return "", 0, false
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o044 == 0 {
+		return "", 0, false
+	}
+	return f.Name(), st.Mode().Perm(), true
 }
 
 // keyView is a record as the CLI shows it: with its status, without its hash.
@@ -271,74 +368,103 @@ func keyViewOf(r keys.Record, now time.Time) keyView {
 
 func newKeysListCmd() *cobra.Command {
 	var (
-		sf                     storeFlags
-		tenant, status, output string
+		sf                               storeFlags
+		tenant, endpoint, status, output string
 	)
 	cmd := &cobra.Command{
-		Use:   "list [--tenant T] [--status active|revoked|expired] [-o table|json]",
+		Use:   "list [--tenant T] [--status active|revoked|expired] [-o table|json|yaml|name]",
 		Short: "List keys (ids and status; never the keys themselves)",
+		Long: `list shows the keys of the store: id, tenant, endpoint, name, status, when each was created
+and when it expires. -o name prints the ids alone, one a line (for keys revoke).`,
 		Example: `  # Every key in the default store
   inferplane keys list
 
   # Tenant acme's active keys, as JSON, from the APIKey objects of a cluster
-  inferplane keys list --tenant acme --status active -o json --namespace inferplane-system`,
+  inferplane keys list --tenant acme --status active -o json --namespace inferplane-system
+
+  # Revoke every active key of endpoint chat
+  inferplane keys revoke --yes $(inferplane keys list --tenant acme --endpoint chat --status active -o name)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return usageErr(fmt.Errorf("-o %q: want table or json", output))
-			}
 			switch keys.Status(status) {
 			case "", keys.StatusActive, keys.StatusRevoked, keys.StatusExpired:
 			default:
-				return usageErr(fmt.Errorf("--status %q: want active, revoked or expired", status))
+				return usageErr(fmt.Errorf("--status %q: expected active, revoked or expired", status))
 			}
-			store, _, err := sf.open(true)
+			views, err := listKeys(cmd, &sf, func(v keyView) bool {
+				return (tenant == "" || v.Tenant == tenant) && (endpoint == "" || v.Endpoint == endpoint) &&
+					(status == "" || string(v.Status) == status)
+			})
 			if err != nil {
 				return err
 			}
-			recs, err := store.List(cmd.Context())
-			if err != nil {
-				return err
-			}
-			now := time.Now()
-			views := []keyView{}
-			for _, r := range recs {
-				v := keyViewOf(r, now)
-				if (tenant == "" || r.Tenant == tenant) && (status == "" || string(v.Status) == status) {
-					views = append(views, v)
-				}
-			}
-			if output == "json" {
-				return keysJSON(cmd.OutOrStdout(), views)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTENANT\tENDPOINT\tNAME\tSTATUS\tCREATED\tEXPIRES")
-			for _, v := range views {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Tenant, cmp.Or(v.Endpoint, "*"), cmp.Or(v.Name, "-"),
-					v.Status, v.CreatedAt.Format(time.RFC3339), keysTimeOr(v.ExpiresAt, "never"))
-			}
-			return tw.Flush()
+			return printKeys(cmd.OutOrStdout(), output, views)
 		},
 	}
 	sf.register(cmd)
-	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's keys")
-	cmd.Flags().StringVar(&status, "status", "", "only keys in this status")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose keys to list (default: every tenant's)")
+	cmd.Flags().StringVar(&endpoint, "endpoint", "", "job endpoint: only the keys limited to it")
+	cmd.Flags().StringVar(&status, "status", "", "only keys in this status: active, revoked or expired")
+	registerOutput(cmd, &output, "table", "", outputFormats...)
+	_ = cmd.RegisterFlagCompletionFunc("tenant", completeTenants)
 	return cmd
 }
 
+// listKeys reads the store's keys that keep says to keep.
+func listKeys(cmd *cobra.Command, sf *storeFlags, keep func(keyView) bool) ([]keyView, error) {
+	store, _, err := sf.open(true)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := store.List(cmd.Context())
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	views := []keyView{}
+	for _, r := range recs {
+		if v := keyViewOf(r, now); keep(v) {
+			views = append(views, v)
+		}
+	}
+	return views, nil
+}
+
+func printKeys(w io.Writer, output string, views []keyView) error {
+	switch output {
+	case "json", "yaml":
+		return printData(w, output, views)
+	case "name":
+		for _, v := range views {
+			fmt.Fprintln(w, v.ID)
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTENANT\tENDPOINT\tNAME\tSTATUS\tCREATED\tEXPIRES")
+	for _, v := range views {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Tenant, cmp.Or(v.Endpoint, "*"), cmp.Or(v.Name, "-"),
+			v.Status, v.CreatedAt.Format(time.RFC3339), keysTimeOr(v.ExpiresAt, "never"))
+	}
+	return tw.Flush()
+}
+
 func newKeysRevokeCmd() *cobra.Command {
-	var sf storeFlags
+	var (
+		sf  storeFlags
+		yes bool
+	)
 	cmd := &cobra.Command{
-		Use:   "revoke ID...",
+		Use:   "revoke ID... [--yes]",
 		Short: "Revoke keys (a soft delete: the record and its usage stay)",
 		Long: `Revokes keys by id. Every xDS server watching the store refuses them within a second.
-The record stays, listed as revoked, so usage recorded against the id keeps its owner.`,
+The record stays, listed as revoked, so usage recorded against the id keeps its owner. A
+revocation cannot be undone: on a terminal revoke asks first; elsewhere --yes is required.`,
 		Example: `  # Revoke two keys by the ids keys list shows
   inferplane keys revoke 3f9a0c1d2e4b5a69 7c21d0e9f8a6b543
 
-  # In a store file other than the default
-  inferplane keys revoke --store-file /srv/inferplane/keys.db 3f9a0c1d2e4b5a69`,
+  # In a script, in a store file other than the default
+  inferplane keys revoke --yes --store-file /srv/inferplane/keys.db 3f9a0c1d2e4b5a69`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			for _, id := range ids {
@@ -350,31 +476,42 @@ The record stays, listed as revoked, so usage recorded against the id keeps its 
 					return usageErr(fmt.Errorf("%q is not a key id (16 hex digits, as `keys list` shows)", id))
 				}
 			}
-			store, _, err := sf.open(true)
+			store, where, err := sf.open(true)
 			if err != nil {
 				return err
 			}
-			now := time.Now().UTC().Truncate(time.Second)
-			for _, id := range ids {
-				before, err := store.Get(cmd.Context(), id)
-				if err != nil {
+			if !yes {
+				if err := confirm(cmd, fmt.Sprintf("Revoke %d key(s) in %s (%s)? This cannot be undone. [y/N] ", len(ids), where, strings.Join(ids, ", "))); err != nil {
 					return err
 				}
-				if !before.RevokedAt.IsZero() {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s was already revoked at %s\n", id, before.RevokedAt.Format(time.RFC3339))
-					continue
-				}
-				r, err := store.Revoke(cmd.Context(), id, now)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (tenant %s)\n", id, r.Tenant)
 			}
-			return nil
+			return revokeKeys(cmd, store, ids)
 		},
 	}
 	sf.register(cmd)
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (required when stdin is not a terminal)")
 	return cmd
+}
+
+// revokeKeys revokes the keys of ids in store, saying what it did with each.
+func revokeKeys(cmd *cobra.Command, store keys.Store, ids []string) error {
+	now := time.Now().UTC().Truncate(time.Second)
+	for _, id := range ids {
+		before, err := store.Get(cmd.Context(), id)
+		if err != nil {
+			return err
+		}
+		if !before.RevokedAt.IsZero() {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s was already revoked at %s\n", id, before.RevokedAt.Format(time.RFC3339))
+			continue
+		}
+		r, err := store.Revoke(cmd.Context(), id, now)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (tenant %s)\n", id, r.Tenant)
+	}
+	return nil
 }
 
 func newKeysUsageCmd() *cobra.Command {
@@ -382,9 +519,9 @@ func newKeysUsageCmd() *cobra.Command {
 	var servers []string
 	var hourly bool
 	cmd := &cobra.Command{
-		Use:   "usage [--tenant T] [--key ID] [--since 24h] [--hourly] [--server URL]... [-o table|json]",
+		Use:   "usage [--tenant T] [--key ID] [--since 24h] [--hourly] [--server URL]... [-o table|json|yaml]",
 		Short: "Show requests and tokens per key, from running xDS servers",
-		Long: `Reads per-key usage (requests, tokens in and out, per hour) from the HTTP endpoint of a
+		Long: `Reads per-key usage (requests, tokens in and out, per hour) from the admin address of a
 running xDS server (` + usage.UsagePath + `), which counts it from Envoy's access logs.
 
 Each server counts the access logs of the Envoys connected to it. With several server
@@ -399,9 +536,6 @@ replica.`,
   inferplane keys usage --server http://10.0.0.5:9090 --server http://10.0.0.6:9090 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return usageErr(fmt.Errorf("-o %q: want table or json", output))
-			}
 			if _, err := usage.ParseSince(since, time.Now()); err != nil {
 				return usageErr(fmt.Errorf("--since: %w", err))
 			}
@@ -432,47 +566,45 @@ replica.`,
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				return keysJSON(cmd.OutOrStdout(), struct {
+			if output != "table" {
+				return printData(cmd.OutOrStdout(), output, struct {
 					usage.UsageReport
 					Limits []limits.LimitStatus `json:"limits"`
 				}{rep, lim.Limits})
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', tabwriter.AlignRight)
-			if hourly {
-				fmt.Fprintln(tw, "KEY\tTENANT\tHOUR\tREQUESTS\tTOKENS IN\tTOKENS OUT\t")
-				for _, k := range rep.Keys {
-					for _, h := range k.Hours {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t\n", k.KeyID, k.Tenant, h.Hour.Format("2006-01-02 15:00"), h.Requests, h.TokensIn, h.TokensOut)
-					}
-				}
-			} else {
-				fmt.Fprintln(tw, "KEY\tTENANT\tENDPOINTS\tREQUESTS\tTOKENS IN\tTOKENS OUT\t")
-				for _, k := range rep.Keys {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t\n", k.KeyID, k.Tenant, strings.Join(k.Endpoints, ","), k.Total.Requests, k.Total.TokensIn, k.Total.TokensOut)
-				}
-			}
-			if err := tw.Flush(); err != nil {
+			if err := usageTable(cmd.OutOrStdout(), rep, hourly); err != nil {
 				return err
 			}
 			return printLimits(cmd.OutOrStdout(), lim)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&tenant, "tenant", "", "only this tenant's keys")
+	fl.StringVar(&tenant, "tenant", "", "tenant whose keys' usage to show (default: every tenant's)")
 	fl.StringVar(&key, "key", "", "only this key id")
 	fl.StringVar(&since, "since", "", "from this long ago (24h) or this RFC 3339 time; default everything kept")
 	fl.BoolVar(&hourly, "hourly", false, "one row per key and hour")
-	fl.StringArrayVar(&servers, "server", []string{serverURLDefault()}, "base URL of an xDS server's HTTP endpoint; repeat for each server replica ($"+envServerURL+")")
-	fl.StringVarP(&output, "output", "o", "table", "table or json")
+	fl.StringArrayVar(&servers, "server", []string{serverURLDefault()}, serverUsage+"; repeat it for each server replica")
+	registerOutput(cmd, &output, "table", "", "table", "json", "yaml")
+	_ = cmd.RegisterFlagCompletionFunc("tenant", completeTenants)
 	return cmd
 }
 
-func serverURLDefault() string {
-	if s := os.Getenv(envServerURL); s != "" {
-		return s
+func usageTable(w io.Writer, rep usage.UsageReport, hourly bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	if hourly {
+		fmt.Fprintln(tw, "KEY\tTENANT\tHOUR\tREQUESTS\tTOKENS IN\tTOKENS OUT\t")
+		for _, k := range rep.Keys {
+			for _, h := range k.Hours {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t\n", k.KeyID, k.Tenant, h.Hour.Format("2006-01-02 15:00"), h.Requests, h.TokensIn, h.TokensOut)
+			}
+		}
+	} else {
+		fmt.Fprintln(tw, "KEY\tTENANT\tENDPOINTS\tREQUESTS\tTOKENS IN\tTOKENS OUT\t")
+		for _, k := range rep.Keys {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t\n", k.KeyID, k.Tenant, strings.Join(k.Endpoints, ","), k.Total.Requests, k.Total.TokensIn, k.Total.TokensOut)
+		}
 	}
-	return defaultServerURL
+	return tw.Flush()
 }
 
 // gatewayErr words an error of the gateway's admin API (lifecycle/gateway) for the command
@@ -486,12 +618,6 @@ func gatewayErr(err error) error {
 		return fmt.Errorf("reach the xDS server: %w (is `inferplane xds serve` running there? set --server or $%s)", err, envServerURL)
 	}
 	return err
-}
-
-func keysJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func keysTimeOr(t time.Time, zero string) string {

@@ -33,7 +33,7 @@ func TestKeysCommands(t *testing.T) {
 	t.Setenv(keys.SecretEnv, "")
 
 	out, stderr, err := keysCLI(t, "keys", "create", "--store-file", store, "--secret-file", secretFile,
-		"--tenant", "acme", "--endpoint", "chat", "--name", "ci", "--expires", "30d")
+		"--tenant", "acme", "--endpoint", "chat", "--name", "ci", "--expires", "30d", "--force")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestKeysCommands(t *testing.T) {
 
 	// JSON output and the environment variable for the secret.
 	t.Setenv(keys.SecretEnv, strings.TrimSpace(secretOut))
-	out, _, err = keysCLI(t, "keys", "create", "--store-file", store, "--tenant", "globex", "-o", "json")
+	out, _, err = keysCLI(t, "keys", "create", "--store-file", store, "--tenant", "globex", "-o", "json", "--force")
 	var created struct {
 		Key, ID, Tenant, Status string
 	}
@@ -77,11 +77,11 @@ func TestKeysCommands(t *testing.T) {
 		t.Fatalf("list --tenant acme shows globex's key: %q", out)
 	}
 
-	out, _, err = keysCLI(t, "keys", "revoke", "--store-file", store, id)
+	out, _, err = keysCLI(t, "keys", "revoke", "--store-file", store, "--yes", id)
 	if err != nil || !strings.Contains(out, "revoked "+id) {
 		t.Fatalf("revoke: %q %v", out, err)
 	}
-	out, _, err = keysCLI(t, "keys", "revoke", "--store-file", store, id)
+	out, _, err = keysCLI(t, "keys", "revoke", "--store-file", store, "--yes", id)
 	if err != nil || !strings.Contains(out, "already revoked") {
 		t.Fatalf("second revoke: %q %v", out, err)
 	}
@@ -101,7 +101,7 @@ func TestKeysCommandErrors(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"keys", "create", "--store-file", store}, 1, "tenant"},
+		{[]string{"keys", "create", "--store-file", store}, 2, `required flag(s) "tenant" not set`},
 		{[]string{"keys", "create", "--store-file", store, "--tenant", "Not_A_Name"}, 2, "--tenant"},
 		{[]string{"keys", "create", "--store-file", store, "--tenant", "acme", "--expires", "yesterday"}, 2, "--expires"},
 		{[]string{"keys", "create", "--store-file", store, "--tenant", "acme", "--expires", "2001-01-01"}, 2, "not in the future"},

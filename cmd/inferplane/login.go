@@ -38,7 +38,7 @@ var openBrowser = func(ctx context.Context, u string) error {
 }
 
 type loginFlags struct {
-	server, context, tenant string
+	server, name, tenant string
 	device, noBrowser       bool
 	port                    int
 	timeout                 time.Duration
@@ -47,9 +47,9 @@ type loginFlags struct {
 func newLoginCmd() *cobra.Command {
 	var f loginFlags
 	cmd := &cobra.Command{
-		Use:   "login --server URL",
+		Use:   "login URL",
 		Short: "Sign in to a product API server (OIDC in the browser, or --device) and make it the current context",
-		Long: `login signs in to the product API at --server as its customers do: it asks the server which
+		Long: `login signs in to the product API at URL as its customers do: it asks the server which
 identity provider and client id to use (GET /api/v1/signin), then runs the authorization-code
 flow with PKCE in the browser, with the redirect to a listener on 127.0.0.1 (or, with --device,
 the device flow: a code to enter on any device). The tokens are kept in
@@ -61,22 +61,34 @@ picks another).
 The identity provider's client must be public (no secret) and allow loopback redirects
 (Dex: public: true without redirectURIs; Keycloak: a public client with redirect URI
 http://127.0.0.1/*; Okta: a native app with http://127.0.0.1 redirects), or list
-http://127.0.0.1:PORT/callback for a fixed --port.`,
-		Example: `  inferplane login --server https://api.models.example.com
-  inferplane login --server https://api.models.example.com --device      # no browser on this machine
-  inferplane login --server http://127.0.0.1:8080 --tenant acme --context dev`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runLogin(cmd, f) },
+http://127.0.0.1:PORT/callback for a fixed --redirect-port.`,
+		Example: `  inferplane login https://api.models.example.com
+  inferplane login https://api.models.example.com --device      # no browser on this machine
+  inferplane login http://127.0.0.1:8080 --tenant acme --name dev`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 1 && f.server != "" && f.server != args[0]:
+				return usageErr(fmt.Errorf("two servers: %s and --server %s", args[0], f.server))
+			case len(args) == 1:
+				f.server = args[0]
+			case f.server == "":
+				return usageErr(errors.New("which product API? inferplane login URL (e.g. https://api.models.example.com)"))
+			}
+			return runLogin(cmd, f)
+		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.server, "server", "", "the product API's URL (api serve), e.g. https://api.models.example.com")
-	fl.StringVar(&f.context, "context", "", "the context's name (default: the server's host and port)")
-	fl.StringVar(&f.tenant, "tenant", "", "the tenant commands act on by default (default: your only tenant, if you have one)")
+	// --server URL, as issue 19 words it, is accepted; hidden, since --server is the
+	// gateway's admin URL in every other command.
+	fl.StringVar(&f.server, "server", "", "the product API's URL (the argument)")
+	_ = fl.MarkHidden("server")
+	fl.StringVar(&f.name, "name", "", "name of the context (default: the server's host and port)")
+	fl.StringVar(&f.tenant, "tenant", "", "tenant the context's commands act on when given none (default: your only tenant, if you have one)")
 	fl.BoolVar(&f.device, "device", false, "sign in with the device flow: a code to enter in a browser on any device")
 	fl.BoolVar(&f.noBrowser, "no-browser", false, "print the sign-in URL instead of opening a browser")
-	fl.IntVar(&f.port, "port", 0, "the loopback port of the redirect (default: any free one; a provider with fixed redirect URIs needs one)")
-	fl.DurationVar(&f.timeout, "timeout", 5*time.Minute, "how long to wait for the sign-in in the browser")
-	_ = cmd.MarkFlagRequired("server")
+	fl.IntVar(&f.port, "redirect-port", 0, "the loopback port of the redirect (default: any free one; a provider with fixed redirect URIs needs one)")
+	fl.DurationVar(&f.timeout, "browser-timeout", 5*time.Minute, "how long to wait for the sign-in in the browser")
 	return cmd
 }
 
@@ -84,7 +96,7 @@ func runLogin(cmd *cobra.Command, f loginFlags) error {
 	ctx := cmd.Context()
 	u, err := url.Parse(f.server)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return usageErr(fmt.Errorf("--server %q: expected the API's URL, http(s)://host[:port]", f.server))
+		return usageErr(fmt.Errorf("%q: expected the product API's URL, http(s)://host[:port]", f.server))
 	}
 	server := strings.TrimRight(f.server, "/")
 	si, err := apiclient.New(server, nil).SignIn(ctx)
@@ -125,7 +137,7 @@ func runLogin(cmd *cobra.Command, f loginFlags) error {
 	if err != nil {
 		return fmt.Errorf("signed in at %s, but %s refused the token: %w", si.Issuer, server, err)
 	}
-	c := clientconfig.Context{Name: f.context, Server: server, Issuer: si.Issuer, ClientID: si.ClientID, User: signin.Who(tokens)}
+	c := clientconfig.Context{Name: f.name, Server: server, Issuer: si.Issuer, ClientID: si.ClientID, User: signin.Who(tokens)}
 	if c.Name == "" {
 		c.Name = clientconfig.NameFor(server)
 	}
@@ -195,22 +207,22 @@ func memberships(me apiv1.Me) string {
 }
 
 func newLogoutCmd() *cobra.Command {
-	var name string
 	cmd := &cobra.Command{
-		Use:   "logout",
+		Use:   "logout [CONTEXT]",
 		Short: "Forget a context's tokens (the current context's by default)",
 		Long: `logout deletes the tokens kept for a context; the context stays (login signs in again).
 The identity provider's session, if any, is not ended.`,
 		Example: `  inferplane logout
-  inferplane logout --context dev`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  inferplane logout dev`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
 			store, cfg, err := loadContexts()
 			if err != nil {
 				return err
 			}
-			if name == "" {
-				name = cfg.CurrentContext
+			name := cfg.CurrentContext
+			if len(args) == 1 {
+				name = args[0]
 			}
 			if _, ok := cfg.Get(name); !ok {
 				return usageErr(noContext(name, cfg))
@@ -222,7 +234,6 @@ The identity provider's session, if any, is not ended.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&name, "context", "", "the context (default: the current one)")
 	return cmd
 }
 
@@ -237,7 +248,7 @@ func loadContexts() (*clientconfig.Store, *clientconfig.Config, error) {
 
 func noContext(name string, cfg *clientconfig.Config) error {
 	if name == "" {
-		return errors.New("no current context: sign in with `inferplane login --server URL`")
+		return errors.New("no current context: sign in with `inferplane login URL`")
 	}
 	have := "none"
 	if n := cfg.Names(); len(n) > 0 {

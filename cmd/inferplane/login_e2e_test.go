@@ -81,7 +81,7 @@ func startCLIWorldWith(t *testing.T, o dex.Options) *cliWorld {
 	apiDone := make(chan error, 1)
 	go func() {
 		_, _, err := execCLI(actx, "api", "serve", "--listen", listen, "--oidc-issuer", w.dex.Issuer, "--oidc-client-id", "inferplane",
-			"--inputs-repo", inputs, "--keys-file", store, "--keys-secret-file", secret, "--gateway", "http://"+admin,
+			"--inputs-repo", inputs, "--keys-file", store, "--keys-secret-file", secret, "--server", "http://"+admin,
 			"--domain", "models.example.com", "--log-level", "warn", "--work-dir", filepath.Join(dir, "work"))
 		apiDone <- err
 	}()
@@ -167,10 +167,10 @@ func TestLoginAndContexts(t *testing.T) {
 	assert.Regexp(t, `\*\s+`+regexp.QuoteMeta(name)+`\s+`+regexp.QuoteMeta(w.apiURL)+`\s+dana@acme.example\s+acme\s+valid`, out)
 
 	// A second context, for another tenant the caller has no role in: refused, nothing kept.
-	_, _, err = execCLI(ctx, "login", "--server", w.apiURL, "--context", "globex", "--tenant", "globex")
+	_, _, err = execCLI(ctx, "login", w.apiURL, "--name", "globex", "--tenant", "globex")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--tenant globex: you have no role in it; yours: acme (developer)")
-	_, _, err = execCLI(ctx, "login", "--server", w.apiURL, "--context", "second")
+	_, _, err = execCLI(ctx, "login", w.apiURL, "--name", "second")
 	require.NoError(t, err)
 	out, _, err = execCLI(ctx, "config", "get-contexts", "-o", "name")
 	require.NoError(t, err)
@@ -194,7 +194,7 @@ func TestLoginAndContexts(t *testing.T) {
 	require.NoError(t, err)
 	err = s.jobsList(ctx, &bytes.Buffer{}, "acme", "table")
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "not signed in for context "+name+": run `inferplane login --server "+w.apiURL+"`")
+	assert.Contains(t, err.Error(), "not signed in for context "+name+": run `inferplane login "+w.apiURL+"`")
 }
 
 // The customer's commands through the API after login, with no operator file or kubeconfig:
@@ -205,7 +205,7 @@ func TestCustomerCommandsThroughTheAPI(t *testing.T) {
 	w := startCLIWorld(t)
 	w.signInAs(t, "dana@acme.example")
 	ctx := context.Background()
-	_, stderr, err := execCLI(ctx, "login", "--server", w.apiURL)
+	_, stderr, err := execCLI(ctx, "login", w.apiURL)
 	require.NoError(t, err, stderr)
 	s := w.session(t)
 	tenant, err := s.tenant("")
@@ -291,7 +291,7 @@ func TestTokensRefreshed(t *testing.T) {
 	w := startCLIWorld(t)
 	w.signInAs(t, "dana@acme.example")
 	ctx := context.Background()
-	_, stderr, err := execCLI(ctx, "login", "--server", w.apiURL)
+	_, stderr, err := execCLI(ctx, "login", w.apiURL)
 	require.NoError(t, err, stderr)
 	store, err := clientconfig.Open()
 	require.NoError(t, err)
@@ -348,7 +348,7 @@ func TestLoginDevice(t *testing.T) {
 	root := newRootCmd()
 	root.SetOut(&bytes.Buffer{})
 	root.SetErr(term)
-	root.SetArgs([]string{"login", "--server", w.apiURL, "--device"})
+	root.SetArgs([]string{"login", w.apiURL, "--device"})
 	require.NoError(t, root.ExecuteContext(ctx), term.buf.String())
 	assert.Contains(t, term.buf.String(), "Signed in to "+w.apiURL+" as dana@acme.example")
 	var out bytes.Buffer
@@ -362,18 +362,18 @@ func TestCommandsUseTheCurrentContext(t *testing.T) {
 	w := startCLIWorld(t)
 	w.signInAs(t, "dana@acme.example")
 	ctx := context.Background()
-	_, stderr, err := execCLI(ctx, "login", "--server", w.apiURL)
+	_, stderr, err := execCLI(ctx, "login", w.apiURL)
 	require.NoError(t, err, stderr)
 
 	out, stderr, err := execCLI(ctx, "models", "list", "-o", "name")
 	require.NoError(t, err, stderr)
 	assert.Contains(t, out, "Qwen/Qwen3-32B\n")
-	out, stderr, err = execCLI(ctx, "jobs", "create", "acme", "web", "--model", "Qwen/Qwen3-32B", "--replicas", "2")
+	out, stderr, err = execCLI(ctx, "jobs", "create", "acme/web", "--model", "Qwen/Qwen3-32B", "--replicas", "2")
 	require.NoError(t, err, stderr)
 	assert.Contains(t, out, "created acme/web")
-	out, _, err = execCLI(ctx, "jobs", "list", "-o", "name")
+	out, _, err = execCLI(ctx, "jobs", "list", "-o", "json")
 	require.NoError(t, err)
-	assert.Contains(t, out, "acme/web\n")
+	assert.Contains(t, out, `"name": "web"`)
 	out, _, err = execCLI(ctx, "jobs", "detail", "acme/web")
 	assert.Equal(t, exitOnItsWay, exitCode(err))
 	assert.Contains(t, out, "Job:        acme/web")
@@ -395,7 +395,7 @@ func TestCommandsUseTheCurrentContext(t *testing.T) {
 	out, _, err = execCLI(ctx, "health", "-o", "json")
 	require.NoError(t, err)
 	assert.Contains(t, out, `"tenant": "acme"`)
-	_, _, err = execCLI(ctx, "keys", "revoke", keys.Items[0].ID)
+	_, _, err = execCLI(ctx, "keys", "revoke", keys.Items[0].ID, "--yes")
 	require.NoError(t, err)
 	_, _, err = execCLI(ctx, "jobs", "delete", "acme/web")
 	assert.Equal(t, 2, exitCode(err), "delete asks for --yes")
@@ -407,5 +407,5 @@ func TestCommandsUseTheCurrentContext(t *testing.T) {
 	// reads the clusters through a kubeconfig, which this test has not).
 	_, _, err = execCLI(ctx, "jobs", "list", "--tenants", "../../tenants", "--recipes", "../../recipes")
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "the host cluster: kubeconfig", "the operator's path, not the API")
+	assert.Contains(t, err.Error(), "the host cluster: no kubeconfig", "the operator's path, not the API")
 }

@@ -34,6 +34,10 @@ func newRootCmd() *cobra.Command {
 		Long: `inferplane turns vLLM recipes and tenants' inference jobs into GitOps state (vCluster
 tenant clusters, Argo CD applications, KubeVirt VMs on passed-through GPUs), guards what Argo CD
 syncs with an admission webhook, and routes customers' traffic through Envoy to healthy replicas.`,
+		Example: `  inferplane generate                                   # render the bundled examples into ./out
+  inferplane jobs create acme/chat --model Qwen/Qwen3-32B
+  inferplane jobs detail acme/chat --wait
+  source <(inferplane completion bash)                  # tenant, job and model names complete`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -57,6 +61,7 @@ syncs with an admission webhook, and routes customers' traffic through Envoy to 
 		newConfigCmd(),
 	)
 	wireAPI(root)
+	applyConventions(root)
 	return root
 }
 
@@ -70,7 +75,8 @@ type exitStatus struct {
 func (e *exitStatus) Error() string { return e.err.Error() }
 func (e *exitStatus) Unwrap() error { return e.err }
 
-// usageErr is a command used wrongly (a bad flag value, a missing argument): exit status 2.
+// usageErr is a command used wrongly (a bad flag value, a missing argument): exit status 2,
+// for every command (docs/cli.md).
 func usageErr(err error) error { return &exitStatus{code: 2, err: err} }
 
 // flagErrors words field errors of what flags set as errors of those flags (`--tenant "x":

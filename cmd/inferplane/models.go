@@ -22,6 +22,10 @@ func newModelsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "models",
 		Short: "Write model masters an operator can pin and edit",
+		Long: `models writes hand-written ModelMasters (tenants/masters/<name>.yaml): the master a recipe
+derives, frozen so that recipe updates no longer change it, with its image pinned.`,
+		Example: `  inferplane models add --from-recipe Qwen/Qwen3-32B --node-type metal3.gpu-h100 \
+      --image vllm/vllm-openai:v0.10.2 --file tenants/masters/qwen3-32b-h100.yaml`,
 	}
 	cmd.AddCommand(newModelsAddCmd())
 	return cmd
@@ -39,7 +43,7 @@ type modelsAddFlags struct {
 func newModelsAddCmd() *cobra.Command {
 	var f modelsAddFlags
 	cmd := &cobra.Command{
-		Use:   "add --from-recipe <model-id> [--variant V] [--node-type T] -o FILE",
+		Use:   "add --from-recipe <model-id> [--variant V] [--node-type T] [--file FILE]",
 		Short: "Write the master a recipe derives as a ModelMaster file, to pin and edit",
 		Long: `add derives the ModelMaster of a recipe model for a node type, exactly as generate derives
 it for a job, and writes it as a hand-written master (tenants/masters/<name>.yaml): jobs then
@@ -48,32 +52,34 @@ name it in spec.model and get it as written, whatever later recipe updates chang
 Pin the runtime image there: a recipe's default image, vllm/vllm-openai:latest, is a tag
 that moves to each new vLLM release. --image sets a version tag, --image-digest the digest
 of one build (the guest then runs <image>@<digest>). The file is checked by the rules every
-hand-written master meets before it is written.`,
+hand-written master meets before it is written, to --file (never over an existing file unless
+--force) or standard output.`,
 		Example: `  # Qwen3-32B for the bundled H100 node type, pinned to a vLLM release
   inferplane models add --from-recipe Qwen/Qwen3-32B --node-type metal3.gpu-h100 \
-      --name qwen3-32b-pinned --image vllm/vllm-openai:v0.10.2 -o tenants/masters/qwen3-32b-pinned.yaml
+      --name qwen3-32b-pinned --image vllm/vllm-openai:v0.10.2 --file tenants/masters/qwen3-32b-pinned.yaml
 
   # Pinned to one build by digest (docker buildx imagetools inspect vllm/vllm-openai:v0.10.2)
   inferplane models add --from-recipe Qwen/Qwen3-32B --node-type metal3.gpu-h100 \
-      --image vllm/vllm-openai:v0.10.2 --image-digest sha256:<64 hex> -o tenants/masters/qwen3-32b.yaml`,
+      --image vllm/vllm-openai:v0.10.2 --image-digest sha256:<64 hex> --file tenants/masters/qwen3-32b.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runModelsAdd(cmd, &f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.from, "from-recipe", "", "recipe model id, e.g. Qwen/Qwen3-32B (required)")
+	_ = cmd.RegisterFlagCompletionFunc("from-recipe", completeRecipeModel)
 	fl.StringVar(&f.variant, "variant", "", "recipe variant (default: the recipe's default)")
 	fl.StringVar(&f.strategy, "strategy", "", "recipe strategy (default: the one the rules pick)")
-	fl.StringVar(&f.nodeType, "node-type", "h100", "NodeType name from the tenants folder, or a taxonomy hardware profile")
+	fl.StringVar(&f.nodeType, "node-type", "h100", "NodeType to derive for: a node type of the tenants folder, or a taxonomy hardware profile")
+	_ = cmd.RegisterFlagCompletionFunc("node-type", completeNodeType)
 	fl.StringArrayVar(&f.features, "feature", nil, "turn a recipe feature on or off: name=on|off (repeatable)")
-	fl.StringVar(&f.name, "name", "", "the master's name (default: the derived one, e.g. qwen3-32b-h100)")
-	fl.StringVar(&f.image, "image", "", "runtime image to pin, e.g. vllm/vllm-openai:v0.10.2 (default: the recipe's)")
+	fl.StringVar(&f.name, "name", "", "name of the master (default: the derived one, e.g. qwen3-32b-h100)")
+	fl.StringVar(&f.image, "image", "", "container image of the model server, to pin, e.g. vllm/vllm-openai:v0.10.2 (default: the recipe's)")
 	fl.StringVar(&f.digest, "image-digest", "", "pin the image to one build: sha256:<64 hex>")
-	fl.StringVarP(&f.out, "output", "o", "", "file to write (- for stdout; required)")
-	fl.BoolVar(&f.force, "force", false, "overwrite an existing file")
-	fl.StringVar(&f.recipesDir, "recipes", "recipes", "folder of vLLM recipes")
-	fl.StringVar(&f.tenantsDir, "tenants", "tenants", "folder whose nodetypes/ defines the node types")
+	fl.StringVar(&f.out, "file", "", "write to this file instead of standard output (a new .yaml file, e.g. in tenants/masters/)")
+	fl.BoolVar(&f.force, "force", false, "do it although a check refuses: overwrite an existing --file")
+	fl.StringVar(&f.recipesDir, "recipes", "recipes", usageRecipes)
+	fl.StringVar(&f.tenantsDir, "tenants", "tenants", usageTenants)
 	_ = cmd.MarkFlagRequired("from-recipe")
-	_ = cmd.MarkFlagRequired("output")
 	return cmd
 }
 
@@ -132,12 +138,12 @@ func checkMaster(name string, data []byte) error {
 }
 
 func writeMaster(cmd *cobra.Command, out, name string, data []byte, force bool) error {
-	if out == "-" {
+	if out == "" || out == "-" {
 		_, err := cmd.OutOrStdout().Write(data)
 		return err
 	}
 	if !strings.HasSuffix(out, ".yaml") && !strings.HasSuffix(out, ".yml") {
-		return usageErr(fmt.Errorf("-o %s: expected a .yaml file (the generator reads only YAML files in masters/)", out))
+		return usageErr(fmt.Errorf("--file %s: expected a .yaml file (the generator reads only YAML files in masters/)", out))
 	}
 	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
 	if force {

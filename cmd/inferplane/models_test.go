@@ -18,7 +18,7 @@ func TestModelsAddPinnedMaster(t *testing.T) {
 	tr := newJobsTree(t)
 	file := filepath.Join(tr.tenants, "masters", "qwen3-32b-pinned.yaml")
 	args := []string{"models", "add", "--from-recipe", "Qwen/Qwen3-32B", "--node-type", "metal3.gpu-h100", "--name", "qwen3-32b-pinned",
-		"--image", "vllm/vllm-openai:v0.10.2", "--image-digest", testDigest, "-o", file, "--tenants", tr.tenants, "--recipes", "../../recipes"}
+		"--image", "vllm/vllm-openai:v0.10.2", "--image-digest", testDigest, "--file", file, "--tenants", tr.tenants, "--recipes", "../../recipes"}
 	out, errOut, err := execCLI(t.Context(), args...)
 	require.NoError(t, err, errOut)
 	assert.Contains(t, out, "wrote "+file+"; jobs run this master with spec.model: qwen3-32b-pinned")
@@ -33,7 +33,7 @@ func TestModelsAddPinnedMaster(t *testing.T) {
 	_, _, err = execCLI(t.Context(), args...)
 	assert.ErrorContains(t, err, file+" exists: pass --force to overwrite it")
 
-	o, err := tr.run(t, "jobs", "create", "acme", "chat", "--model", "qwen3-32b-pinned")
+	o, err := tr.run(t, "jobs", "create", "acme/chat", "--model", "qwen3-32b-pinned")
 	require.NoError(t, err, o)
 	vm, err := os.ReadFile(filepath.Join(tr.out, "acme", "jobs", "chat", "r0-n0-cloud-init.yaml"))
 	require.NoError(t, err)
@@ -46,22 +46,22 @@ func TestModelsAddChecks(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "m.yaml")
 	_, errOut, err := execCLI(t.Context(), "models", "add", "--from-recipe", "Qwen/Qwen3-32B", "--node-type", "h100",
-		"-o", file, "--recipes", "../../recipes", "--tenants", "../../tenants")
+		"--file", file, "--recipes", "../../recipes", "--tenants", "../../tenants")
 	require.NoError(t, err)
 	assert.Contains(t, errOut, "note: image vllm/vllm-openai:latest is a tag that moves")
 
 	bad := filepath.Join(dir, "bad.yaml")
 	_, _, err = execCLI(t.Context(), "models", "add", "--from-recipe", "Qwen/Qwen3-32B", "--node-type", "h100",
-		"--image-digest", "sha256:1234", "-o", bad, "--recipes", "../../recipes", "--tenants", "../../tenants")
+		"--image-digest", "sha256:1234", "--file", bad, "--recipes", "../../recipes", "--tenants", "../../tenants")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `spec.imageDigest: is "sha256:1234"; expected sha256: and 64 lower-case hex digits`)
 	assert.NoFileExists(t, bad)
 
-	_, _, err = execCLI(t.Context(), "models", "add", "--from-recipe", "Qwen/Qwen3-23B", "-o", bad, "--recipes", "../../recipes", "--tenants", "../../tenants")
+	_, _, err = execCLI(t.Context(), "models", "add", "--from-recipe", "Qwen/Qwen3-23B", "--file", bad, "--recipes", "../../recipes", "--tenants", "../../tenants")
 	assert.ErrorContains(t, err, "did you mean Qwen/Qwen3-32B")
 	assert.NoFileExists(t, bad)
 
-	_, _, err = execCLI(t.Context(), "models", "add", "--from-recipe", "Qwen/Qwen3-32B", "-o", strings.TrimSuffix(bad, ".yaml")+".txt",
+	_, _, err = execCLI(t.Context(), "models", "add", "--from-recipe", "Qwen/Qwen3-32B", "--file", strings.TrimSuffix(bad, ".yaml")+".txt",
 		"--recipes", "../../recipes", "--tenants", "../../tenants")
 	assert.Equal(t, 2, exitCode(err))
 }

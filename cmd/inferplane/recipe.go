@@ -28,6 +28,8 @@ func newRecipeCmd() *cobra.Command {
 		Long: `A vLLM recipe (models/<org>/<repo>.yaml in the upstream vllm-project/recipes layout) becomes a
 ModelMaster by the upstream rules: variant x hardware x strategy x features. These commands
 show the result for one model and one kind of node, exactly as generate derives it for a job.`,
+		Example: `  inferplane recipe list
+  inferplane recipe show Qwen/Qwen3-32B --node-type metal3.gpu-h100`,
 	}
 	cmd.AddCommand(newRecipeShowCmd(), newRecipeListCmd())
 	return cmd
@@ -64,18 +66,16 @@ perReplicaGPUCount is the gpuCount a job must ask for.`,
   # A pick-one feature's mode, and KV-cache offload to CPU memory
   inferplane recipe show deepseek-ai/DeepSeek-V4-Pro --variant fp8 --mode spec_decoding=mtp --node-type b200
   inferplane recipe show Qwen/Qwen3-32B --kv-offload simple`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeRecipeModel,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "yaml" && output != "json" {
-				return fmt.Errorf("-o %q: expected yaml or json", output)
-			}
 			toggles, err := parseFeatures(features)
 			if err != nil {
-				return err
+				return usageErr(err)
 			}
 			picked, err := parseModes(modes)
 			if err != nil {
-				return err
+				return usageErr(err)
 			}
 			book, err := loadBookFor(recipesDir, args[0])
 			if err != nil {
@@ -99,16 +99,17 @@ perReplicaGPUCount is the gpuCount a job must ask for.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&variant, "variant", "", "recipe variant (default: the recipe's \"default\")")
+	f.StringVar(&variant, "variant", "", "recipe variant (default: the recipe's default)")
 	f.StringVar(&strategy, "strategy", "", "recipe strategy (default: the one the rules pick)")
-	f.StringVar(&nodeType, "node-type", "h100", "NodeType name from the tenants folder, or a taxonomy hardware profile")
+	f.StringVar(&nodeType, "node-type", "h100", "NodeType to derive for: a node type of the tenants folder, or a taxonomy hardware profile")
+	_ = cmd.RegisterFlagCompletionFunc("node-type", completeNodeType)
 	f.Int32Var(&nodes, "nodes", 0, "nodes per replica (default: as few as the model fits on)")
 	f.StringArrayVar(&features, "feature", nil, "turn a recipe feature on or off: name=on|off (repeatable)")
 	f.StringArrayVar(&modes, "mode", nil, "pick a pick-one feature's mode: feature=mode, e.g. spec_decoding=mtp (repeatable; turns the feature on)")
 	f.StringVar(&kvOffload, "kv-offload", "", "a KV-cache offload option of the taxonomy (simple, offloading_cpu, offloading_fs)")
-	f.StringVar(&recipesDir, "recipes", "recipes", "folder of vLLM recipes")
-	f.StringVar(&tenantsDir, "tenants", "tenants", "folder whose nodetypes/ defines the node types")
-	f.StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	f.StringVar(&recipesDir, "recipes", "recipes", usageRecipes)
+	f.StringVar(&tenantsDir, "tenants", "tenants", usageTenants)
+	registerOutput(cmd, &output, "yaml", "", "yaml", "json")
 	return cmd
 }
 
@@ -130,7 +131,10 @@ func printObject(w io.Writer, obj any, output string) error {
 }
 
 func newRecipeListCmd() *cobra.Command {
-	var recipesDir string
+	var (
+		recipesDir string
+		warnings   bool
+	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the recipe models, their variants and strategies",
@@ -138,12 +142,27 @@ func newRecipeListCmd() *cobra.Command {
 it (recipe show accepts them; memory and per-hardware gates are checked there, for a node
 type) and, under NOT RENDERED, the strategies it refuses on any hardware: pd_cluster, and
 every strategy of a vllm-omni recipe. It reads only those parts of each recipe: generate and
-validate check the whole tree.`,
-		Example: "  inferplane recipe list --recipes ./recipes",
-		Args:    cobra.NoArgs,
+validate check the whole tree.
+
+--warnings lists instead what loads but looks wrong in the tree (a recipe whose model.model_id
+differs from its path, as two upstream recipes do on purpose). generate and jobs create say
+so only for the recipes their jobs use.`,
+		Example: `  inferplane recipe list --recipes ./recipes
+  inferplane recipe list --warnings`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkRecipesDir(recipesDir); err != nil {
 				return err
+			}
+			if warnings {
+				book, err := loadBook(recipesDir)
+				if err != nil {
+					return err
+				}
+				for _, w := range book.Warnings() {
+					fmt.Fprintln(cmd.OutOrStdout(), w)
+				}
+				return nil
 			}
 			// A one-shot command (see loadBookFor).
 			defer debug.SetGCPercent(debug.SetGCPercent(-1))
@@ -163,7 +182,8 @@ validate check the whole tree.`,
 			return w.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&recipesDir, "recipes", "recipes", "folder of vLLM recipes")
+	cmd.Flags().StringVar(&recipesDir, "recipes", "recipes", usageRecipes)
+	cmd.Flags().BoolVar(&warnings, "warnings", false, "list what loads but looks wrong in the recipes tree, instead of the recipes")
 	return cmd
 }
 

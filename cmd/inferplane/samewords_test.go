@@ -119,7 +119,7 @@ func TestSameWordsEverywhere(t *testing.T) {
 			assert.Equal(t, c.want, denials(stdout, ref), "validate")
 
 			// jobs create, with flags.
-			_, err = tr.run(t, append([]string{"jobs", "create", c.tenant, c.name, "--dry-run"}, createArgs(c.spec)...)...)
+			_, err = tr.run(t, append([]string{"jobs", "create", c.tenant + "/" + c.name, "--dry-run"}, createArgs(c.spec)...)...)
 			require.Error(t, err)
 			if c.argument {
 				assert.Equal(t, 2, exitCode(err))

@@ -70,10 +70,9 @@ all was checked (nothing labelled inferplane.io/tenant; --allow-empty accepts th
 			return runValidate(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
 		},
 	}
-	cmd.Flags().StringVar(&o.tenantsDir, "tenants", "", "the generator's tenants folder, for node types, tenants and hand-written masters")
-	cmd.Flags().StringVar(&o.recipesDir, "recipes", "", "the vLLM recipes folder, to derive the masters of jobs that name a recipe model")
+	cmd.Flags().StringVar(&o.tenantsDir, "tenants", "", usageTenants)
+	cmd.Flags().StringVar(&o.recipesDir, "recipes", "", usageRecipes)
 	cmd.Flags().BoolVar(&o.allowEmpty, "allow-empty", false, "exit 0 when no object is labelled inferplane.io/tenant (nothing to check)")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	return cmd
 }
 
@@ -95,7 +94,6 @@ func runValidate(ctx context.Context, stdout, stderr io.Writer, o validateOption
 		if opts.Book, err = loadBook(o.recipesDir); err != nil {
 			return usageErr(fmt.Errorf("--recipes %w", err))
 		}
-		printWarnings(stderr, o.recipesDir, opts.Book)
 	}
 	rep, err := validate.Run(ctx, opts)
 	for _, p := range rep.Skipped {

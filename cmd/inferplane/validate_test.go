@@ -130,7 +130,7 @@ spec:
 // checks that the webhook's rules admit every object the generator commits.
 func TestValidateGeneratorOutput(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	_, stderr, code := validateCLI(t, "generate", "--recipes", "../../recipes", "--tenants", "../../tenants", "--out", out)
+	_, stderr, code := validateCLI(t, "generate", "--recipes", "../../recipes", "--tenants", "../../tenants", "--out-dir", out)
 	require.Equal(t, 0, code, stderr)
 	stdout, stderr, code := validateCLI(t, "validate", out)
 	assert.Equal(t, 0, code, stdout+stderr)

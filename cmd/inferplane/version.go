@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/inferplane/inferplane/internal/version"
 )
@@ -31,27 +29,14 @@ says which.`,
 			return writeVersion(cmd, version.Get(), output)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
+	registerOutput(cmd, &output, "table", "", "table", "json", "yaml")
 	return cmd
 }
 
 func writeVersion(cmd *cobra.Command, in version.Info, output string) error {
 	w := cmd.OutOrStdout()
-	switch output {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(in)
-	case "yaml":
-		b, err := yaml.Marshal(in)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	case "table":
-	default:
-		return usageErr(fmt.Errorf("-o %q: want table, json or yaml", output))
+	if output != "table" {
+		return printData(w, output, in)
 	}
 	commit := in.Commit
 	switch {

@@ -33,7 +33,7 @@ func TestVersionCommand(t *testing.T) {
 	_, _, err = execCLI(ctx, "version", "-o", "xml")
 	require.Error(t, err)
 	assert.Equal(t, 2, exitCode(err))
-	assert.Contains(t, err.Error(), `-o "xml": want table, json or yaml`)
+	assert.Contains(t, err.Error(), `-o "xml": expected table, json or yaml`)
 }
 
 // TestVersionStamped builds the binary the two ways a user does, `make build` (stamped by

@@ -28,6 +28,8 @@ func newWebhookCmd() *cobra.Command {
 VirtualMachine and VirtualMachineInstance labelled inferplane.io/tenant that Argo CD (or anyone)
 creates or updates, with the same rules as ` + "`inferplane validate`" + ` and the generator: GPU counts,
 replica layout, allowed node types and GPU devices. See docs/webhook.md.`,
+		Example: `  inferplane webhook manifests | kubectl apply -f -
+  inferplane webhook serve --dev --kubeconfig ~/.kube/dev`,
 	}
 	cmd.AddCommand(newWebhookServeCmd(), newWebhookManifestsCmd())
 	return cmd
@@ -78,16 +80,15 @@ Endpoints: the webhook on --port (TLS, /validate/<resource>); /healthz and /read
 	f.StringVar(&w.o.ProbeAddr, "health-probe-bind-address", webhook.DefaultProbeAddr, `address of /healthz and /readyz ("0" turns them off)`)
 	f.DurationVar(&w.o.ShutdownTimeout, "shutdown-timeout", webhook.DefaultShutdownTimeout, "how long in-flight requests may take to finish after SIGTERM")
 	f.DurationVar(&w.o.CertSyncInterval, "cert-sync-interval", webhook.DefaultCertSyncInterval, "with --tls-secret: how often the Secret and caBundle are checked")
-	f.StringVar(&w.kubeconfig, "kubeconfig", "", "kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-	f.StringVar(&w.kubeCtx, "context", "", "kubeconfig context")
+	f.StringVar(&w.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	f.StringVar(&w.kubeCtx, "context", "", "kubeconfig context (default: the current one)")
 	f.BoolVar(&w.dev, "dev", false, "make a self-signed certificate for --dev-hosts and print its CA bundle")
 	f.StringSliceVar(&w.devHosts, "dev-hosts", []string{"localhost", "127.0.0.1"}, "with --dev: the names and addresses the certificate covers")
 	f.StringVar(&w.tlsSecret, "tls-secret", "", "NAMESPACE/NAME of the Secret that keeps the serving certificate (in cluster)")
 	f.StringVar(&w.service, "service", "", "with --tls-secret: NAMESPACE/NAME of the webhook's Service (the certificate's host names)")
 	f.StringVar(&w.vwcName, "webhook-configuration", install.DefaultConfigurationName, "with --tls-secret: the ValidatingWebhookConfiguration whose caBundle the webhook fills in")
 	f.StringVar(&w.o.ClientCAFile, "client-ca-file", "", "PEM file of the CAs whose client certificates may call the webhook: clients without one are refused (docs/webhook.md)")
-	f.StringVar(&w.logLvl, "log-level", "info", "debug (every decision), info (denials and errors), warn or error")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
+	f.StringVar(&w.logLvl, "log-level", "info", "log level: debug (every decision), info (denials and errors), warn or error")
 	return cmd
 }
 
@@ -206,8 +207,8 @@ func webhookDevCerts(out io.Writer, o *webhook.ServeOptions, hosts []string) (cl
 
 func newWebhookManifestsCmd() *cobra.Command {
 	var (
-		o      install.ManifestOptions
-		caFile string
+		o            install.ManifestOptions
+		caFile, file string
 	)
 	cmd := &cobra.Command{
 		Use:   "manifests",
@@ -246,19 +247,18 @@ configuration is printed, pointing at a webhook outside the cluster (serve --dev
 			if err != nil {
 				return err
 			}
-			_, err = cmd.OutOrStdout().Write(data)
-			return err
+			return writeOut(cmd, file, data, 0o644)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Namespace, "namespace", install.DefaultNamespace, "namespace the webhook runs in")
+	f.StringVar(&o.Namespace, "namespace", install.DefaultNamespace, "Kubernetes namespace of the webhook's objects")
 	f.StringVar(&o.Name, "name", install.DefaultName, "name of the Deployment, Service, ServiceAccount and RBAC objects")
 	f.StringVar(&o.ConfigurationName, "configuration-name", install.DefaultConfigurationName, "name of the ValidatingWebhookConfiguration")
-	f.StringVar(&o.Image, "image", install.DefaultImage, "the inferplane image")
-	f.Int32Var(&o.Replicas, "replicas", install.DefaultReplicas, "webhook replicas (keep two or more: the webhook fails closed)")
+	f.StringVar(&o.Image, "image", install.DefaultImage, "container image of inferplane that the webhook runs")
+	f.Int32Var(&o.Replicas, "replicas", install.DefaultReplicas, "number of webhook replicas (keep two or more: the webhook fails closed)")
 	f.Int32Var(&o.TimeoutSeconds, "timeout", install.DefaultTimeoutSeconds, "seconds the API server waits for a decision (1-30)")
 	f.StringVar(&o.URL, "url", "", "https://HOST[:PORT] of a webhook outside the cluster: print only the configuration, pointing there")
 	f.StringVar(&caFile, "ca-bundle-file", "", "with --url: PEM file of the CA that signed the webhook's certificate")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
+	addFileFlag(cmd, &file)
 	return cmd
 }

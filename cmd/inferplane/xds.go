@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -12,11 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 
-	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/gateway"
 	"github.com/inferplane/inferplane/internal/kubeconfig"
 	"github.com/inferplane/inferplane/xds"
 	"github.com/inferplane/inferplane/xds/bootstrap"
+	"github.com/inferplane/inferplane/xds/discovery"
 	"github.com/inferplane/inferplane/xds/health"
 	"github.com/inferplane/inferplane/xds/resources"
 )
@@ -32,6 +33,8 @@ file), probes each replica's /health, and serves Envoy over ADS (state of the wo
 one listener, a virtual host per endpoint <job>.<tenant>.<domain> that allows only the OpenAI
 paths its runtime serves, and a round-robin cluster per job whose endpoints are the replicas
 that are up. See docs/xds.md.`,
+		Example: `  inferplane xds serve --source clusters --domain inference.example.com
+  inferplane xds bootstrap --xds-address 127.0.0.1:18000 --node-id envoy-0 --file envoy.yaml`,
 	}
 	cmd.AddCommand(newXDSServeCmd(), newXDSBootstrapCmd())
 	return cmd
@@ -75,8 +78,11 @@ Replica sources:
                      The Secrets are read from the cluster of --kubeconfig; a cluster is watched
                      from the moment its Secret appears, again when its credentials change, and
                      withdrawn when the Secret goes. One cluster failing keeps its last replicas
-                     and holds up no other.
-  --source file      reads a YAML list of endpoints (see docs/xds.md) and reloads it on change;
+                     and holds up no other; it is retried until it answers, and its replicas
+                     join within seconds. With --last-known-good-file its last replicas also
+                     outlive a restart of this server (served stale, at most
+                     --last-known-good-max-age).
+  --source file      reads a YAML list of endpoints (--endpoints-file; see docs/xds.md) and reloads it on change;
                      a bad edit is reported and the last good content stays.
 
 A replica is a candidate when its VMI is Running with an address; it takes traffic when its
@@ -87,9 +93,10 @@ Health: every candidate's GET <probe-path> starts every --probe-interval. A repl
 the first time is decided by its first probe; afterwards --unhealthy-threshold failures in a row
 take it out and --healthy-threshold successes in a row bring it back.
 
-Admin endpoints (--admin-address): /healthz (alive), /readyz (a configuration is published),
-/metrics (Prometheus), /debug/endpoints (every endpoint and replica with its state, JSON),
-and the usage and health that keys usage and health read.
+Admin endpoints (--admin-address): /healthz (alive), /readyz (a configuration is published;
+its text names tenant clusters whose replicas are served stale), /metrics (Prometheus),
+/debug/endpoints (every endpoint and replica with its state, JSON), and the usage and health
+that keys usage and health read.
 
 Listening: both servers listen on 127.0.0.1 only unless told otherwise, since the admin
 address shows every endpoint and every key's usage and the gRPC address answers key checks.
@@ -99,8 +106,8 @@ kubelet's probes and Prometheus reach the pod), an IP address on that one addres
 
 Memory: the process honours Go's GOMEMLIMIT; docs/xds.md says how to size it.`,
 		Example: `  # Local run: replicas from a file, Envoy on this machine
-  inferplane xds serve --source file --file endpoints.yaml --domain localhost
-  inferplane xds bootstrap --xds-address 127.0.0.1:18000 --node-id envoy-0 > envoy.yaml
+  inferplane xds serve --source file --endpoints-file endpoints.yaml --domain localhost
+  inferplane xds bootstrap --xds-address 127.0.0.1:18000 --node-id envoy-0 --file envoy.yaml
   envoy -c envoy.yaml
 
   # In the host cluster: the VMIs of every tenant cluster Argo CD knows
@@ -129,19 +136,27 @@ func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&x.AdminAddress, "admin-address", "127.0.0.1:9090",
 		"address of /healthz, /readyz, /metrics, /debug and the usage API (loopback only by default; :9090 listens on every interface)")
 	fs.StringVar(&s.Kind, "source", gateway.SourceKube, "where replicas come from: "+strings.Join(gateway.Sources, ", "))
-	fs.StringVar(&s.File, "file", "", "YAML file of endpoints (--source file)")
+	fs.StringVar(&s.File, "endpoints-file", "", "YAML file of endpoints (--source file)")
+	deprecatedAlias(fs, "file", "endpoints-file")
 	fs.DurationVar(&s.FileInterval, "file-interval", time.Second, "how often the file is checked for changes")
-	fs.StringSliceVar(&s.Namespaces, "namespace", nil, "watch only these namespaces (--source kube; repeatable; default all)")
+	fs.StringSliceVar(&s.Namespaces, "watch-namespace", nil, "watch only these namespaces (--source kube; repeatable; default all)")
+	deprecatedAlias(fs, "namespace", "watch-namespace")
 	fs.BoolVar(&s.AllowForeignNamespace, "allow-foreign-namespace", false,
 		"accept VMIs whose namespace differs from their tenant label (--source kube; off: such VMIs are skipped)")
 	f.registry.register(fs, "--source clusters")
 	fs.DurationVar(&s.ClusterSyncTimeout, "cluster-sync-timeout", 10*time.Second,
 		"how long the first configuration waits for every tenant cluster to be read (--source clusters)")
-	fs.DurationVar(&s.ClusterCheckInterval, "cluster-check-interval", 10*time.Second,
-		"how often each tenant cluster's API server is checked (--source clusters)")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-	fs.StringVar(&f.kubeCtx, "context", "", "kubeconfig context")
-	fs.StringVar(&r.Domain, "domain", "", "endpoint host names are <job>.<tenant>.<domain> (required)")
+	fs.DurationVar(&s.ClusterCheckInterval, "cluster-check-interval", discovery.DefaultCheckInterval,
+		"how often each tenant cluster's API server is checked while it answers; a failing one is retried from 0.5s, doubling to 4s (--source clusters)")
+	fs.DurationVar(&s.ClusterCheckTimeout, "cluster-check-timeout", discovery.DefaultCheckTimeout,
+		"how long one check of a tenant cluster waits for an answer: a hung API server is noticed within the interval plus this (--source clusters)")
+	fs.StringVar(&s.LastKnownGood, "last-known-good-file", "",
+		"file that keeps each tenant cluster's last replica set across restarts, served (still probed, reported stale) while the cluster cannot be read (--source clusters; put it on the server's own volume)")
+	fs.DurationVar(&s.LastKnownGoodMaxAge, "last-known-good-max-age", discovery.DefaultMaxStaleAge,
+		"how long a tenant cluster's last replicas are served after the cluster last answered; older ones are withheld (--source clusters)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.StringVar(&f.kubeCtx, "context", "", "kubeconfig context (default: the current one)")
+	addDomainFlag(fs, &r.Domain, true)
 	fs.StringVar(&r.ListenerAddress, "listener-address", r.ListenerAddress, "address Envoy accepts client traffic on")
 	fs.Uint32Var(&f.listenerPort, "listener-port", r.ListenerPort, "port Envoy accepts client traffic on (HTTP/1.1 and HTTP/2)")
 	fs.StringSliceVar(&f.cfg.TLS.Namespaces, "tls-secret-namespace", nil,
@@ -159,9 +174,9 @@ func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&h.Timeout, "probe-timeout", h.Timeout, "timeout of one probe")
 	fs.IntVar(&h.UnhealthyThreshold, "unhealthy-threshold", h.UnhealthyThreshold, "failed probes in a row that take a replica out")
 	fs.IntVar(&h.HealthyThreshold, "healthy-threshold", h.HealthyThreshold, "passed probes in a row that bring a replica back")
-	fs.DurationVar(&x.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight RPCs get to finish on shutdown")
+	fs.DurationVar(&x.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight RPCs may take to finish after SIGINT or SIGTERM")
 	registerAPIKeyFlags(fs, &f.cfg.APIKeys)
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 }
 
@@ -170,9 +185,11 @@ func (f *xdsServeFlags) register(fs *pflag.FlagSet) {
 func registerAPIKeyFlags(fs *pflag.FlagSet, k *gateway.APIKeys) {
 	fs.StringVar(&k.File, "keys-file", "", "API key store file (bbolt) that the keys commands write; default $"+envKeysFile+" or "+defaultKeysFile())
 	fs.StringVar(&k.Namespace, "keys-namespace", "", "read API keys from APIKey objects in this Kubernetes namespace instead of a file")
-	fs.StringVar(&k.SecretFile, "secret-file", "", "file holding the API key secret (default $"+keys.SecretEnv+")")
+	fs.StringVar(&k.SecretFile, "secret-file", "", secretFileUsage)
 	fs.StringVar(&k.ServicesAddress, "services-address", "",
 		"host:port at which Envoy reaches this server's gRPC port for key checks and access logs (default 127.0.0.1:<--grpc-address port>)")
+	fs.StringSliceVar(&k.KeyChecks, "key-check-address", nil,
+		"host:port of the key check processes (inferplane keys serve; repeatable; a name stands for every address it resolves to, e.g. a headless Service): Envoy's checks go there, and this server needs no secret (it reads the key store for the keys' limits only)")
 	fs.StringVar(&k.UsageFile, "usage-file", "",
 		"file that keeps per-key usage across restarts (saved every --usage-save-interval and on shutdown); default next to --keys-file; with --keys-namespace give one on a volume of its own per server replica; - keeps usage in memory only")
 	fs.DurationVar(&k.UsageSaveInterval, "usage-save-interval", 30*time.Second, "how often changed usage is saved to --usage-file")
@@ -185,7 +202,7 @@ func registerAPIKeyFlags(fs *pflag.FlagSet, k *gateway.APIKeys) {
 func registerLimitFlags(fs *pflag.FlagSet, l *gateway.Limits) {
 	fs.StringVar(&l.Redis, "limits-redis", "",
 		"host:port of the Redis every gateway replica shares for rate limits and token budgets (password: $"+gateway.RedisPasswordEnv+"); default: counted in this process only")
-	fs.StringVar(&l.TenantsDir, "limits-tenants", "", "tenants folder whose <tenant>/tenant.yaml spec.limits cap each tenant's keys together (reloaded on change)")
+	fs.StringVar(&l.TenantsDir, "limits-tenants", "", limitsTenantsUsage+" (reloaded on change)")
 	fs.DurationVar(&l.TenantsInterval, "limits-tenants-interval", 10*time.Second, "how often --limits-tenants is checked for changes")
 	fs.DurationVar(&l.Grace, "limits-grace", 30*time.Second,
 		"how long the last counts are enforced while Redis is unreachable, before each tenant's onStoreDown (open or closed) applies")
@@ -219,6 +236,7 @@ func (f *xdsServeFlags) config(cmd *cobra.Command) (gateway.Config, error) {
 	path, kubeCtx := f.kubeconfig, f.kubeCtx
 	cfg.Kube = func() (*rest.Config, error) { return kubeconfig.Load(path, kubeCtx) }
 	cfg.APIKeys.DefaultFile = defaultKeysFile()
+	cfg.APIKeys.SecretFile = secretFile(cfg.APIKeys.SecretFile)
 	if cfg.Source.Clusters, err = f.registry.options(); err != nil {
 		return cfg, err
 	}
@@ -228,15 +246,30 @@ func (f *xdsServeFlags) config(cmd *cobra.Command) (gateway.Config, error) {
 	return cfg, nil
 }
 
-// gatewayFlags name the flag of each setting of gateway.Config.Check.
-var gatewayFlags = map[string]string{
-	"xds.resources": "--domain/--listener-*", "xds.health": "--probe-*",
-	"source.kind": "--source", "source.file": "--file", "source.namespaces": "--namespace/--allow-foreign-namespace",
-	"source.clusters":           "--argocd-namespace/--vcluster-namespace",
-	"apiKeys.usageSaveInterval": "--usage-save-interval",
-	"apiKeys.namespace":         "--keys-namespace",
-	"apiKeys.servicesAddress":   "--services-address",
+// limitsFlags name the flag of each setting of gateway.Limits.Validate under prefix.
+func limitsFlags(prefix string) map[string]string {
+	return map[string]string{prefix + "grace": "--limits-grace", prefix + "flushInterval": "--limits-flush-interval",
+		prefix + "tenantsInterval": "--limits-tenants-interval", prefix + "timeout": "--limits-timeout",
+		prefix + "maxStale": "--limits-max-stale"}
 }
+
+// gatewayFlags name the flag of each setting of gateway.Config.Check.
+var gatewayFlags = func() map[string]string {
+	m := limitsFlags("apiKeys.limits.")
+	maps.Copy(m, map[string]string{
+		"xds.resources": "--domain/--listener-*", "xds.health": "--probe-*",
+		"source.kind": "--source", "source.file": "--endpoints-file", "source.namespaces": "--watch-namespace/--allow-foreign-namespace",
+		"source.clusters":            "--argocd-namespace/--vcluster-namespace",
+		"source.lastKnownGood":       "--last-known-good-file",
+		"source.lastKnownGoodMaxAge": "--last-known-good-max-age",
+		"source.clusterCheckTimeout": "--cluster-check-timeout",
+		"apiKeys.usageSaveInterval":  "--usage-save-interval",
+		"apiKeys.namespace":          "--keys-namespace",
+		"apiKeys.servicesAddress":    "--services-address",
+		"apiKeys.secretFile":         "--secret-file",
+	})
+	return m
+}()
 
 func newXDSBootstrapCmd() *cobra.Command {
 	var (
@@ -258,7 +291,7 @@ Deployment (envoy -c envoy.yaml --service-node "$POD_NAME").
 The default protocol is delta xDS: in state of the world, every endpoint ACK lists every
 cluster the Envoy has, so with thousands of endpoints each replica change costs every Envoy
 a large request; see docs/xds.md for the measured difference.`,
-		Example: `  inferplane xds bootstrap --xds-address inferplane-xds.inferplane.svc:18000 --node-id "$POD_NAME" > /etc/envoy/envoy.yaml
+		Example: `  inferplane xds bootstrap --xds-address inferplane-xds.inferplane.svc:18000 --node-id "$POD_NAME" --file /etc/envoy/envoy.yaml
   envoy -c /etc/envoy/envoy.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -273,21 +306,18 @@ a large request; see docs/xds.md for the measured difference.`,
 			if err != nil {
 				return usageErr(err)
 			}
-			if output == "" || output == "-" {
-				_, err = cmd.OutOrStdout().Write(y)
-				return err
-			}
-			return os.WriteFile(output, y, 0o644)
+			return writeOut(cmd, output, y, 0o644)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.XDSAddress, "xds-address", "127.0.0.1:18000", "the xDS server's gRPC address (host:port; a name is resolved by DNS)")
 	f.StringVar(&opts.NodeID, "node-id", host, "this Envoy's node id, unique per Envoy")
 	f.StringVar(&opts.NodeCluster, "node-cluster", "inferplane-gateway", "the Envoy fleet's name")
-	f.StringVar(&opts.AdminAddress, "admin-address", "127.0.0.1:9901", "Envoy's admin interface (IP:port; keep it on loopback)")
+	f.StringVar(&opts.AdminAddress, "envoy-admin-address", "127.0.0.1:9901", "Envoy's admin interface (IP:port; keep it on loopback)")
+	deprecatedAlias(f, "admin-address", "envoy-admin-address")
 	f.Int64Var(&opts.MaxConnections, "max-connections", 50000, "cap on client connections across all listeners")
 	f.StringVar(&api, "api", "delta", "xDS protocol: delta (incremental: a replica's change costs the same whatever the number of endpoints) or sotw (state of the world)")
-	f.StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	addFileFlag(cmd, &output)
 	return cmd
 }
 
@@ -306,3 +336,7 @@ func xdsLogger(cmd *cobra.Command, level, format string) (*slog.Logger, error) {
 	}
 	return nil, fmt.Errorf("--log-format %q: expected text or json", format)
 }
+
+// limitsTenantsUsage is --limits-tenants' meaning wherever it is a flag (xds serve reads the
+// folder, gateway manifests mounts it from a ConfigMap for the xDS servers).
+const limitsTenantsUsage = "tenants folder whose <tenant>/tenant.yaml spec.limits cap each tenant's keys together"

@@ -38,7 +38,7 @@ func TestXDSBootstrapCommand(t *testing.T) {
 	assert.Equal(t, corev3.ApiConfigSource_DELTA_GRPC, b.DynamicResources.AdsConfig.ApiType, "delta is the default")
 
 	path := filepath.Join(t.TempDir(), "envoy.yaml")
-	_, _, err = execCLI(context.Background(), "xds", "bootstrap", "--node-id", "a", "--api", "sotw", "-o", path)
+	_, _, err = execCLI(context.Background(), "xds", "bootstrap", "--node-id", "a", "--api", "sotw", "--file", path)
 	require.NoError(t, err)
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -54,7 +54,7 @@ func TestXDSCommandErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"xds", "serve", "--source", "file", "--domain", "x.test"}, 2, "--file is required: the file source reads replicas from one"},
+		{[]string{"xds", "serve", "--source", "file", "--domain", "x.test"}, 2, "--endpoints-file is required: the file source reads replicas from one"},
 		{[]string{"xds", "serve", "--source", "nfs", "--domain", "x.test"}, 2, `--source "nfs": expected one of kube, clusters, file`},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "Bad_Domain"}, 2, `domain "Bad_Domain"`},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--probe-timeout", "5s"}, 2, "probe timeout 5s: must not exceed the interval 2s"},
@@ -69,6 +69,14 @@ func TestXDSCommandErrors(t *testing.T) {
 			"--keys-file", filepath.Join(filepath.Dir(eps), "keys.db"), "--grpc-address", "127.0.0.1:0"}, 2, "--services-address is required: needed when the gRPC address picks a free port (:0)"},
 		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--secret-file", secret,
 			"--usage-save-interval", "0s"}, 2, `--usage-save-interval "0s": want a positive duration`},
+		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--secret-file", secret,
+			"--key-check-address", "127.0.0.1:18001"}, 2, "--secret-file: with key check processes of their own"},
+		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--insecure-no-api-keys",
+			"--last-known-good-file", filepath.Join(filepath.Dir(eps), "known.json")}, 2, "--last-known-good-file: only the clusters source keeps a last known good file"},
+		{[]string{"keys", "serve", "--store-file", eps, "--namespace", "keys"}, 2, "--store-file and --namespace choose different stores"},
+		{[]string{"keys", "serve", "--store-file", eps, "--drain-delay", "-1s"}, 2, "--drain-delay and --shutdown-timeout"},
+		{[]string{"keys", "serve", "--store-file", eps, "--limits-grace", "-1s"}, 2, `--limits-grace "-1s": must not be negative`},
+		{[]string{"xds", "serve", "--source", "file", "--file", eps, "--domain", "x.test", "--limits-timeout", "-1s"}, 2, `--limits-timeout "-1s": must not be negative`},
 		{[]string{"xds", "bootstrap", "--api", "grpc"}, 2, `--api "grpc": expected sotw or delta`},
 		{[]string{"xds", "bootstrap", "--node-id", "a", "--xds-address", "nohost"}, 2, `xds address "nohost": expected host:port`},
 	}
@@ -147,7 +155,7 @@ func serveFixture(t *testing.T) (eps, secret, store, key string) {
 	require.NoError(t, os.WriteFile(eps, []byte("endpoints:\n- {tenant: acme, job: chat, replicas: [{address: 127.0.0.1, port: 9}]}\n"), 0o644))
 	secret = writeKeySecret(t)
 	store = filepath.Join(dir, "keys.db")
-	key, _, err := execCLI(context.Background(), "keys", "create", "--store-file", store, "--secret-file", secret, "--tenant", "acme")
+	key, _, err := execCLI(context.Background(), "keys", "create", "--store-file", store, "--secret-file", secret, "--tenant", "acme", "--force")
 	require.NoError(t, err)
 	return eps, secret, store, strings.TrimSpace(key)
 }

@@ -10,6 +10,9 @@
 // and one gRPC access-log entry per request, with the ext_authz and usage metadata, on one
 // StreamAccessLogs stream to one gateway replica, as each Envoy keeps one.
 //
+// Only the OpenAI paths of the endpoint's runtime are routed (else 404), as Envoy's routes.
+// Tests start it with Start; the local demo (e2e/demo), which is not a test, with Listen.
+//
 // What it does not do: Envoy's buffering of access-log entries (it sends each at once), its
 // retries, circuit breakers, TLS.
 package envoystandin
@@ -17,9 +20,11 @@ package envoystandin
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +46,7 @@ import (
 	"github.com/inferplane/inferplane/internal/envoymeta"
 	"github.com/inferplane/inferplane/usage/envoylua"
 	"github.com/inferplane/inferplane/xds"
+	"github.com/inferplane/inferplane/xds/resources"
 )
 
 // Options say which gateway services the stand-in uses.
@@ -59,7 +65,10 @@ type Proxy struct {
 	opt   Options
 	authz []authv3.AuthorizationClient
 	next  atomic.Uint64
-	srv   *httptest.Server
+	srv   *http.Server
+	lis   net.Listener
+	conns []*grpc.ClientConn
+	stop  func() // ends the access-log stream
 
 	alsMu sync.Mutex
 	als   accesslogv3.AccessLogService_StreamAccessLogsClient
@@ -73,41 +82,93 @@ type TB interface {
 	Fatalf(string, ...any)
 }
 
-// Start runs a stand-in until the test ends; URL is where clients send requests.
+// Start runs a stand-in on 127.0.0.1 until the test ends; URL is where clients send requests.
 func Start(t TB, o Options) *Proxy {
 	t.Helper()
-	p := &Proxy{opt: o}
-	dial := func(addr string) *grpc.ClientConn {
-		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatalf("dial %s: %v", addr, err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	for _, a := range o.Authz {
-		p.authz = append(p.authz, authv3.NewAuthorizationClient(dial(a)))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := accesslogv3.NewAccessLogServiceClient(dial(o.ALS)).StreamAccessLogs(ctx)
+	p, err := Listen("", o)
 	if err != nil {
-		t.Fatalf("access log stream: %v", err)
+		t.Fatalf("envoy stand-in: %v", err)
 	}
-	p.als = stream
-	t.Cleanup(func() { _, _ = stream.CloseAndRecv(); cancel() })
-	p.srv = httptest.NewServer(p)
-	t.Cleanup(p.srv.Close)
+	t.Cleanup(func() { _ = p.Close() })
 	return p
 }
 
+// Listen runs a stand-in on addr (empty: a free port of 127.0.0.1) until Close, for a program
+// that is not a test (e2e/demo). Without o.ALS it sends no access-log entries.
+func Listen(addr string, o Options) (*Proxy, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	p := &Proxy{opt: o, stop: func() {}}
+	dial := func(a string) (*grpc.ClientConn, error) {
+		c, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, fmt.Errorf("dial %s: %w", a, err)
+		}
+		p.conns = append(p.conns, c)
+		return c, nil
+	}
+	for _, a := range o.Authz {
+		c, err := dial(a)
+		if err != nil {
+			_ = p.Close()
+			return nil, err
+		}
+		p.authz = append(p.authz, authv3.NewAuthorizationClient(c))
+	}
+	if o.ALS != "" {
+		c, err := dial(o.ALS)
+		if err != nil {
+			_ = p.Close()
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stream, err := accesslogv3.NewAccessLogServiceClient(c).StreamAccessLogs(ctx)
+		if err != nil {
+			cancel()
+			_ = p.Close()
+			return nil, fmt.Errorf("access log stream: %w", err)
+		}
+		p.als, p.stop = stream, func() { _, _ = stream.CloseAndRecv(); cancel() }
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	p.lis, p.srv = lis, &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = p.srv.Serve(lis) }()
+	return p, nil
+}
+
+// Close stops serving and ends the access-log stream.
+func (p *Proxy) Close() error {
+	var err error
+	if p.srv != nil {
+		err = p.srv.Close()
+	}
+	p.alsMu.Lock()
+	p.stop()
+	p.alsMu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	return err
+}
+
 // URL is the stand-in's base URL.
-func (p *Proxy) URL() string { return p.srv.URL }
+func (p *Proxy) URL() string { return "http://" + p.lis.Addr().String() }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ep, ok := p.endpoint(r.Host)
 	if !ok {
 		jsonError(w, http.StatusNotFound, "no endpoint for host "+r.Host)
+		return
+	}
+	// Envoy's routes match only the OpenAI paths of the job's runtime.
+	if paths, _ := resources.RuntimePaths(ep.Runtime); !slices.Contains(paths, r.URL.Path) {
+		jsonError(w, http.StatusNotFound, "path "+r.URL.Path+" is not served by this endpoint")
 		return
 	}
 	var authzMD *structpb.Struct
@@ -257,6 +318,9 @@ func (p *Proxy) log(r *http.Request, start time.Time, code int, authz *structpb.
 		HttpLogs: &accesslogv3.StreamAccessLogsMessage_HTTPAccessLogEntries{LogEntry: []*datav3.HTTPAccessLogEntry{e}}}}
 	p.alsMu.Lock()
 	defer p.alsMu.Unlock()
+	if p.als == nil {
+		return
+	}
 	if !p.sent {
 		msg.Identifier = &accesslogv3.StreamAccessLogsMessage_Identifier{Node: &corev3.Node{Id: p.opt.Node}, LogName: "inferplane"}
 		p.sent = true

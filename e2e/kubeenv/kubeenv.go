@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,6 +136,11 @@ type Options struct {
 	APIServerFlags map[string]string
 	// CRDPaths are the CRD files installed; nil: every CRD the project knows (CRDPaths()).
 	CRDPaths []string
+	// WorkDir is a new folder for the servers' certificates and data. Empty: a temporary folder
+	// named with the harness's marker, which the tests' reaper of orphans and make test's stray
+	// check recognise; a program that is not a test and outlives test runs beside it (the
+	// demo) names its own, so that neither takes its servers for a dead test's.
+	WorkDir string
 }
 
 // Start starts etcd and kube-apiserver and installs every CRD the project knows (KubeVirt,
@@ -159,7 +165,12 @@ func StartWith(ctx context.Context, o Options) (*Env, error) {
 	}
 	// The servers' folders carry the harness's marker: it reaches their command lines
 	// (--cert-dir, --data-dir), which is how reapOrphans knows what the harness started.
-	work, err := os.MkdirTemp("", processMarker)
+	work := o.WorkDir
+	if work == "" {
+		work, err = os.MkdirTemp("", processMarker)
+	} else {
+		err = os.Mkdir(work, 0o700)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -232,6 +243,29 @@ func (e *Env) Stop() error {
 		}
 	})
 	return e.stopErr
+}
+
+// StopAPIServer kills the kube-apiserver process (SIGKILL, as when it crashes or its machine
+// goes away: a graceful stop can take envtest's whole 30-s stop timeout while watches are
+// open); etcd and its data stay. StartAPIServer starts it again on the same port with the
+// same certificates and service account keys, so every client configuration and token made
+// before still works: tests of an API server outage use the pair.
+func (e *Env) StopAPIServer() error {
+	api := e.testEnv.ControlPlane.GetAPIServer()
+	if pid, ok := childWithArg(api.Path, "--cert-dir="+api.CertDir); ok {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("kill kube-apiserver (pid %d): %w", pid, err)
+		}
+	}
+	return api.Stop() // reaps it
+}
+
+// StartAPIServer starts the API server StopAPIServer stopped and waits until it is healthy.
+func (e *Env) StartAPIServer() error {
+	if err := e.testEnv.ControlPlane.GetAPIServer().Start(); err != nil {
+		return fmt.Errorf("restart kube-apiserver: %w", err)
+	}
+	return nil
 }
 
 // Another starts one more API server and etcd, with the same CRDs, for tests that need several

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 )
@@ -127,4 +129,26 @@ func TestStopLeavesNothingRunning(t *testing.T) {
 		conn.Close()
 	}
 	require.Error(t, err, "kube-apiserver still listening on %s after Stop", u.Host)
+}
+
+// An API server stopped and started again keeps its port, its data (etcd stays) and its
+// certificates: a client made before the stop works after the restart.
+func TestAPIServerRestart(t *testing.T) {
+	kubeenv.Require(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e := kubeenv.Another(t)
+	require.NoError(t, e.EnsureNamespace(ctx, "kept"))
+	require.NoError(t, e.StopAPIServer())
+	u, err := url.Parse(e.Config.Host)
+	require.NoError(t, err)
+	conn, err := net.DialTimeout("tcp", u.Host, time.Second)
+	if err == nil {
+		conn.Close()
+	}
+	require.Error(t, err, "kube-apiserver still listening on %s after StopAPIServer", u.Host)
+
+	require.NoError(t, e.StartAPIServer())
+	var ns corev1.Namespace
+	require.NoError(t, e.Client.Get(ctx, client.ObjectKey{Name: "kept"}, &ns), "the same client, the same data")
 }

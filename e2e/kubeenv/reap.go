@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -97,4 +98,34 @@ func stopBeforeTimeout(env *Env) {
 		fmt.Fprintln(os.Stderr, "kubeenv: test timeout is near: stopping kube-apiserver and etcd")
 		_ = env.Stop()
 	})
+}
+
+// childWithArg finds the process this one started from the binary at path with arg on its
+// command line.
+func childWithArg(path, arg string) (int, bool) {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	self := strconv.Itoa(os.Getpid())
+	for _, p := range procs {
+		if exe, err := os.Readlink(filepath.Join(p, "exe")); err != nil || exe != path {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(p, "stat"))
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) < 2 || fields[1] != self {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join(p, "cmdline"))
+		if err != nil || !slices.Contains(strings.Split(string(cmdline), "\x00"), arg) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(p))
+		return pid, err == nil
+	}
+	return 0, false
 }

@@ -7,7 +7,9 @@
 // It serves GET /health (switchable to failing), GET /v1/models, POST /v1/chat/completions and
 // /v1/completions (plain or SSE streaming, with a final usage chunk when
 // stream_options.include_usage is set), POST /v1/embeddings and POST /v1/audio/transcriptions
-// (multipart). Every answer carries the X-Inferplane-Replica header naming the double, so
+// (multipart; every response_format a Parakeet server answers: json, text, verbose_json, srt
+// and vtt, the last two as one subtitle cue over the audio's length, or, standing in for vLLM,
+// vLLM's refusal of srt and vtt). Every answer carries the X-Inferplane-Replica header naming the double, so
 // tests can see which replica a proxy picked, and the usage of each response, so usage
 // accounting can be checked.
 package replicadouble
@@ -42,7 +44,19 @@ type Options struct {
 	Addr string
 	// ChunkDelay is the pause between two SSE chunks, to make streams last.
 	ChunkDelay time.Duration
+	// Observe, when set, sees every request but /health before it is answered (tests check
+	// what reached the replica: its headers, e.g. the identity the gateway adds).
+	Observe func(*http.Request)
+	// Runtime is the model server it stands in for where they differ: RuntimeParakeet (the
+	// default) or RuntimeVLLM, which refuses transcripts as subtitles.
+	Runtime string
 }
+
+// The model servers a double stands in for.
+const (
+	RuntimeParakeet = "parakeet"
+	RuntimeVLLM     = "vllm"
+)
 
 // Double is a running replica double.
 type Double struct {
@@ -133,6 +147,9 @@ func (d *Double) Handler() http.Handler {
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(ReplicaHeader, d.opts.Name)
+		if d.opts.Observe != nil && r.URL.Path != "/health" {
+			d.opts.Observe(r)
+		}
 		mux.ServeHTTP(w, r)
 	})
 }
@@ -501,8 +518,33 @@ func (d *Double) transcriptions(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, text)
 	case "verbose_json":
 		writeJSON(w, map[string]any{"task": "transcribe", "language": cmp.Or(r.FormValue("language"), "en"),
-			"duration": float64(n) / 32000, "text": text, "segments": []any{}})
+			"duration": seconds(n), "text": text, "segments": []any{}})
+	case "srt", "vtt":
+		if d.opts.Runtime == RuntimeVLLM {
+			// vLLM lists srt and vtt in its request schema but refuses them (its words).
+			apiError(w, http.StatusBadRequest, "BadRequestError", "Currently only support response_format: `text`, `json` or `verbose_json`")
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, subtitles(r.FormValue("response_format"), seconds(n), text))
 	default:
-		apiError(w, http.StatusBadRequest, "invalid_response_format", "response_format: expected json, text or verbose_json")
+		apiError(w, http.StatusBadRequest, "invalid_response_format", "response_format: expected json, text, verbose_json, srt or vtt")
 	}
+}
+
+// seconds is the length of n bytes of audio, as 16 kHz, 16-bit mono PCM.
+func seconds(n int64) float64 { return float64(n) / 32000 }
+
+// subtitles is the transcript as one SubRip (srt) or WebVTT (vtt) cue from 0 to the end of the
+// audio, as a Parakeet server writes each segment: a number, then "start --> end", then the
+// text, then a blank line (srt); a WEBVTT header and cues without numbers (vtt).
+func subtitles(format string, end float64, text string) string {
+	stamp := func(s float64, sep string) string {
+		ms := int64(s*1000 + 0.5)
+		return fmt.Sprintf("%02d:%02d:%02d%s%03d", ms/3600000, ms/60000%60, ms/1000%60, sep, ms%1000)
+	}
+	if format == "srt" {
+		return fmt.Sprintf("1\n%s --> %s\n%s\n\n", stamp(0, ","), stamp(end, ","), text)
+	}
+	return fmt.Sprintf("WEBVTT\n\n%s --> %s\n%s\n\n", stamp(0, "."), stamp(end, "."), text)
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,6 +166,41 @@ func TestTranscriptionWithOpenAIClient(t *testing.T) {
 	assert.Equal(t, 1, d.RequestsTo("/v1/audio/transcriptions"))
 }
 
+// Subtitles as a Parakeet server writes them (one cue over the 2.5 s of "audio"), and, standing
+// in for vLLM, its refusal of them.
+func TestTranscriptionSubtitles(t *testing.T) {
+	post := func(d *Double, format string) (*http.Response, string) {
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		fw, err := mw.CreateFormFile("file", "talk.wav")
+		require.NoError(t, err)
+		_, _ = fw.Write(make([]byte, 80000))
+		require.NoError(t, mw.WriteField("model", "m"))
+		require.NoError(t, mw.WriteField("response_format", format))
+		require.NoError(t, mw.Close())
+		resp, err := http.Post(d.URL()+"/v1/audio/transcriptions", mw.FormDataContentType(), &body)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, string(b)
+	}
+	parakeet, _ := start(t, Options{Name: "asr0"})
+	resp, body := post(parakeet, "srt")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "text/plain; charset=utf-8", resp.Header.Get("Content-Type"))
+	assert.Equal(t, "1\n00:00:00,000 --> 00:00:02,500\nReplica asr0 heard 80000 bytes of talk.wav.\n\n", body)
+	_, body = post(parakeet, "vtt")
+	assert.Equal(t, "WEBVTT\n\n00:00:00.000 --> 00:00:02.500\nReplica asr0 heard 80000 bytes of talk.wav.\n\n", body)
+
+	vllm, _ := start(t, Options{Name: "whisper0", Runtime: RuntimeVLLM})
+	resp, body = post(vllm, "srt")
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, body, "Currently only support response_format: `text`, `json` or `verbose_json`")
+	resp, _ = post(vllm, "verbose_json")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
 func TestHealthSwitchAndErrors(t *testing.T) {
 	d, client := start(t, Options{})
 	get := func(path string) int {
@@ -211,4 +248,25 @@ func TestDoublesShareAPortOnLoopbackAddresses(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, "b", resp.Header.Get(ReplicaHeader))
 	assert.Equal(t, a.Port(), b.Port())
+}
+
+// Observe sees every model request, with the headers it came with, and no health check.
+func TestObserve(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	_, client := start(t, Options{Name: "r0", Observe: func(r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, r.URL.Path+" "+r.Header.Get("X-Inferplane-Key-Id"))
+	}})
+	ctx := ctxT(t)
+	_, err := client.Models.List(ctx, option.WithHeader("X-Inferplane-Key-Id", "3f9a1c0e5b7d2a41"))
+	require.NoError(t, err)
+	d, _ := start(t, Options{})
+	resp, err := http.Get(d.URL() + "/health")
+	require.NoError(t, err)
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"/v1/models 3f9a1c0e5b7d2a41"}, seen)
 }

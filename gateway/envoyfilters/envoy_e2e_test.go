@@ -215,10 +215,7 @@ func TestThroughEnvoy(t *testing.T) {
 		return openai.NewClient(
 			option.WithBaseURL(fmt.Sprintf("http://127.0.0.1:%d/v1/", listenPort)),
 			option.WithAPIKey(k), option.WithMaxRetries(0),
-			option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-				r.Host = e2eHost
-				return next(r)
-			}))
+			option.WithHTTPClient(&http.Client{Transport: testnet.HostTransport(e2eHost)}))
 	}
 	params := openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}}
 

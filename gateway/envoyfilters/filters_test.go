@@ -1,11 +1,15 @@
 package envoyfilters
 
 import (
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	luav3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/lua/v3"
 	"google.golang.org/protobuf/proto"
@@ -86,26 +90,29 @@ func TestResourcesValidate(t *testing.T) {
 			}
 
 			cl, err := f.Clusters()
-			if err != nil || len(cl) != 1 {
+			if err != nil || len(cl) != 2 {
 				t.Fatalf("clusters: %v %v", cl, err)
-			}
-			validate(t, "cluster", cl[0])
-			for k, a := range cl[0].GetTypedExtensionProtocolOptions() {
-				unpack(t, k, a)
 			}
 			wantType := clusterv3.Cluster_STATIC
 			if strings.Contains(addr, "svc") {
 				wantType = clusterv3.Cluster_STRICT_DNS
 			}
-			if cl[0].GetType() != wantType {
-				t.Errorf("cluster type %v, want %v", cl[0].GetType(), wantType)
-			}
-			// Each request holds a key check open: the services cluster allows as many
-			// concurrent requests as a job cluster, not Envoy's default 1,024.
-			th := cl[0].GetCircuitBreakers().GetThresholds()
-			if len(th) != 1 || th[0].GetMaxRequests().GetValue() != 4096 || th[0].GetMaxPendingRequests().GetValue() != 4096 ||
-				th[0].GetMaxConnections().GetValue() != 4096 {
-				t.Errorf("services cluster circuit breakers: %v", th)
+			for i, want := range []string{DefaultCluster, DefaultUsageCluster} {
+				c := cl[i]
+				validate(t, "cluster", c)
+				for k, a := range c.GetTypedExtensionProtocolOptions() {
+					unpack(t, k, a)
+				}
+				if c.GetName() != want || c.GetType() != wantType {
+					t.Errorf("cluster %s type %v, want %s %v", c.GetName(), c.GetType(), want, wantType)
+				}
+				// Each request holds a key check open: the services clusters allow as many
+				// concurrent requests as a job cluster, not Envoy's default 1,024.
+				th := c.GetCircuitBreakers().GetThresholds()
+				if len(th) != 1 || th[0].GetMaxRequests().GetValue() != 4096 || th[0].GetMaxPendingRequests().GetValue() != 4096 ||
+					th[0].GetMaxConnections().GetValue() != 4096 {
+					t.Errorf("services cluster circuit breakers: %v", th)
+				}
 			}
 		})
 	}
@@ -162,4 +169,72 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("address %q: unclear error %v", addr, err)
 		}
 	}
+}
+
+// With key check processes of their own, checks go to all of them: health-checked over gRPC,
+// never to one that fails (no panic mode), retried on another when one cannot be reached;
+// access logs still go to the xDS server.
+func TestKeyChecksCluster(t *testing.T) {
+	f, err := New(Config{Address: "10.0.0.7:18000", KeyChecks: []string{"10.0.1.1:18001", "10.0.1.2:18001"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := f.Clusters()
+	if err != nil || len(cl) != 2 {
+		t.Fatalf("clusters: %v %v", cl, err)
+	}
+	checks, usage := cl[0], cl[1]
+	for _, c := range cl {
+		validate(t, c.GetName(), c)
+	}
+	if got := adsAddrs(checks); got != "10.0.1.1:18001 10.0.1.2:18001" {
+		t.Errorf("key checks: %s", got)
+	}
+	if got := adsAddrs(usage); got != "10.0.0.7:18000" {
+		t.Errorf("usage: %s", got)
+	}
+	hc := checks.GetHealthChecks()
+	if len(hc) != 1 || hc[0].GetGrpcHealthCheck().GetServiceName() != HealthService || hc[0].GetNoTrafficInterval().AsDuration() != time.Second {
+		t.Errorf("health checks: %v", hc)
+	}
+	if checks.GetCommonLbConfig().GetHealthyPanicThreshold().GetValue() != 0 || checks.GetOutlierDetection() == nil {
+		t.Errorf("no panic mode and outlier detection on the key checks: %v", checks)
+	}
+	if len(usage.GetHealthChecks()) != 0 {
+		t.Error("the usage cluster needs no health checks")
+	}
+	hf, err := f.HTTPFilters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz := unpack(t, "ext_authz", hf[0].GetTypedConfig()).(*extauthzv3.ExtAuthz)
+	rp := authz.GetGrpcService().GetRetryPolicy()
+	if rp.GetNumRetries().GetValue() != 2 || !strings.Contains(rp.GetRetryOn(), "connect-failure") || len(rp.GetRetryHostPredicate()) != 1 {
+		t.Errorf("retry policy: %v", rp)
+	}
+	for _, h := range rp.GetRetryHostPredicate() {
+		unpack(t, h.GetName(), h.GetTypedConfig())
+	}
+	als, err := f.AccessLogs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg grpcalsv3.HttpGrpcAccessLogConfig
+	if err := als[0].GetTypedConfig().UnmarshalTo(&cfg); err != nil || cfg.GetCommonConfig().GetGrpcService().GetEnvoyGrpc().GetClusterName() != DefaultUsageCluster {
+		t.Errorf("access logs go to %v (%v)", cfg.GetCommonConfig().GetGrpcService(), err)
+	}
+	if _, err := New(Config{Address: "10.0.0.7:18000", KeyChecks: []string{"nohost"}}); err == nil || !strings.Contains(err.Error(), "key check") {
+		t.Errorf("a bad key check address: %v", err)
+	}
+}
+
+func adsAddrs(c *clusterv3.Cluster) string {
+	var out []string
+	for _, le := range c.GetLoadAssignment().GetEndpoints() {
+		for _, lb := range le.GetLbEndpoints() {
+			sa := lb.GetEndpoint().GetAddress().GetSocketAddress()
+			out = append(out, net.JoinHostPort(sa.GetAddress(), strconv.Itoa(int(sa.GetPortValue()))))
+		}
+	}
+	return strings.Join(out, " ")
 }

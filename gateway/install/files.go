@@ -32,7 +32,7 @@ func YAML(o Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	header := "# inferplane gateway: the xDS server and Envoy, for the host cluster.\n" +
+	header := "# inferplane gateway: the xDS servers, the key checks and Envoy, for the host cluster.\n" +
 		"# Before applying, create the API key secret (never stored in git):\n" +
 		"#   kubectl -n " + o.Namespace + " create secret generic " + o.KeySecret +
 		" --from-literal=" + keySecretKey + "=\"$(inferplane keys secret)\"\n"

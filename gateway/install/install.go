@@ -1,7 +1,9 @@
 // Package install renders the gateway's install manifests for the host cluster: the xDS
 // server (a StatefulSet of `inferplane xds serve --source clusters`, its RBAC, Services and
-// PodDisruptionBudget) and Envoy (a Deployment started from `inferplane xds bootstrap`'s
-// bootstrap in a ConfigMap, its PodDisruptionBudget and a Service of type LoadBalancer). It
+// PodDisruptionBudget), the key checks (a Deployment of `inferplane keys serve`, its RBAC,
+// headless Service and PodDisruptionBudget) and Envoy (a Deployment started from `inferplane
+// xds bootstrap`'s bootstrap in a ConfigMap, drained on termination by `inferplane gateway
+// envoy-drainer` beside it, its PodDisruptionBudget and a Service of type LoadBalancer). It
 // is pure: `inferplane gateway manifests` prints the objects and `generate --gateway-dir`
 // writes them.
 package install
@@ -36,6 +38,8 @@ const (
 	// Ports inside the pods. Envoy listens on unprivileged ports; its Service maps 80 and 443.
 	GRPCPort     = 18000
 	AdminPort    = 9090
+	KeysGRPCPort = 18001
+	KeysAdmin    = 9091
 	HTTPPort     = 8080
 	HTTPSPort    = 8443
 	EnvoyAdmin   = 9901
@@ -57,11 +61,12 @@ type Options struct {
 	Image      string
 	EnvoyImage string
 	// RedisImage runs the limits store (rate limits and token budgets shared by the xDS
-	// servers).
+	// servers and the key checks).
 	RedisImage string
-	// Replicas of the xDS server and of Envoy.
-	Replicas      int32
-	EnvoyReplicas int32
+	// Replicas of the xDS server, of Envoy and of the key check.
+	Replicas         int32
+	EnvoyReplicas    int32
+	KeyCheckReplicas int32
 	// ArgoCDNamespace holds Argo CD's cluster Secrets ("-": none); VClusterNamespaces are where
 	// vCluster writes kubeconfig Secrets. The xDS server may read Secrets there and nowhere
 	// else.
@@ -89,6 +94,7 @@ func (o *Options) defaults() error {
 	o.RedisImage = cmp.Or(o.RedisImage, DefaultRedisImage)
 	o.Replicas = cmp.Or(o.Replicas, DefaultReplicas)
 	o.EnvoyReplicas = cmp.Or(o.EnvoyReplicas, DefaultReplicas)
+	o.KeyCheckReplicas = cmp.Or(o.KeyCheckReplicas, DefaultReplicas)
 	o.ArgoCDNamespace = cmp.Or(o.ArgoCDNamespace, clusters.ArgoCDNamespace)
 	o.KeySecret = cmp.Or(o.KeySecret, o.Name+"-keys")
 	o.UsageSize = cmp.Or(o.UsageSize, DefaultUsageSize)
@@ -107,8 +113,8 @@ func (o *Options) defaults() error {
 	if err := (clusters.Options{ArgoCDNamespace: o.ArgoCDNamespace, VClusterNamespaces: o.VClusterNamespaces}).Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if o.Replicas < 1 || o.EnvoyReplicas < 1 {
-		errs = append(errs, fmt.Errorf("replicas %d and %d: at least 1 each", o.Replicas, o.EnvoyReplicas))
+	if o.Replicas < 1 || o.EnvoyReplicas < 1 || o.KeyCheckReplicas < 1 {
+		errs = append(errs, fmt.Errorf("replicas %d, %d and %d: at least 1 each", o.Replicas, o.EnvoyReplicas, o.KeyCheckReplicas))
 	}
 	if _, err := resource.ParseQuantity(o.UsageSize); err != nil {
 		errs = append(errs, fmt.Errorf("usage volume size %q: %v", o.UsageSize, err))
@@ -129,6 +135,7 @@ func Manifests(o Options) ([]client.Object, error) {
 		objs = append(objs, tenantLimitsConfigMap(o))
 	}
 	objs = append(objs, xdsStatefulSet(o), pdb(o, "xds"))
+	objs = append(objs, keyCheckObjects(o)...)
 	envoy, err := envoyObjects(o)
 	if err != nil {
 		return nil, err
@@ -136,9 +143,15 @@ func Manifests(o Options) ([]client.Object, error) {
 	return append(objs, envoy...), nil
 }
 
-// XDSAddress is where Envoy (and ext_authz, the access logs) reach the xDS servers.
+// XDSAddress is where Envoy (and its access logs) reach the xDS servers.
 func (o Options) XDSAddress() string {
 	return net.JoinHostPort(o.Name+"-xds."+o.Namespace+".svc", strconv.Itoa(GRPCPort))
+}
+
+// KeyCheckAddress is where Envoy reaches the key checks: their headless Service, whose name
+// resolves to every ready one.
+func (o Options) KeyCheckAddress() string {
+	return net.JoinHostPort(o.Name+"-keys."+o.Namespace+".svc", strconv.Itoa(KeysGRPCPort))
 }
 
 // labels of every object; component is xds or envoy ("" for shared objects).

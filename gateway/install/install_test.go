@@ -29,7 +29,9 @@ func TestManifests(t *testing.T) {
 	require.NoError(t, err)
 	var kinds []string
 	var sts *appsv1.StatefulSet
-	var envoy *appsv1.Deployment
+	deployments := map[string]*appsv1.Deployment{}
+	roles := map[string]*rbacv1.Role{}
+	services := map[string]*corev1.Service{}
 	for _, o := range objs {
 		kind := o.GetObjectKind().GroupVersionKind().Kind
 		kinds = append(kinds, kind+"/"+o.GetNamespace()+"/"+o.GetName())
@@ -37,8 +39,11 @@ func TestManifests(t *testing.T) {
 		case *appsv1.StatefulSet:
 			sts = x
 		case *appsv1.Deployment:
-			envoy = x
+			deployments[x.Name] = x
+		case *corev1.Service:
+			services[x.Name] = x
 		case *rbacv1.Role:
+			roles[x.Namespace+"/"+x.Name] = x
 			for _, r := range x.Rules {
 				assert.Equal(t, []string{"get", "list", "watch"}, r.Verbs, "the gateway only reads")
 			}
@@ -56,21 +61,57 @@ func TestManifests(t *testing.T) {
 		"ServiceAccount/inferplane-system/inferplane-gateway-redis", "StatefulSet/inferplane-system/inferplane-gateway-redis",
 		"Service/inferplane-system/inferplane-gateway-redis",
 		"StatefulSet/inferplane-system/inferplane-gateway-xds", "PodDisruptionBudget/inferplane-system/inferplane-gateway-xds",
+		"ServiceAccount/inferplane-system/inferplane-gateway-keys",
+		"Role/inferplane-system/inferplane-gateway-keys", "RoleBinding/inferplane-system/inferplane-gateway-keys",
+		"Service/inferplane-system/inferplane-gateway-keys", "Deployment/inferplane-system/inferplane-gateway-keys",
+		"PodDisruptionBudget/inferplane-system/inferplane-gateway-keys",
 		"ConfigMap/inferplane-system/inferplane-gateway-envoy", "Deployment/inferplane-system/inferplane-gateway-envoy",
 		"PodDisruptionBudget/inferplane-system/inferplane-gateway-envoy", "Service/inferplane-system/inferplane-gateway-envoy",
 	}, kinds)
 
-	args := strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " ")
+	xds := sts.Spec.Template.Spec.Containers[0]
+	args := strings.Join(xds.Args, " ")
 	for _, want := range []string{"xds serve --source clusters --domain inference.example.com",
 		"--services-address inferplane-gateway-xds.inferplane-system.svc:18000", "--keys-namespace inferplane-system",
+		"--key-check-address inferplane-gateway-keys.inferplane-system.svc:18001",
 		"--tls-secret-namespace inferplane-system", "--vcluster-namespace vcluster-acme", "--usage-file /var/lib/inferplane/usage.json",
+		"--last-known-good-file /var/lib/inferplane/known-good.json",
 		"--limits-redis inferplane-gateway-redis.inferplane-system.svc:6379"} {
 		assert.Contains(t, args, want)
 	}
+	for _, e := range xds.Env {
+		assert.NotEqual(t, "INFERPLANE_KEYS_SECRET", e.Name, "the xDS servers check no key: they need no key secret")
+	}
 	assert.EqualValues(t, 2, *sts.Spec.Replicas)
-	assert.Equal(t, "/readyz", sts.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Path)
-	assert.Len(t, sts.Spec.VolumeClaimTemplates, 1, "each xDS server keeps its usage ledger on its own volume")
-	assert.Contains(t, strings.Join(envoy.Spec.Template.Spec.Containers[0].Args, " "), "--service-node $(POD_NAME)")
+	assert.Equal(t, "/readyz", xds.ReadinessProbe.HTTPGet.Path)
+	assert.Len(t, sts.Spec.VolumeClaimTemplates, 1, "each xDS server keeps its usage ledger and last known good replicas on its own volume")
+	assert.Len(t, roles["inferplane-system/inferplane-gateway-xds"].Rules, 2, "the xDS servers read Secrets and the APIKey objects (their limits)")
+
+	// The key checks: several, each reading the APIKey objects only; Envoy resolves every
+	// ready one through the headless Service.
+	keysDep := deployments["inferplane-gateway-keys"]
+	require.NotNil(t, keysDep)
+	assert.EqualValues(t, 2, *keysDep.Spec.Replicas)
+	kc := keysDep.Spec.Template.Spec.Containers[0]
+	assert.Equal(t, "keys serve --namespace inferplane-system --grpc-address :18001 --admin-address :9091 "+
+		"--limits-redis inferplane-gateway-redis.inferplane-system.svc:6379 --log-format json", strings.Join(kc.Args, " "))
+	assert.Equal(t, "inferplane-gateway-keys", kc.Env[0].ValueFrom.SecretKeyRef.Name)
+	assert.Equal(t, "/readyz", kc.ReadinessProbe.HTTPGet.Path)
+	assert.Equal(t, []string{"apikeys"}, roles["inferplane-system/inferplane-gateway-keys"].Rules[0].Resources)
+	assert.Equal(t, corev1.ClusterIPNone, services["inferplane-gateway-keys"].Spec.ClusterIP)
+	assert.False(t, services["inferplane-gateway-keys"].Spec.PublishNotReadyAddresses, "only ready key checks are resolved")
+
+	// Envoy drains before it stops: its SIGTERM waits (a sleep, no shell needed) while the
+	// drainer beside it drains it.
+	envoy := deployments["inferplane-gateway-envoy"]
+	pod := envoy.Spec.Template.Spec
+	require.Len(t, pod.Containers, 2)
+	ec, dc := pod.Containers[0], pod.Containers[1]
+	assert.Contains(t, strings.Join(ec.Args, " "), "--service-node $(POD_NAME)")
+	assert.Contains(t, strings.Join(ec.Args, " "), "--drain-time-s 15 --drain-strategy immediate")
+	assert.EqualValues(t, 45, ec.Lifecycle.PreStop.Sleep.Seconds)
+	assert.Equal(t, "gateway envoy-drainer --admin-address 127.0.0.1:9901 --min-wait 15s --max-wait 40s --log-format json", strings.Join(dc.Args, " "))
+	assert.Greater(t, *pod.TerminationGracePeriodSeconds, ec.Lifecycle.PreStop.Sleep.Seconds, "the grace period outlasts the drain")
 }
 
 const tenantWithLimits = `apiVersion: inferplane.io/v1alpha1
@@ -84,14 +125,19 @@ spec:
 `
 
 // TestManifestsTenantLimits: the tenants' limits in a ConfigMap, mounted as a tenants folder
-// (<tenant>/tenant.yaml) that the xDS servers read with --limits-tenants.
+// (<tenant>/tenant.yaml) that the xDS servers and the key checks read with --limits-tenants.
 func TestManifestsTenantLimits(t *testing.T) {
 	objs, err := Manifests(Options{Domain: "inference.example.com", TenantLimits: map[string][]byte{"acme": []byte(tenantWithLimits)}})
 	require.NoError(t, err)
 	var cm *corev1.ConfigMap
 	var sts *appsv1.StatefulSet
+	var kc *appsv1.Deployment
 	for _, o := range objs {
 		switch v := o.(type) {
+		case *appsv1.Deployment:
+			if v.Name == "inferplane-gateway-keys" {
+				kc = v
+			}
 		case *corev1.ConfigMap:
 			if v.Name == "inferplane-gateway-tenant-limits" {
 				cm = v
@@ -104,10 +150,17 @@ func TestManifestsTenantLimits(t *testing.T) {
 	}
 	require.NotNil(t, cm)
 	require.NotNil(t, sts)
+	require.NotNil(t, kc)
 	assert.Equal(t, tenantWithLimits, cm.Data["acme.yaml"])
 	vol := sts.Spec.Template.Spec.Volumes[0]
 	assert.Equal(t, "acme/tenant.yaml", vol.ConfigMap.Items[0].Path)
 	assert.Contains(t, strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " "), "--limits-tenants /etc/inferplane/tenants")
+	// The key checks enforce the limits: the same folder, from the same ConfigMap.
+	require.Len(t, kc.Spec.Template.Spec.Volumes, 1)
+	assert.Equal(t, cm.Name, kc.Spec.Template.Spec.Volumes[0].ConfigMap.Name)
+	assert.Equal(t, "acme/tenant.yaml", kc.Spec.Template.Spec.Volumes[0].ConfigMap.Items[0].Path)
+	assert.Equal(t, "/etc/inferplane/tenants", kc.Spec.Template.Spec.Containers[0].VolumeMounts[0].MountPath)
+	assert.Contains(t, strings.Join(kc.Spec.Template.Spec.Containers[0].Args, " "), "--limits-tenants /etc/inferplane/tenants")
 	without, err := Manifests(Options{Domain: "inference.example.com"})
 	require.NoError(t, err)
 	assert.Len(t, without, len(objs)-1, "no tenant limits, no ConfigMap")

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/xds/bootstrap"
 )
 
@@ -38,8 +37,9 @@ func serviceAccount(o Options, name string, token bool) *corev1.ServiceAccount {
 }
 
 // rbac lets the xDS server read, and only read: the cluster Secrets (Argo CD's namespace and
-// vCluster's), the APIKey objects and the TLS Secrets of its own namespace. Roles, not
-// ClusterRoles: nothing cluster-wide.
+// vCluster's), the APIKey objects (for the keys' limits: the tokens of the access logs count
+// against them here; it holds no key secret and checks no key) and the TLS Secrets of its own
+// namespace. Roles, not ClusterRoles: nothing cluster-wide.
 func rbac(o Options) []client.Object {
 	readSecrets := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}
 	var out []client.Object
@@ -51,8 +51,7 @@ func rbac(o Options) []client.Object {
 				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: o.Name + "-xds"}}})
 	}
-	grant(o.Namespace, o.Name+"-xds", readSecrets, rbacv1.PolicyRule{APIGroups: []string{"inferplane.io"},
-		Resources: []string{"apikeys"}, Verbs: []string{"get", "list", "watch"}})
+	grant(o.Namespace, o.Name+"-xds", readSecrets, readAPIKeys)
 	if o.ArgoCDNamespace != "-" && o.ArgoCDNamespace != o.Namespace {
 		grant(o.ArgoCDNamespace, o.Namespace+"-"+o.Name+"-clusters", readSecrets)
 	}
@@ -64,8 +63,8 @@ func rbac(o Options) []client.Object {
 	return out
 }
 
-// xdsServices: one Service that Envoy and ext_authz use (any replica answers), and a headless
-// one that names each replica (`inferplane keys usage --server` asks every one).
+// xdsServices: one Service that Envoy and its access logs use (any replica answers), and a
+// headless one that names each replica (`inferplane keys usage --server` asks every one).
 func xdsServices(o Options) []client.Object {
 	ports := []corev1.ServicePort{
 		{Name: "grpc", Port: GRPCPort, TargetPort: intstr.FromString("grpc"), Protocol: corev1.ProtocolTCP, AppProtocol: ptr("kubernetes.io/h2c")},
@@ -87,7 +86,8 @@ func xdsArgs(o Options) []string {
 	args := []string{"xds", "serve", "--source", "clusters", "--domain", o.Domain,
 		"--grpc-address", ":" + strconv.Itoa(GRPCPort), "--admin-address", ":" + strconv.Itoa(AdminPort),
 		"--argocd-namespace", o.ArgoCDNamespace,
-		"--keys-namespace", o.Namespace, "--usage-file", "/var/lib/inferplane/usage.json",
+		"--key-check-address", o.KeyCheckAddress(), "--keys-namespace", o.Namespace, "--usage-file", "/var/lib/inferplane/usage.json",
+		"--last-known-good-file", "/var/lib/inferplane/known-good.json",
 		"--services-address", o.XDSAddress(),
 		"--limits-redis", o.RedisAddress(),
 		"--tls-secret-namespace", o.Namespace,
@@ -103,16 +103,16 @@ func xdsArgs(o Options) []string {
 }
 
 // xdsStatefulSet runs the xDS servers. A StatefulSet, so that each replica keeps its own usage
-// ledger on its own volume across restarts (usage is what tenants are billed from), and has a
-// name `keys usage` can address.
+// ledger and its tenant clusters' last known good replicas on its own volume across restarts
+// (usage is what tenants are billed from; the replicas are what it serves when a tenant's API
+// server is down as it starts: the volume is there exactly when an API server is not), and
+// has a name `keys usage` can address.
 func xdsStatefulSet(o Options) *appsv1.StatefulSet {
 	var uid int64 = 65532
 	c := corev1.Container{
 		Name: "xds", Image: o.Image, Args: xdsArgs(o),
 		Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: GRPCPort}, {Name: "admin", ContainerPort: AdminPort}},
 		Env: []corev1.EnvVar{
-			{Name: keys.SecretEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: o.KeySecret}, Key: keySecretKey}}},
 			// About twice the steady heap in use, well under the memory limit (docs/xds.md, Memory).
 			{Name: "GOMEMLIMIT", Value: "400MiB"},
 		},
@@ -213,15 +213,28 @@ func envoyObjects(o Options) ([]client.Object, error) {
 	return []client.Object{cm, envoyDeployment(o), pdb(o, "envoy"), svc}, nil
 }
 
+// Envoy's drain on termination (docs/xds.md, "Rolling updates"): Envoy stops at once on
+// SIGTERM, so its container sleeps envoyStopDelay before it gets it, while the drainer beside
+// it has Envoy ask every client to go elsewhere (for envoyDrainTime, the listeners still
+// accepting) and waits for the requests in flight.
+const (
+	envoyDrainTime   = 15 // --drain-time-s
+	envoyDrainWait   = 40 // the drainer's --max-wait
+	envoyStopDelay   = 45 // Envoy's preStop sleep
+	envoyGracePeriod = 60 // terminationGracePeriodSeconds
+)
+
 // envoyDeployment runs Envoy from the bootstrap; --service-node gives each pod its own node id.
 func envoyDeployment(o Options) *appsv1.Deployment {
 	var uid int64 = 101 // the envoy image's user
 	c := corev1.Container{
 		Name: "envoy", Image: o.EnvoyImage,
 		Args: []string{"-c", "/etc/envoy/envoy.yaml", "--service-node", "$(POD_NAME)", "--service-cluster", o.Name,
-			"--disable-hot-restart"},
-		Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
-		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: HTTPPort}, {Name: "https", ContainerPort: HTTPSPort}},
+			"--disable-hot-restart", "--drain-time-s", strconv.Itoa(envoyDrainTime), "--drain-strategy", "immediate"},
+		// A sleep needs no shell (the Envoy image has no HTTP client for a drain of its own).
+		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: envoyStopDelay}}},
+		Env:       []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+		Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: HTTPPort}, {Name: "https", ContainerPort: HTTPSPort}},
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
@@ -240,7 +253,8 @@ func envoyDeployment(o Options) *appsv1.Deployment {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels(o, "envoy")},
 				Spec: corev1.PodSpec{
-					ServiceAccountName: o.Name + "-envoy", Containers: []corev1.Container{c},
+					ServiceAccountName: o.Name + "-envoy", Containers: []corev1.Container{c, envoyDrainer(o)},
+					TerminationGracePeriodSeconds: ptr(int64(envoyGracePeriod)),
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: &uid, RunAsGroup: &uid,
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Volumes: []corev1.Volume{{Name: "bootstrap", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
@@ -249,4 +263,18 @@ func envoyDeployment(o Options) *appsv1.Deployment {
 				},
 			},
 		}}
+}
+
+// envoyDrainer drains Envoy when the pod is deleted (`inferplane gateway envoy-drainer`).
+func envoyDrainer(o Options) corev1.Container {
+	return corev1.Container{
+		Name: "drain", Image: o.Image,
+		Args: []string{"gateway", "envoy-drainer", "--admin-address", "127.0.0.1:" + strconv.Itoa(EnvoyAdmin),
+			"--min-wait", strconv.Itoa(envoyDrainTime) + "s", "--max-wait", strconv.Itoa(envoyDrainWait) + "s", "--log-format", "json"},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+		},
+		SecurityContext: restricted(),
+	}
 }

@@ -196,6 +196,22 @@ func (b *Book) Taxonomy() *Taxonomy { return b.taxonomy }
 // differs from its path), sorted.
 func (b *Book) Warnings() []string { return slices.Clone(b.warnings) }
 
+// WarningsFor are the warnings about the recipe modelID names, for a caller that uses some
+// recipes only (generate, for its jobs' models): none when the book has no such recipe.
+func (b *Book) WarningsFor(modelID string) []string {
+	r, _, ok := b.lookup(modelID)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, w := range b.warnings {
+		if strings.HasPrefix(w, r.File+": ") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // ID is how the recipes spell modelID, which Has and Derive match without regard to case: the
 // recipe's id, or the checkpoint a recipe or its variant serves, as its file writes it; "" when
 // the book does not know it. A job that names a model in another case is asked to use this.

@@ -3,6 +3,7 @@ package testnet
 
 import (
 	"net"
+	"net/http"
 	"testing"
 )
 
@@ -15,4 +16,15 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// HostTransport sends every request to the address in its URL (127.0.0.1) with this host
+// name, as a client of https://<job>.<tenant>.<domain> would, with no DNS lookup. A client's
+// middleware cannot do it: openai-go builds the request after its middleware runs.
+type HostTransport string
+
+func (h HostTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Host = string(h)
+	return http.DefaultTransport.RoundTrip(r)
 }

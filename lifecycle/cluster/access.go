@@ -8,6 +8,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -84,11 +85,19 @@ func (k Kubeconfig) load(contextName, flag string) (*rest.Config, error) {
 		}
 	}
 	cfg, err := cc.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		// client-go would say "try setting KUBERNETES_MASTER", a variable nothing reads.
+		return nil, fmt.Errorf("%w: %s does not exist or names no cluster", ErrNoKubeconfig, k.describe(rules))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", k.describe(rules), err)
 	}
 	return cfg, nil
 }
+
+// ErrNoKubeconfig is a kubeconfig that names no cluster at all (none given, none at the
+// default place): the caller says how to give one.
+var ErrNoKubeconfig = errors.New("no kubeconfig")
 
 // NoContextError is a kubeconfig without the context asked for: the one failure after which
 // another way to the cluster (Auto) is worth trying.

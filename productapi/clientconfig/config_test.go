@@ -110,7 +110,7 @@ func TestTokenSourceRefreshes(t *testing.T) {
 	_, err := s.TokenSource(ctxt, nil, clock)(context.Background())
 	var nsi *NotSignedInError
 	require.ErrorAs(t, err, &nsi)
-	assert.Contains(t, err.Error(), "inferplane login --server http://127.0.0.1:8080")
+	assert.Contains(t, err.Error(), "inferplane login http://127.0.0.1:8080")
 
 	fresh := jwt(now.Add(time.Hour), "dana@acme.example")
 	require.NoError(t, s.SaveTokens(ctxt.Name, Tokens{IDToken: fresh, RefreshToken: "r1", Expiry: now.Add(time.Hour)}))

@@ -97,7 +97,7 @@ type NotSignedInError struct {
 }
 
 func (e *NotSignedInError) Error() string {
-	return fmt.Sprintf("%s for context %s: run `inferplane login --server %s`", e.Reason, e.Context.Name, e.Context.Server)
+	return fmt.Sprintf("%s for context %s: run `inferplane login %s`", e.Reason, e.Context.Name, e.Context.Server)
 }
 
 // TokenSource gives the context's ID token, refreshing it (and saving the new tokens) when it

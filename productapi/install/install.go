@@ -177,7 +177,7 @@ func Args(o Options) []string {
 		args = append(args, "--vcluster-namespace", ns)
 	}
 	for i := range o.GatewayReplicas {
-		args = append(args, "--gateway", fmt.Sprintf("http://%s-xds-%d.%s-xds-pods.%s.svc:%d", o.Gateway, i, o.Gateway, o.Namespace, gwinstall.AdminPort))
+		args = append(args, "--server", fmt.Sprintf("http://%s-xds-%d.%s-xds-pods.%s.svc:%d", o.Gateway, i, o.Gateway, o.Namespace, gwinstall.AdminPort))
 	}
 	return args
 }

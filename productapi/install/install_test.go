@@ -45,8 +45,8 @@ func TestManifests(t *testing.T) {
 	args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
 	for _, want := range []string{"--in-cluster", "--oidc-issuer https://login.example.com", "--inputs-credentials-file " + inputsCredentials,
 		"--keys-namespace inferplane-system", "--admin-group platform-ops",
-		"--gateway http://inferplane-gateway-xds-0.inferplane-gateway-xds-pods.inferplane-system.svc:9090",
-		"--gateway http://inferplane-gateway-xds-1.inferplane-gateway-xds-pods.inferplane-system.svc:9090"} {
+		"--server http://inferplane-gateway-xds-0.inferplane-gateway-xds-pods.inferplane-system.svc:9090",
+		"--server http://inferplane-gateway-xds-1.inferplane-gateway-xds-pods.inferplane-system.svc:9090"} {
 		assert.Contains(t, args, want)
 	}
 	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {

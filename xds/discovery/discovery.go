@@ -40,28 +40,28 @@ type Update struct {
 // Replica is a serving node of one replica of a job (label inferplane.io/serving): a node
 // that answers requests, and one endpoint address of the job.
 type Replica struct {
-	Tenant        string
-	Job           string
-	Runtime       string
-	RequireAPIKey bool
+	Tenant        string `json:"tenant"`
+	Job           string `json:"job"`
+	Runtime       string `json:"runtime"`
+	RequireAPIKey bool   `json:"requireAPIKey"`
 	// Index is the replica's number within its job ("0", "1", ...).
-	Index string
+	Index string `json:"index,omitempty"`
 
 	// Namespace and Name identify the head VMI (file source: the entry's name).
-	Namespace string
-	Name      string
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
 
 	// Running says the VM runs (VMI phase Running); Address is its serving IP, empty until
 	// KubeVirt reports one; Port is the model server's port.
-	Running bool
-	Address string
-	Port    uint32
+	Running bool   `json:"running"`
+	Address string `json:"address,omitempty"`
+	Port    uint32 `json:"port,omitempty"`
 	// Service names the node's Service of type LoadBalancer (in Namespace) whose ingress IP
 	// is Address, in address mode loadbalancer.
-	Service string
+	Service string `json:"service,omitempty"`
 	// Ready is the VMI's Ready condition (KubeVirt's own readiness probes, when the VM defines
 	// them). The file source sets it to true.
-	Ready bool
+	Ready bool `json:"ready"`
 }
 
 // Key identifies a replica across updates.
@@ -95,4 +95,10 @@ func parsePort(s string) (uint32, error) {
 		return 0, fmt.Errorf("%q: expected a port number 1-65535", s)
 	}
 	return uint32(p), nil
+}
+
+// ReadyNoter is a source that has something to add to /readyz while it serves (e.g. tenant
+// clusters whose last known replicas are served stale); "" when nothing.
+type ReadyNoter interface {
+	ReadyNote() string
 }

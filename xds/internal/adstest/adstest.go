@@ -39,6 +39,10 @@ type State struct {
 	Endpoints map[string][]string
 	// Versions are the last accepted versions per type (state of the world only).
 	Versions map[string]string
+	// ListenerResources and ClusterResources are the resources themselves, by name (with
+	// Agent.KeepResources only).
+	ListenerResources map[string]*listenerv3.Listener
+	ClusterResources  map[string]*clusterv3.Cluster
 }
 
 // Agent is one Envoy-like ADS client.
@@ -48,8 +52,10 @@ type Agent struct {
 	// OnEndpoints, when set, is called on the receiving goroutine for every load assignment
 	// received, with the time it arrived.
 	OnEndpoints func(cluster string, addrs []string, at time.Time)
-	// KeepRoutes stores route configurations in State.
-	KeepRoutes bool
+	// KeepRoutes stores route configurations in State; KeepResources the listeners and
+	// clusters too (a stand-in for Envoy routes by them).
+	KeepRoutes    bool
+	KeepResources bool
 	// Discard keeps no endpoints in State (benchmarks with many agents use OnEndpoints and
 	// Counts instead).
 	Discard bool
@@ -66,7 +72,7 @@ type Agent struct {
 // Start opens the stream and runs the agent until ctx ends or the stream fails.
 func Start(ctx context.Context, conn grpc.ClientConnInterface, a *Agent) error {
 	a.state = State{Routes: map[string]*routev3.RouteConfiguration{}, Endpoints: map[string][]string{}, Versions: map[string]string{},
-		Secrets: map[string][]byte{}}
+		Secrets: map[string][]byte{}, ListenerResources: map[string]*listenerv3.Listener{}, ClusterResources: map[string]*clusterv3.Cluster{}}
 	a.changed = make(chan struct{})
 	a.done = make(chan struct{})
 	client := discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
@@ -138,6 +144,9 @@ func (a *Agent) Snapshot() State {
 		Clusters:  slices.Clone(a.state.Clusters),
 		Endpoints: maps.Clone(a.state.Endpoints),
 		Versions:  maps.Clone(a.state.Versions),
+
+		ListenerResources: maps.Clone(a.state.ListenerResources),
+		ClusterResources:  maps.Clone(a.state.ClusterResources),
 	}
 }
 
@@ -190,6 +199,9 @@ func Addresses(cla *endpointv3.ClusterLoadAssignment) []string {
 	slices.Sort(out)
 	return out
 }
+
+// RouteNames reads the RDS names a listener's connection managers ask for.
+func RouteNames(l *listenerv3.Listener) []string { return routeNames(l) }
 
 // routeNames reads the RDS names a listener's connection managers ask for.
 func routeNames(l *listenerv3.Listener) []string {
@@ -349,7 +361,15 @@ func (s *sotwRun) apply(t string, ds []decoded, at time.Time) (follow []string) 
 			routes = append(routes, routeNames(d.listener)...)
 			secrets = append(secrets, secretNames(d.listener)...)
 		}
-		s.a.update(func(st *State) { st.Listeners = ls })
+		s.a.update(func(st *State) {
+			st.Listeners = ls
+			if s.a.KeepResources {
+				st.ListenerResources = map[string]*listenerv3.Listener{}
+				for _, d := range ds {
+					st.ListenerResources[d.listener.GetName()] = d.listener
+				}
+			}
+		})
 		subscribe(resourcev3.RouteType, routes)
 		subscribe(resourcev3.SecretType, secrets)
 	case resourcev3.RouteType:
@@ -378,6 +398,17 @@ func (a *Agent) setClusters(ds []decoded, removed []string, full bool) []string 
 		}
 		for _, n := range removed {
 			delete(eds, n)
+		}
+		if a.KeepResources {
+			if full {
+				st.ClusterResources = map[string]*clusterv3.Cluster{}
+			}
+			for _, d := range ds {
+				st.ClusterResources[d.cluster.GetName()] = d.cluster
+			}
+			for _, n := range removed {
+				delete(st.ClusterResources, n)
+			}
 		}
 		for n, ok := range eds {
 			if ok {
@@ -548,7 +579,12 @@ func (d *deltaRun) listenersChanged(listeners map[string]*listenerv3.Listener, d
 		secrets = append(secrets, secretNames(l)...)
 	}
 	slices.Sort(ls)
-	d.a.update(func(st *State) { st.Listeners = ls })
+	d.a.update(func(st *State) {
+		st.Listeners = ls
+		if d.a.KeepResources {
+			st.ListenerResources = maps.Clone(listeners)
+		}
+	})
 	if err := d.resubscribe(resourcev3.RouteType, routes); err != nil {
 		return err
 	}

@@ -120,7 +120,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			s.watch(w, r, ns)
 			return
 		}
-		s.list(w, ns)
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		s.list(w, ns, limit)
 	default:
 		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`, http.StatusNotFound)
 	}
@@ -145,10 +146,16 @@ func (s *Server) snapshot(ns string) ([]json.RawMessage, string) {
 	return out, strconv.FormatInt(s.rv, 10)
 }
 
-func (s *Server) list(w http.ResponseWriter, ns string) {
+// list answers a list; limit > 0 gives at most that many, as the tenant clusters' check asks
+// (one). No continue token is given: a cluster here holds fewer VMIs than a reflector's page
+// (500), so only the check is ever cut short.
+func (s *Server) list(w http.ResponseWriter, ns string, limit int) {
 	items, rv := s.snapshot(ns)
 	if items == nil {
 		items = []json.RawMessage{}
+	}
+	if limit > 0 && len(items) > limit {
+		items = items[:limit]
 	}
 	writeJSON(w, map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceList",
 		"metadata": map[string]any{"resourceVersion": rv}, "items": items})

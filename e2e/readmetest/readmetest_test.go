@@ -1,0 +1,79 @@
+package readmetest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const readme = "# Title\n\n" +
+	"<!-- readme-test TestX: run -->\n```sh\nexport A=1\necho \"$A\"   # a comment\n```\n\n" +
+	"```sh\necho unmarked\n```\n\n" +
+	"<!-- readme-test TestY: run -->\n```sh\necho other\n```\n\n" +
+	"<!-- readme-test TestX: background -->\n```sh\nsleep 600\n```\n"
+
+func writeREADME(t *testing.T, text string) string {
+	p := filepath.Join(t.TempDir(), "README.md")
+	require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
+	return p
+}
+
+// The blocks a test's markers name, in order, and nothing else.
+func TestBlocks(t *testing.T) {
+	blocks, err := Blocks(writeREADME(t, readme), "TestX")
+	require.NoError(t, err)
+	require.Len(t, blocks, 2)
+	assert.Equal(t, Block{How: "run", Text: "export A=1\necho \"$A\"   # a comment\n", Line: 3}, blocks[0])
+	assert.Equal(t, "background", blocks[1].How)
+	assert.Equal(t, []string{"export A=1", `echo "$A"`}, Commands(blocks[0]))
+
+	_, err = Blocks(writeREADME(t, readme), "TestZ")
+	assert.ErrorContains(t, err, "no block marked <!-- readme-test TestZ")
+	_, err = Blocks(writeREADME(t, "<!-- readme-test TestX: run -->\ntext\n"), "TestX")
+	assert.ErrorContains(t, err, ":1: the marker must be right above a ```sh block")
+}
+
+// Every sh block of a section, to the next heading of its level; a marker makes one background.
+func TestSectionBlocks(t *testing.T) {
+	text := "## Try it\n\nFirst:\n\n```sh\nmake build\n```\n\n### Detail\n\n" +
+		"<!-- readme-test TestX: background -->\n```sh\nmake demo\n```\n\n```go\nnot shell\n```\n\n## Next\n\n```sh\nnot this\n```\n"
+	blocks, err := SectionBlocks(writeREADME(t, text), "Try it", "TestX")
+	require.NoError(t, err)
+	assert.Equal(t, []Block{{How: "run", Text: "make build\n", Line: 5}, {How: "background", Text: "make demo\n", Line: 12}}, blocks)
+
+	_, err = SectionBlocks(writeREADME(t, text), "Try it", "TestY")
+	assert.ErrorContains(t, err, ":11: the block is marked for TestX, in a section TestY runs")
+	_, err = SectionBlocks(writeREADME(t, text), "Missing", "TestX")
+	assert.ErrorContains(t, err, `has no section "Missing"`)
+}
+
+// A block runs through bash with PATH and HOME only, and its output is cut per command (an
+// export traced once).
+func TestRunOnlyPATHAndHOME(t *testing.T) {
+	t.Setenv("READMETEST_SECRET", "leaked")
+	b := Block{How: "run", Text: "export A=1\necho \"a=$A secret=${READMETEST_SECRET:-none}\"\nenv\n"}
+	out, err := Run(context.Background(), t.TempDir(), b, time.Minute)
+	require.NoError(t, err, string(out))
+	steps := out.Steps()
+	require.Len(t, steps, 3, "%q", out)
+	assert.Equal(t, "export A=1", steps[0].Command)
+	assert.Equal(t, "a=1 secret=none\n", steps[1].Output)
+	assert.NotContains(t, steps[2].Output, "READMETEST_SECRET")
+	assert.Contains(t, steps[2].Output, "HOME="+os.Getenv("HOME")+"\n")
+
+	_, err = Run(context.Background(), t.TempDir(), Block{Text: "false\necho never\n"}, time.Minute)
+	assert.Error(t, err, "a failing command fails the block")
+}
+
+// A background block is stopped as Ctrl-C stops it, which is not a failure.
+func TestBackgroundStopsOnCtrlC(t *testing.T) {
+	bg, err := Start(t.TempDir(), Block{How: "background", Text: "echo up\nsleep 600\n"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return bg.Output() != "" }, time.Minute, 50*time.Millisecond)
+	assert.NoError(t, bg.Stop(time.Minute))
+}
