@@ -39,9 +39,9 @@ var openBrowser = func(ctx context.Context, u string) error {
 
 type loginFlags struct {
 	server, name, tenant string
-	device, noBrowser       bool
-	port                    int
-	timeout                 time.Duration
+	device, noBrowser    bool
+	port                 int
+	timeout              time.Duration
 }
 
 func newLoginCmd() *cobra.Command {
