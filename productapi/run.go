@@ -73,6 +73,16 @@ type Config struct {
 	Version         string
 	// Listening, when set, is told the address once the server listens (tests).
 	Listening func(addr string)
+	// Console, when set, builds the web console served at / beside the API: it is given the
+	// API's handler (to call in process) and the address listened on.
+	Console func(api http.Handler, addr string) (Console, error)
+}
+
+// Console is the web console (console.Handler): Shutdown ends its live streams, which would
+// otherwise hold the server's graceful shutdown.
+type Console interface {
+	http.Handler
+	Shutdown()
 }
 
 // Serve runs the API until ctx ends, then shuts it down gracefully: new connections are
@@ -96,6 +106,14 @@ func Serve(ctx context.Context, c Config) error {
 	}
 	mux := http.NewServeMux()
 	srv.Mount(mux)
+	var cons Console
+	if c.Console != nil {
+		if cons, err = c.Console(srv.Handler(), ln.Addr().String()); err != nil {
+			ln.Close()
+			return err
+		}
+		mux.Handle("/", cons)
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
@@ -116,6 +134,9 @@ func Serve(ctx context.Context, c Config) error {
 	log.Info("shutting down: finishing requests in flight", "timeout", cmp.Or(c.ShutdownTimeout, 20*time.Second))
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(c.ShutdownTimeout, 20*time.Second))
 	defer cancel()
+	if cons != nil {
+		cons.Shutdown()
+	}
 	err = hs.Shutdown(sctx)
 	stopRun()
 	<-done

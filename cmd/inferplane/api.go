@@ -43,6 +43,7 @@ type apiServeFlags struct {
 	logFormat   string
 	adminGroups []string
 	gateways    []string
+	console     consoleFlags
 }
 
 func newAPIServeCmd() *cobra.Command {
@@ -71,6 +72,12 @@ come from watches of the cluster registry, Argo CD's Applications and each tenan
 API keys minted here go to APIKey objects in --keys-namespace of the host cluster (every gateway
 replica sees them), or, without a host cluster, to the bbolt file --keys-file that a local
 xds serve reads; the HMAC secret is --keys-secret-file (else $INFERPLANE_KEYS_SECRET).
+
+The web console is served at / (docs/console.md; --no-console turns it off): users sign in with
+the same provider (auth code with PKCE, as the client --console-client-id, default
+--oidc-client-id, whose redirect URIs must hold <--console-url>/auth/callback), and it reads and
+writes through this API in process, with the same roles and refusals. --console-dev signs in
+whoever types a name, on 127.0.0.1 only; make console runs it on the bundled examples.
 
 /healthz answers while the process runs, /readyz once the inputs were fetched, /metrics is
 Prometheus. SIGTERM finishes requests in flight (--shutdown-timeout).`,
@@ -113,6 +120,7 @@ Prometheus. SIGTERM finishes requests in flight (--shutdown-timeout).`,
 	fl.DurationVar(&f.c.RefreshInterval, "refresh-interval", 2*time.Second, "how often the inputs are fetched for reads")
 	fl.DurationVar(&f.c.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often every tenant repository is compared with the inputs and rendered when behind")
 	fl.DurationVar(&f.c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long in-flight requests may take to finish after SIGINT or SIGTERM")
+	f.console.register(fl)
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	return cmd
@@ -121,10 +129,11 @@ Prometheus. SIGTERM finishes requests in flight (--shutdown-timeout).`,
 func runAPIServe(cmd *cobra.Command, f *apiServeFlags) error {
 	var errs []error
 	for _, req := range []struct{ flag, val string }{{"--oidc-issuer", f.c.OIDC.Issuer}, {"--oidc-client-id", f.c.OIDC.ClientID}, {"--inputs-repo", f.c.Inputs.URL}} {
-		if req.val == "" {
+		if req.val == "" && !(f.console.dev && strings.HasPrefix(req.flag, "--oidc")) {
 			errs = append(errs, fmt.Errorf("%s is required", req.flag))
 		}
 	}
+	errs = append(errs, f.console.check(&f.c)...)
 	if f.inCluster && (f.kube.Path != "" || f.kube.HostContext != "") {
 		errs = append(errs, errors.New("--in-cluster reads no kubeconfig: drop --kubeconfig and --context"))
 	}
@@ -143,6 +152,9 @@ func runAPIServe(cmd *cobra.Command, f *apiServeFlags) error {
 	}
 	c := f.c
 	c.Registry, c.AdminGroups, c.Gateways, c.Logger, c.Version = reg, f.adminGroups, f.gateways, log, version.Get().Version
+	if err := f.console.apply(&c, log); err != nil {
+		return err
+	}
 	switch {
 	case f.inCluster:
 		if c.Host, err = rest.InClusterConfig(); err != nil {

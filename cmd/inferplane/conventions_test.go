@@ -18,6 +18,8 @@ import (
 // not listed here must have the same usage text everywhere.
 var flagMeanings = map[string]string{
 	"output":             "output format: ",
+	"grpc-address":       "address of ",
+	"admin-address":      "address of ",
 	"file":               "write to this file instead of standard output",
 	"server":             "the gateway: base URL of the xDS server's admin address",
 	"namespace":          "Kubernetes namespace of ",

@@ -32,10 +32,10 @@ GOAWAY) while the load balancer stops sending new connections, and requests in f
 
 --now drains at once and exits (e.g. from a preStop hook where the binary is available).`,
 		Example: `  # The container beside Envoy (gateway manifests)
-  inferplane gateway envoy-drainer --admin-address 127.0.0.1:9901
+  inferplane gateway envoy-drainer --envoy-admin-address 127.0.0.1:9901
 
   # Drain a local Envoy now
-  inferplane gateway envoy-drainer --admin-address 127.0.0.1:9901 --now --min-wait 0s`,
+  inferplane gateway envoy-drainer --envoy-admin-address 127.0.0.1:9901 --now --min-wait 0s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := xdsLogger(cmd, logLevel, logFormat)
@@ -66,11 +66,11 @@ GOAWAY) while the load balancer stops sending new connections, and requests in f
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&cfg.Admin, "admin-address", "127.0.0.1:9901", "Envoy's admin interface (host:port)")
+	fl.StringVar(&cfg.Admin, "envoy-admin-address", "127.0.0.1:9901", "Envoy's admin interface (IP:port; keep it on loopback)")
 	fl.DurationVar(&cfg.MinWait, "min-wait", envoydrain.DefaultMinWait, "drain at least this long (the load balancer's time to stop sending new connections)")
 	fl.DurationVar(&cfg.MaxWait, "max-wait", envoydrain.DefaultMaxWait, "stop waiting for active requests after this long (keep it under Envoy's preStop sleep)")
 	fl.BoolVar(&now, "now", false, "drain at once instead of waiting for SIGTERM")
-	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd
 }

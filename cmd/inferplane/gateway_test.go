@@ -77,7 +77,7 @@ func TestGatewayEnvoyDrainerCommand(t *testing.T) {
 	}))
 	defer admin.Close()
 	_, _, err := execCLI(context.Background(), "gateway", "envoy-drainer", "--now", "--min-wait", "0s",
-		"--admin-address", admin.Listener.Addr().String(), "--log-level", "warn")
+		"--envoy-admin-address", admin.Listener.Addr().String(), "--log-level", "warn")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"POST graceful&skip_exit"}, drained)
 

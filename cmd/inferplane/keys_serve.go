@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 
-	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/gateway"
 	"github.com/inferplane/inferplane/gateway/keycheck"
 	"github.com/inferplane/inferplane/internal/kubeconfig"
@@ -79,22 +78,23 @@ Admin endpoints (--admin-address): /healthz, /readyz, /metrics, /v1/limits.`,
 			path, kubeCtx := sf.kubeconfig, sf.context
 			cfg.Kube = func() (*rest.Config, error) { return kubeconfig.Load(path, kubeCtx) }
 			cfg.Logger = log
+			cfg.SecretFile = secretFile(cfg.SecretFile)
 			cfg.Extend = lim.KeyCheck()
 			return keycheck.Run(cmd.Context(), cfg)
 		},
 	}
 	sf.register(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&cfg.SecretFile, "secret-file", "", "file holding the API key secret (default $"+keys.SecretEnv+")")
+	fl.StringVar(&cfg.SecretFile, "secret-file", "", secretFileUsage)
 	fl.StringVar(&cfg.GRPCAddress, "grpc-address", keycheck.DefaultGRPCAddress, "address of the key check (gRPC: ext_authz and health)")
 	fl.StringVar(&cfg.AdminAddress, "admin-address", keycheck.DefaultAdminAddress, "address of /healthz, /readyz and /metrics")
 	fl.DurationVar(&cfg.DrainDelay, "drain-delay", keycheck.DefaultDrainDelay,
 		"on SIGTERM, how long the key check keeps answering after it starts failing its health checks")
-	fl.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", keycheck.DefaultShutdownTimeout, "how long checks in flight get to finish after the drain")
+	fl.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", keycheck.DefaultShutdownTimeout, "how long in-flight checks may take to finish after the drain")
 	fl.DurationVar(&cfg.StoreCheckInterval, "store-check-interval", 5*time.Second,
 		"how often the host API server is checked (--namespace); a failing one is retried from 0.5s, doubling to 4s")
 	registerLimitFlags(fl, &lim)
-	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd
 }

@@ -70,33 +70,31 @@ type Options struct {
 	Users   []User
 	// IDTokenTTL is how long tokens are valid (Dex's default, 24 h, when zero).
 	IDTokenTTL time.Duration
+	// KeyRotation is how often Dex rotates its signing key (its default, 6 h, when zero). Dex
+	// looks every 30 s, so a rotation comes within 30 s of the period; the previous key keeps
+	// verifying the tokens it signed.
+	KeyRotation time.Duration
 	// RootIssuer serves Dex at the root of its address (http://127.0.0.1:<port>) instead of
 	// under /dex. Dex at our pin needs it for the device flow of a public client without
 	// registered redirect URIs: under a path, its verification step sends the browser on with
 	// redirect_uri /dex/device/callback, which its own check (only /device/callback) refuses.
 	RootIssuer bool
-	// Sessions turns on Dex's sessions (DEX_SESSIONS_ENABLED), which a test that refreshes
-	// tokens needs: without them Dex at our pin refreshes a token by reading the user's
-	// offline session inside the storage transaction that rotates it, and its memory storage
-	// (one mutex, not reentrant) waits forever. With them the refresh of a token from the
-	// authorization-code or device flow reads the identity the login cached, before the
-	// transaction; a password grant's token cannot be refreshed (Dex answers 500).
+	// Sessions turns on Dex's (experimental) auth sessions. A refresh_token grant needs them at
+	// this pin: without them Dex reads the user's offline session inside the storage
+	// transaction that rotates the refresh token, and with memory storage that transaction
+	// holds the lock the read waits for, so /token hangs for good (dexidp/dex#5017). With
+	// them the refresh uses the claims Dex kept at sign-in.
 	Sessions bool
-	// KeyRotation is how often Dex rotates its signing key (its default, 6 h, when zero). Dex
-	// looks every 30 s, so a rotation comes within 30 s of the period; the previous key keeps
-	// verifying the tokens it signed.
-	KeyRotation time.Duration
 }
 
 // Dex is a running Dex.
 type Dex struct {
-	// Issuer is the issuer URL its tokens carry (http://127.0.0.1:<port>/dex, or without
-	// /dex with RootIssuer).
+	// Issuer is the issuer URL its tokens carry (http://127.0.0.1:<port>/dex).
 	Issuer  string
 	Clients []Client
 
 	bin, dir, config string
-	sessions         bool
+	env              []string
 	proc             *proc.Process
 }
 
@@ -130,7 +128,10 @@ func start(bin, dir string, o Options) (*Dex, error) {
 	if len(o.Clients) == 0 {
 		o.Clients = []Client{{ID: "inferplane", Secret: randomSecret()}}
 	}
-	d := &Dex{Clients: o.Clients, bin: bin, dir: dir, config: filepath.Join(dir, "config.yaml"), sessions: o.Sessions}
+	d := &Dex{Clients: o.Clients, bin: bin, dir: dir, config: filepath.Join(dir, "config.yaml"), env: []string{"PATH=" + os.Getenv("PATH")}}
+	if o.Sessions {
+		d.env = append(d.env, "DEX_SESSIONS_ENABLED=true")
+	}
 	// A port picked by the kernel, then handed to Dex: another process could take it in
 	// between, so a Dex that cannot listen is started again on a new one.
 	var lastErr error
@@ -159,11 +160,7 @@ func start(bin, dir string, o Options) (*Dex, error) {
 
 // run starts the process on the written config and waits for its discovery document.
 func (d *Dex) run() error {
-	env := []string{"PATH=" + os.Getenv("PATH")}
-	if d.sessions {
-		env = append(env, "DEX_SESSIONS_ENABLED=true")
-	}
-	p, err := proc.Start("dex", d.bin, []string{"serve", d.config}, env, d.dir)
+	p, err := proc.Start("dex", d.bin, []string{"serve", d.config}, d.env, d.dir)
 	if err != nil {
 		return err
 	}
@@ -240,10 +237,10 @@ type (
 	config struct {
 		Issuer           string           `json:"issuer"`
 		Storage          typed            `json:"storage"`
-		Sessions         map[string]any   `json:"sessions,omitempty"`
 		Web              map[string]any   `json:"web"`
 		OAuth2           map[string]any   `json:"oauth2"`
 		Expiry           map[string]any   `json:"expiry,omitempty"`
+		Sessions         map[string]any   `json:"sessions,omitempty"`
 		Logger           map[string]any   `json:"logger"`
 		StaticClients    []map[string]any `json:"staticClients"`
 		EnablePasswordDB bool             `json:"enablePasswordDB"`
@@ -251,8 +248,7 @@ type (
 		Connectors       []connector      `json:"connectors"`
 	}
 	typed struct {
-		Type   string         `json:"type"`
-		Config map[string]any `json:"config,omitempty"`
+		Type string `json:"type"`
 	}
 	connector struct {
 		Type   string         `json:"type"`
@@ -275,10 +271,10 @@ func configFor(issuer string, port int, o Options) ([]byte, error) {
 		Connectors:       []connector{{Type: "authproxy", ID: ProxyConnector, Name: "proxy", Config: map[string]any{}}},
 		StaticPasswords:  []map[string]any{},
 	}
+	c.Expiry = map[string]any{}
 	if o.Sessions {
 		c.Sessions = map[string]any{}
 	}
-	c.Expiry = map[string]any{}
 	if o.IDTokenTTL > 0 {
 		c.Expiry["idTokens"] = o.IDTokenTTL.String()
 	}

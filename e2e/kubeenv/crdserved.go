@@ -21,8 +21,9 @@ import (
 )
 
 // CRDServedTimeout bounds WaitCRDsServed: generous, since on a busy machine the API server's
-// discovery can trail a CRD's Established condition by seconds.
-const CRDServedTimeout = 2 * time.Minute
+// discovery can trail a CRD's Established condition by seconds, and with two test runs and
+// their API servers on two cores its answers themselves can take minutes.
+const CRDServedTimeout = 5 * time.Minute
 
 // WaitCRDsServed waits until every named CRD is established and served, then resets the
 // client's REST mapping.

@@ -110,7 +110,7 @@ func TestManifests(t *testing.T) {
 	assert.Contains(t, strings.Join(ec.Args, " "), "--service-node $(POD_NAME)")
 	assert.Contains(t, strings.Join(ec.Args, " "), "--drain-time-s 15 --drain-strategy immediate")
 	assert.EqualValues(t, 45, ec.Lifecycle.PreStop.Sleep.Seconds)
-	assert.Equal(t, "gateway envoy-drainer --admin-address 127.0.0.1:9901 --min-wait 15s --max-wait 40s --log-format json", strings.Join(dc.Args, " "))
+	assert.Equal(t, "gateway envoy-drainer --envoy-admin-address 127.0.0.1:9901 --min-wait 15s --max-wait 40s --log-format json", strings.Join(dc.Args, " "))
 	assert.Greater(t, *pod.TerminationGracePeriodSeconds, ec.Lifecycle.PreStop.Sleep.Seconds, "the grace period outlasts the drain")
 }
 

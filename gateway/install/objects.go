@@ -269,7 +269,7 @@ func envoyDeployment(o Options) *appsv1.Deployment {
 func envoyDrainer(o Options) corev1.Container {
 	return corev1.Container{
 		Name: "drain", Image: o.Image,
-		Args: []string{"gateway", "envoy-drainer", "--admin-address", "127.0.0.1:" + strconv.Itoa(EnvoyAdmin),
+		Args: []string{"gateway", "envoy-drainer", "--envoy-admin-address", "127.0.0.1:" + strconv.Itoa(EnvoyAdmin),
 			"--min-wait", strconv.Itoa(envoyDrainTime) + "s", "--max-wait", strconv.Itoa(envoyDrainWait) + "s", "--log-format", "json"},
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},

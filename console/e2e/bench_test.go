@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/inferplane/inferplane/console"
+	"github.com/inferplane/inferplane/console/consoletest"
+	"github.com/inferplane/inferplane/e2e/browser"
+)
+
+// The issue's page budget for the jobs page: what `make bench-console` compares with.
+const (
+	budgetKB = 150.0 // JavaScript and CSS transferred
+	budgetMs = 300.0 // first render
+)
+
+// BenchmarkJobsPage loads the jobs page in Chromium with the browser's cache off, as a first
+// visit would: the JavaScript and CSS transferred (compressed bytes on the wire, headers
+// included, as DevTools counts them) and the first render (the browser's own
+// first-contentful-paint, from the navigation's start). The data is consoletest's example (a
+// TEST DOUBLE of the product API: the page's weight and render do not depend on where the
+// jobs come from); sign-in is the development one, outside the timing.
+func BenchmarkJobsPage(b *testing.B) {
+	backend := consoletest.Example(time.Now())
+	srv := consoletest.Start(b, func(addr string) console.Options {
+		return console.Options{Backend: backend, Dev: true, ListenAddr: addr, SessionKeys: [][]byte{consoletest.Key()}}
+	})
+	br := browser.Start(b, browser.Options{})
+	var kb, ms, worstKB, worstMs float64
+	for range b.N {
+		b.StopTimer()
+		p := br.NewPage(b, browser.PageOptions{})
+		devSignIn(p, srv.URL, "dana@acme.example", "acme-ml", "/me")
+		p.WaitFor(`document.readyState === "complete"`)
+		time.Sleep(100 * time.Millisecond) // the sign-in's last transfers are reported
+		p.Do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, network.SetCacheDisabled, network.SetCacheDisabledParams{CacheDisabled: true})
+			return err
+		}))
+		p.ClearTransfers()
+		b.StartTimer()
+		p.Navigate(srv.URL + "/t/acme/jobs")
+		p.WaitFor(`document.readyState === "complete" && performance.getEntriesByName("first-contentful-paint").length > 0`)
+		b.StopTimer()
+		fcp := browser.Eval[float64](p, `performance.getEntriesByName("first-contentful-paint")[0].startTime`)
+		var bytes int64
+		for _, tr := range p.Transfers() {
+			if tr.Type == network.ResourceTypeScript || tr.Type == network.ResourceTypeStylesheet {
+				bytes += tr.Bytes
+			}
+		}
+		k := float64(bytes) / 1024
+		kb, ms = kb+k, ms+fcp
+		worstKB, worstMs = max(worstKB, k), max(worstMs, fcp)
+		b.StartTimer()
+	}
+	n := float64(b.N)
+	b.ReportMetric(kb/n, "KB-js+css/page")
+	b.ReportMetric(ms/n, "ms-first-render")
+	b.Logf("jobs page, cold cache, %d loads: JavaScript and CSS %.1f KB (worst %.1f) against the budget's %.0f KB: ratio %.2f; first render %.0f ms (worst %.0f) against %.0f ms: ratio %.2f",
+		b.N, kb/n, worstKB, budgetKB, worstKB/budgetKB, ms/n, worstMs, budgetMs, worstMs/budgetMs)
+}
+
+// devSignIn signs in with the development form (Options.Dev) and lands on next.
+func devSignIn(p *browser.Page, base, email, groups, next string) {
+	p.Navigate(base + "/auth/dev?next=" + url.QueryEscape(next))
+	p.Do(chromedp.SendKeys(chromedp.ID("dev-email"), email), chromedp.SendKeys(chromedp.ID("dev-groups"), groups),
+		chromedp.Submit(chromedp.ID("dev-email")))
+	p.WaitFor(`location.pathname === ` + jsString(next))
+}
