@@ -24,3 +24,10 @@ func (s *Server) getMe(ctx context.Context, _ *struct{}) (*body[apiv1.Me], error
 	}
 	return &body[apiv1.Me]{Body: me}, nil
 }
+
+func (s *Server) getSignIn(context.Context, *struct{}) (*body[apiv1.SignIn], error) {
+	if s.opts.SignIn.Issuer == "" {
+		return nil, newProblem(http.StatusNotFound, "this API server does not say how to sign in (it runs with a verifier of its own)")
+	}
+	return &body[apiv1.SignIn]{Body: s.opts.SignIn}, nil
+}

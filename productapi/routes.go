@@ -15,6 +15,10 @@ func (s *Server) register() {
 		return huma.Operation{OperationID: id, Method: method, Path: path, Summary: summary, Description: desc,
 			DefaultStatus: status, Tags: []string{tag(path)}}
 	}
+	signin := op(http.MethodGet, Prefix+"/signin", "getSignIn", "How to sign in",
+		"The OIDC issuer and client id to sign in with (what `inferplane login` reads). No sign-in needed.", 200)
+	signin.Security = []map[string][]string{}
+	huma.Register(s.api, signin, s.getSignIn)
 	huma.Register(s.api, op(http.MethodGet, Prefix+"/me", "getMe", "Who the caller is",
 		"The caller's identity, whether it is an operator, and each tenant it has a role in.", 200), s.getMe)
 	huma.Register(s.api, op(http.MethodGet, t+"/jobs", "listJobs", "List jobs",

@@ -24,6 +24,7 @@ import (
 	"github.com/inferplane/inferplane/clusters"
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/inputsrepo"
+	"github.com/inferplane/inferplane/productapi/apiv1"
 	"github.com/inferplane/inferplane/productapi/clusterwatch"
 )
 
@@ -175,6 +176,7 @@ func (c Config) options(ctx context.Context, log *slog.Logger) (Options, func(),
 		Getenv: credentialsFrom(c.TenantCredentialsDir), Gateways: c.Gateways,
 		RefreshInterval: c.RefreshInterval, ReconcileInterval: c.ReconcileInterval,
 		Logger: log, Registry: reg, Version: cmp.Or(c.Version, "dev"), NoClusterReason: c.HostMissing,
+		SignIn: apiv1.SignIn{Issuer: c.OIDC.Issuer, ClientID: c.OIDC.ClientID, GroupsClaim: cmp.Or(c.OIDC.GroupsClaim, access.DefaultGroupsClaim)},
 	}
 	if c.Host != nil {
 		w := &clusterwatch.Watcher{Host: c.Host, Registry: c.Registry, Logger: log}

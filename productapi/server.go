@@ -35,6 +35,7 @@ import (
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/inputsrepo"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
+	"github.com/inferplane/inferplane/productapi/apiv1"
 )
 
 // Prefix is where the API lives.
@@ -63,6 +64,8 @@ type Options struct {
 	Policy   access.Policy
 	// Realm is the realm of WWW-Authenticate challenges (default "inferplane").
 	Realm string
+	// SignIn is what GET /api/v1/signin tells clients (the issuer and client id sign-in uses).
+	SignIn apiv1.SignIn
 	// Domain makes endpoint URLs https://<job>.<tenant>.<domain>; empty leaves them out.
 	Domain string
 

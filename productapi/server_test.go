@@ -70,6 +70,8 @@ func TestCreateListDeleteWithoutClusters(t *testing.T) {
 	me, err := dana.Me(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, []apiv1.Membership{{Tenant: "acme", Role: "developer"}}, me.Tenants)
+	_, err = as("").SignIn(ctx)
+	assert.True(t, client.IsStatus(err, 404), "a server whose verifier is not OIDC does not say how to sign in: %v", err)
 
 	w, err := dana.CreateJob(ctx, "acme", apiv1.JobCreate{Name: "chat", Model: "Qwen/Qwen3-32B", Replicas: 2}, client.WriteOptions{IdempotencyKey: "k1"})
 	require.NoError(t, err)
@@ -167,4 +169,21 @@ func TestOpenAPICheckRefuses(t *testing.T) {
 	resp.StatusCode = 418
 	resp.Header.Set("Content-Type", "text/plain")
 	assert.Error(t, doc.Check(req, resp, []byte("teapot")))
+}
+
+// GET /api/v1/signin needs no token and says which issuer and client id to sign in with.
+func TestSignInNeedsNoToken(t *testing.T) {
+	r := apitest.Remotes{Dir: t.TempDir()}
+	inputs := apitest.BundledInputs(t, r)
+	want := apiv1.SignIn{Issuer: "https://idp.test", ClientID: "inferplane", GroupsClaim: "groups"}
+	rep := startReplica(t, r, inputs, people, productapi.Options{SignIn: want})
+	doc, err := apitest.NewOpenAPI(apitest.Fetch(t, rep.url))
+	require.NoError(t, err)
+	c := client.New(rep.url, nil)
+	c.Inspect = doc.Inspector(t)
+	got, err := c.SignIn(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	_, err = c.Me(context.Background())
+	assert.True(t, client.IsStatus(err, 401), "everything else still needs a token: %v", err)
 }

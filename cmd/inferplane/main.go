@@ -56,7 +56,11 @@ syncs with an admission webhook, and routes customers' traffic through Envoy to 
 		newModelsCmd(),
 		newVersionCmd(),
 		newAPICmd(),
+		newLoginCmd(),
+		newLogoutCmd(),
+		newConfigCmd(),
 	)
+	wireAPI(root)
 	applyConventions(root)
 	return root
 }

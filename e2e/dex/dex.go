@@ -74,6 +74,11 @@ type Options struct {
 	// looks every 30 s, so a rotation comes within 30 s of the period; the previous key keeps
 	// verifying the tokens it signed.
 	KeyRotation time.Duration
+	// RootIssuer serves Dex at the root of its address (http://127.0.0.1:<port>) instead of
+	// under /dex. Dex at our pin needs it for the device flow of a public client without
+	// registered redirect URIs: under a path, its verification step sends the browser on with
+	// redirect_uri /dex/device/callback, which its own check (only /device/callback) refuses.
+	RootIssuer bool
 	// Sessions turns on Dex's (experimental) auth sessions. A refresh_token grant needs them at
 	// this pin: without them Dex reads the user's offline session inside the storage
 	// transaction that rotates the refresh token, and with memory storage that transaction
@@ -135,7 +140,10 @@ func start(bin, dir string, o Options) (*Dex, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.Issuer = "http://127.0.0.1:" + strconv.Itoa(port) + "/dex"
+		d.Issuer = "http://127.0.0.1:" + strconv.Itoa(port)
+		if !o.RootIssuer {
+			d.Issuer += "/dex"
+		}
 		cfg, err := configFor(d.Issuer, port, o)
 		if err != nil {
 			return nil, err

@@ -13,6 +13,15 @@ const (
 	RoleAdmin     = "admin"
 )
 
+// SignIn is how a client signs in to this API (no sign-in needed to read it): the OIDC
+// provider and the client id its ID tokens must be issued for. `inferplane login` reads it.
+type SignIn struct {
+	Issuer   string `json:"issuer" format:"uri" doc:"The OIDC issuer URL (its discovery document is at /.well-known/openid-configuration)"`
+	ClientID string `json:"clientId" doc:"The client id to sign in as: the audience of the ID tokens this API accepts"`
+	// GroupsClaim names the claim the roles read, so a client can say which groups it has.
+	GroupsClaim string `json:"groupsClaim" doc:"The ID token claim holding the caller's groups"`
+}
+
 // Me is who the caller is and what it may use.
 type Me struct {
 	Issuer  string `json:"issuer" doc:"The token's issuer"`

@@ -270,3 +270,9 @@ func (c *Client) once(ctx context.Context, method, path string, q url.Values, in
 	}
 	return nil
 }
+
+// SignIn is how to sign in to the server (no token needed).
+func (c *Client) SignIn(ctx context.Context) (apiv1.SignIn, error) {
+	var out apiv1.SignIn
+	return out, c.do(ctx, http.MethodGet, "/api/v1/signin", nil, nil, "", &out)
+}
