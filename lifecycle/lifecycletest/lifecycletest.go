@@ -54,24 +54,28 @@ func (w *World) argoNS() string {
 
 // Sync applies the job's Application to the host cluster and the job's objects (VMs,
 // claims, Secrets, Services, its ModelMaster and ManagedInferenceJob) to the tenant's
-// cluster, as an Argo CD sync would.
+// cluster, as an Argo CD sync would. When the test ends, whatever its outcome, they are
+// removed again with the VMIs and claim events written since: tests share API servers, and
+// one test's Application or VMI would be the next one's stale state.
 func (w *World) Sync(t testing.TB, job string) {
 	t.Helper()
 	c := ctx(t)
 	require.NoError(t, w.Host.EnsureNamespace(c, w.argoNS()))
-	apply(t, w.Host, filepath.Join(w.Repo, filepath.FromSlash(render.ApplicationFile(job))))
+	app := apply(t, w.Host, filepath.Join(w.Repo, filepath.FromSlash(render.ApplicationFile(job))))
+	t.Cleanup(func() { w.remove(t, w.Host, app) })
 	require.NoError(t, w.Cluster.EnsureNamespace(c, w.Tenant))
 	files, err := filepath.Glob(filepath.Join(w.Repo, filepath.FromSlash(render.JobDir(job)), "*.yaml"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files, "no rendered files for job %s in %s", job, w.Repo)
 	for _, f := range files {
 		if filepath.Base(f) != "kustomization.yaml" {
-			apply(t, w.Cluster, f)
+			objs := apply(t, w.Cluster, f)
+			t.Cleanup(func() { w.remove(t, w.Cluster, objs) })
 		}
 	}
 }
 
-func apply(t testing.TB, env *kubeenv.Env, file string) {
+func apply(t testing.TB, env *kubeenv.Env, file string) []*unstructured.Unstructured {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	require.NoError(t, err)
@@ -80,6 +84,38 @@ func apply(t testing.TB, env *kubeenv.Env, file string) {
 	for _, u := range objs {
 		require.NoError(t, env.Client.Apply(ctx(t), client.ApplyConfigurationFromUnstructured(u),
 			client.FieldOwner(kubeenv.FieldManager), client.ForceOwnership), "%s: %s", file, kubeenv.Describe(u))
+	}
+	return objs
+}
+
+// remove deletes what Sync applied, as Argo CD's prune and the controllers would: a VM's
+// instance with it, a claim's events, and the finalizers (Argo CD's on the Application, the
+// claim's protection) that no controller here removes.
+func (w *World) remove(t testing.TB, env *kubeenv.Env, objs []*unstructured.Unstructured) {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	gone := func(o client.Object) {
+		if err := env.Client.Delete(c, o); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("lifecycletest: removing %s/%s: %v", o.GetNamespace(), o.GetName(), err)
+			return
+		}
+		if err := env.Client.Get(c, client.ObjectKeyFromObject(o), o); err == nil && len(o.GetFinalizers()) > 0 {
+			o.SetFinalizers(nil)
+			if err := env.Client.Update(c, o); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("lifecycletest: removing the finalizers of %s/%s: %v", o.GetNamespace(), o.GetName(), err)
+			}
+		}
+	}
+	for _, u := range objs {
+		key := client.ObjectKeyFromObject(u)
+		switch u.GetKind() {
+		case "VirtualMachine":
+			gone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})
+		case "PersistentVolumeClaim":
+			_ = env.Client.DeleteAllOf(c, &corev1.Event{}, client.InNamespace(key.Namespace),
+				client.MatchingFields{"involvedObject.name": key.Name})
+		}
+		gone(u.DeepCopy())
 	}
 }
 
