@@ -85,7 +85,7 @@ unit:
 	$(GO) test -count=1 ./...
 
 # Benchmarks, each printed with its ratio against the baseline a user would reach for instead.
-bench: bench-generator bench-webhook bench-xds bench-keys bench-recipes bench-console
+bench: bench-generator bench-webhook bench-xds bench-keys bench-recipes bench-console bench-api
 
 # The console's page budget (docs/console.md): the jobs page loaded cold in Chromium 20 times,
 # JavaScript and CSS transferred and the first render, each with its ratio to the issue's
