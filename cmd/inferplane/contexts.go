@@ -200,7 +200,7 @@ func checkFormat(output string, formats ...string) error {
 func printRows[T any](w io.Writer, output string, rows []T, table func(io.Writer), name func(T) string) error {
 	switch output {
 	case "json", "yaml":
-		return printObject(w, rows, output)
+		return printData(w, output, rows)
 	case "name":
 		for _, r := range rows {
 			fmt.Fprintln(w, name(r))

@@ -127,7 +127,7 @@ func (s *apiSession) jobsList(ctx context.Context, w io.Writer, tenant, output s
 	}
 	switch output {
 	case "json", "yaml":
-		return printObject(w, l, output)
+		return printData(w, output, l)
 	case "name":
 		for _, j := range l.Items {
 			fmt.Fprintln(w, j.Tenant+"/"+j.Name)
@@ -151,7 +151,7 @@ func (s *apiSession) jobsDetail(ctx context.Context, w io.Writer, tenant, job, o
 		return s.apiErr(err)
 	}
 	if output == "json" || output == "yaml" {
-		if err := printObject(w, d, output); err != nil {
+		if err := printData(w, output, d); err != nil {
 			return err
 		}
 	} else {
@@ -219,7 +219,7 @@ func (s *apiSession) jobsCreate(ctx context.Context, w, errOut io.Writer, tenant
 		return s.apiErr(err)
 	}
 	if output == "json" || output == "yaml" {
-		return printObject(w, res, output)
+		return printData(w, output, res)
 	}
 	j := res.Job
 	fmt.Fprintf(w, "created %s/%s: %s, %d replica(s) x %d GPU of %s; inputs commit %s\n", j.Tenant, j.Name, j.Model, j.Replicas, j.GPUsPerReplica, j.NodeType, shortCommit(res.Write.InputsCommit))
@@ -277,7 +277,7 @@ func (s *apiSession) modelsList(ctx context.Context, w io.Writer, tenant, output
 	}
 	switch output {
 	case "json", "yaml":
-		return printObject(w, l, output)
+		return printData(w, output, l)
 	case "name":
 		for _, m := range l.Models {
 			fmt.Fprintln(w, m.Model)
@@ -302,7 +302,7 @@ func (s *apiSession) keysCreate(ctx context.Context, w, errOut io.Writer, tenant
 		return s.apiErr(err)
 	}
 	if output == "json" || output == "yaml" {
-		return printObject(w, res, output)
+		return printData(w, output, res)
 	}
 	fmt.Fprintln(w, res.APIKey)
 	scope := "every endpoint of " + res.Tenant
@@ -325,7 +325,7 @@ func (s *apiSession) keysList(ctx context.Context, w io.Writer, tenant, output s
 	}
 	switch output {
 	case "json", "yaml":
-		return printObject(w, l, output)
+		return printData(w, output, l)
 	case "name":
 		for _, k := range l.Items {
 			fmt.Fprintln(w, k.ID)
@@ -361,7 +361,7 @@ func (s *apiSession) usage(ctx context.Context, w io.Writer, tenant string, q ap
 		return s.apiErr(err)
 	}
 	if output == "json" || output == "yaml" {
-		return printObject(w, u, output)
+		return printData(w, output, u)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tHOUR\tREQUESTS\tTOKENS IN\tTOKENS OUT\tENDPOINTS")
@@ -397,7 +397,7 @@ func (s *apiSession) health(ctx context.Context, w io.Writer, tenant, output str
 		return s.apiErr(err)
 	}
 	if output == "json" || output == "yaml" {
-		return printObject(w, l, output)
+		return printData(w, output, l)
 	}
 	pct := func(f *float64, scale float64, unit string) string {
 		if f == nil {

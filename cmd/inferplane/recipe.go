@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"runtime/debug"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
 
 	"github.com/inferplane/inferplane/generator/inputs"
 	"github.com/inferplane/inferplane/generator/recipe"
@@ -95,7 +92,7 @@ perReplicaGPUCount is the gpuCount a job must ask for.`,
 			} else if err != nil {
 				return err
 			}
-			return printObject(cmd.OutOrStdout(), m, output)
+			return printData(cmd.OutOrStdout(), output, m)
 		},
 	}
 	f := cmd.Flags()
@@ -111,23 +108,6 @@ perReplicaGPUCount is the gpuCount a job must ask for.`,
 	f.StringVar(&tenantsDir, "tenants", "tenants", usageTenants)
 	registerOutput(cmd, &output, "yaml", "", "yaml", "json")
 	return cmd
-}
-
-// printObject writes obj as YAML or indented JSON.
-func printObject(w io.Writer, obj any, output string) error {
-	var out []byte
-	var err error
-	if output == "json" {
-		out, err = json.MarshalIndent(obj, "", "  ")
-		out = append(out, '\n')
-	} else {
-		out, err = yaml.Marshal(obj)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(out)
-	return err
 }
 
 func newRecipeListCmd() *cobra.Command {
