@@ -235,6 +235,29 @@ func (w *world) status(i int, q string) limits.StatusReport {
 	return rep
 }
 
+// storeDownEverywhere waits until every replica's metrics say the limits store is down, as
+// each replica's own grace starts then (its flush loop pings the store every FlushInterval).
+func (w *world) storeDownEverywhere() {
+	w.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; i < len(w.admins); {
+		resp, err := http.Get(w.admins[i] + "/metrics")
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "\ninferplane_ratelimit_store_up 0\n") {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("replica %d never noticed the limits store down", i)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // usedReaches waits until the key's first limit shows at least want used on every replica's
 // /v1/limits (Redis's count plus what that replica counted and has not pushed): the tokens of
 // the requests before have propagated (the stand-in logs at once, a replica counts them, its
@@ -447,6 +470,9 @@ func TestLimitsThroughEnvoyStandIn(t *testing.T) {
 		if a.code != http.StatusOK || !strings.Contains(a.header.Get(limits.HeaderWarning), "limits store unreachable") {
 			t.Fatalf("in the grace: %d %v", a.code, a.header)
 		}
+		// The grace runs on each replica from the moment it noticed the outage, and the key
+		// check may land on any of the three: wait until all have noticed, then outlast it.
+		w.storeDownEverywhere()
 		time.Sleep(400 * time.Millisecond)
 		if a := w.chat("globex/chat", g, hello); a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "rate_limit_store_unavailable") {
 			t.Fatalf("globex fails closed after the grace: %d %s", a.code, a.body)
