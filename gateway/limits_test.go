@@ -169,7 +169,10 @@ func (w *world) gateway(ctx context.Context, i int, dir string) (string, string)
 	return admin, r.GRPCAddr.String()
 }
 
-// key creates a key of tenant with limits l and returns it.
+// key creates a key of tenant with limits l and returns it. The gateways reload the key store
+// file every 200 ms: a key with limits is returned once every replica lists it in /v1/limits.
+// A key without limits shows nowhere, so a test makes it before a key with limits: the file is
+// reloaded whole, so the second key's arrival is the first one's too.
 func (w *world) key(tenant string, l *v1alpha1.RateLimits) (string, string) {
 	w.t.Helper()
 	key, id, err := keys.Generate(nil)
@@ -180,8 +183,26 @@ func (w *world) key(tenant string, l *v1alpha1.RateLimits) (string, string) {
 		CreatedAt: time.Now().Add(-time.Minute).UTC(), Limits: l}); err != nil {
 		w.t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // the gateways reload the key store file every 200 ms
+	if l != nil {
+		w.keyLoaded(id)
+	}
 	return key, id
+}
+
+// keyLoaded waits until every replica lists the key's limits in /v1/limits.
+func (w *world) keyLoaded(id string) {
+	w.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for i := 0; i < len(w.admins); {
+		if rep := w.status(i, "key="+id); len(rep.Limits) > 0 && rep.Limits[0].KeyID == id {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("replica %d never loaded key %s from the key store", i, id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 type answer struct {
@@ -350,7 +371,7 @@ func TestLimitsThroughEnvoyStandIn(t *testing.T) {
 	})
 
 	t.Run("a tenant's limit caps all its keys together", func(t *testing.T) {
-		k1, _ := w.key("globex", nil)
+		k1, _ := w.key("globex", nil) // first: k2's arrival is k1's (see key)
 		k2, _ := w.key("globex", &v1alpha1.RateLimits{RequestsPerMinute: &v1alpha1.Limit{Value: 100}})
 		ok := 0
 		for i := 0; i < 10; i++ {
@@ -453,8 +474,8 @@ func TestLimitsThroughEnvoyStandIn(t *testing.T) {
 	})
 
 	t.Run("Redis stopped and restarted", func(t *testing.T) {
+		g, _ := w.key("globex", nil) // first: the next key's arrival is its own (see key)
 		key, id := w.key("acme", &v1alpha1.RateLimits{RequestsPerMinute: &v1alpha1.Limit{Value: 8}})
-		g, _ := w.key("globex", nil)
 		w.clock.Add(time.Minute) // a fresh minute for globex too
 		for i := 0; i < 3; i++ {
 			if a := w.chat("acme/chat", key, hello); a.code != http.StatusOK {
