@@ -205,10 +205,25 @@ func TestConsole(t *testing.T) {
 		p.Navigate(e.srv.URL + "/t/acme/playground")
 		check(t, p, dir, "playground")
 		browser.Eval[bool](p, `(() => { window.__chunks = 0; new MutationObserver(() => window.__chunks++).observe(document.querySelector("#pg-reply"), {childList: true, characterData: true, subtree: true}); return true })()`)
+		// The gateway holds the reply back after each piece until the test has seen the page
+		// show it: streamed means shown piece by piece, whatever the machine's speed.
+		pace := e.gateway.paced()
+		next := func() {
+			t.Helper()
+			select {
+			case pace <- struct{}{}:
+			case <-time.After(browser.WaitTimeout):
+				t.Fatal("the reply's next piece never reached the gateway")
+			}
+		}
 		p.Do(chromedp.SetValue(chromedp.ID("pg-endpoint"), "chat"), chromedp.SendKeys(chromedp.ID("pg-key"), key),
 			chromedp.SendKeys(chromedp.ID("pg-prompt"), "Say hello"), chromedp.Click(chromedp.CSS(`#pg-chat button`)))
-		p.WaitFor(`document.querySelector("#pg-reply").textContent.length > 10`)
-		time.Sleep(500 * time.Millisecond)
+		next() // the first piece: the role, no text
+		p.WaitFor(`document.querySelector("#pg-reply").textContent === "Replica"`)
+		next()
+		p.WaitFor(`document.querySelector("#pg-reply").textContent === "Replica r0"`)
+		close(pace) // the rest at once
+		p.WaitFor(`document.querySelector("#pg-reply").textContent === "Replica r0 heard: Say hello"`)
 		if n := browser.Eval[int](p, `window.__chunks`); n < 3 {
 			t.Errorf("the reply arrived in %d pieces: not streamed", n)
 		}
@@ -306,8 +321,7 @@ func TestConsole(t *testing.T) {
 		// an inline <script> and an inline event handler.
 		browser.Eval[bool](p, `(() => { const s = document.createElement("script"); s.textContent = "window.__pwned = 'inline'"; document.body.append(s);
 		  document.body.insertAdjacentHTML("beforeend", '<img alt="" src="/static/favicon.svg" onload="window.__pwned = \'handler\'">'); return true })()`)
-		got := p.TakeCSPViolations(5 * time.Second)
-		time.Sleep(300 * time.Millisecond)
+		got := p.TakeCSPViolations("script-src-elem", "script-src-attr")
 		if pwned := browser.Eval[string](p, `String(window.__pwned)`); pwned != "undefined" {
 			t.Errorf("a script ran: window.__pwned = %s", pwned)
 		}
@@ -321,7 +335,8 @@ func TestConsole(t *testing.T) {
 		if !directives["script-src-elem"] || !directives["script-src-attr"] {
 			t.Errorf("violations %+v: want script-src-elem and script-src-attr", got)
 		}
-		deadline := time.Now().Add(5 * time.Second)
+		// The reports are the browser's own requests, sent when it gets to them.
+		deadline := time.Now().Add(browser.WaitTimeout)
 		for console.CSPReports() < reports+2 && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}

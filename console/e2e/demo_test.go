@@ -40,8 +40,9 @@ func TestConsoleDemo(t *testing.T) {
 	}
 	t.Cleanup(func() { p.Stop(20 * time.Second) })
 	base := "http://" + addr
-	// go run builds the binary first: on a busy machine that takes a while.
-	deadline := time.Now().Add(5 * time.Minute)
+	// go run builds the binary first: on a busy machine (another `make test` building beside
+	// this one) that takes minutes.
+	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		resp, err := http.Get(base + "/readyz")
 		if err == nil {

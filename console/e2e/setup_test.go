@@ -181,6 +181,7 @@ type gatewayDouble struct {
 	mu      sync.Mutex
 	keys    []string
 	seen    []string // the Authorization headers that reached it
+	pace    chan struct{}
 }
 
 func startGateway(t *testing.T) *gatewayDouble {
@@ -208,11 +209,41 @@ func (g *gatewayDouble) allow(key string) {
 	g.keys = append(g.keys, key)
 }
 
+// paced holds each piece of a streamed answer back, once flushed, until the test takes a value
+// from the channel it returns (or closes it): a test can see what the page shows of a reply
+// while the rest is still to come.
+func (g *gatewayDouble) paced() chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.pace = make(chan struct{})
+	return g.pace
+}
+
+// pacedWriter is a response whose every flush waits for the test's go-ahead.
+type pacedWriter struct {
+	http.ResponseWriter
+	pace <-chan struct{}
+	done <-chan struct{}
+}
+
+func (p pacedWriter) Flush() {
+	if f, ok := p.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+	select {
+	case <-p.pace:
+	case <-p.done:
+	}
+}
+
 func (g *gatewayDouble) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	auth := r.Header.Get("Authorization")
 	g.mu.Lock()
 	g.seen = append(g.seen, auth)
 	ok := slices.Contains(g.keys, strings.TrimPrefix(auth, "Bearer "))
+	if g.pace != nil {
+		w = pacedWriter{ResponseWriter: w, pace: g.pace, done: r.Context().Done()}
+	}
 	g.mu.Unlock()
 	if !ok {
 		w.Header().Set("Content-Type", "application/json")

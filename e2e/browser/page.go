@@ -3,6 +3,7 @@ package browser
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"net/url"
@@ -22,8 +23,16 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// Timeout bounds each step a Page runs (a navigation, a click, an evaluation).
-const Timeout = 30 * time.Second
+// Bounds on waiting. They are generous because the tests run on shared machines (two `make
+// test` runs side by side on two cores put the load at 15 to 25, where a browser's step can take
+// tens of seconds): they bound a wait, they assert nothing about speed.
+const (
+	// Timeout bounds each step a Page runs (a navigation, a click, an evaluation).
+	Timeout = 2 * time.Minute
+	// WaitTimeout bounds WaitFor: a condition the page reaches by itself (a list the server
+	// streams, a page a form posts to).
+	WaitTimeout = 3 * time.Minute
+)
 
 // PageOptions say what else a page may reach, and what it may print.
 type PageOptions struct {
@@ -44,6 +53,9 @@ type Page struct {
 	errors    []string
 	allowErrs []string
 	csp       []CSPViolation
+	// cspTaken counts the violations TakeCSPViolations took: as many of the console errors
+	// the browser prints for CSP violations are expected (they arrive on their own schedule).
+	cspTaken  int
 	requests  map[network.RequestID]*Transfer
 	transfers []Transfer
 }
@@ -195,26 +207,54 @@ func (p *Page) onEvent(ev any) {
 	}
 }
 
-// Do runs steps, each within Timeout; an error fails the test.
+// Do runs steps one after the other, each within Timeout; an error fails the test. A step whose
+// element went stale under it (see Run) is run again.
 func (p *Page) Do(steps ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, Timeout)
-	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		p.t.Fatalf("browser: %v (page %s)", err, p.location())
+	for _, s := range steps {
+		Run(p, s)
 	}
 }
 
-// Run runs one action that returns a value; an error fails the test.
+// Run runs one action that returns a value, within Timeout; an error fails the test.
+//
+// An element action (a click, keys sent, a value set or read) finds its element and then acts
+// on it by the browser's node id. A page that re-renders in between (a list the server streams
+// swapped in, a navigation) removes that node, and the action fails with the browser's "No node
+// with given id" before it did anything: such an action is run again, finding the element anew,
+// until Timeout.
 func Run[T any](p *Page, a chromedp.Action[T]) T {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, Timeout)
 	defer cancel()
-	v, err := chromedp.Run(ctx, a)
-	if err != nil {
-		p.t.Fatalf("browser: %v (page %s)", err, p.location())
+	for {
+		v, err := chromedp.Run(ctx, a)
+		if err == nil {
+			return v
+		}
+		if !stale(err) || ctx.Err() != nil {
+			p.t.Fatalf("browser: %v (page %s)", err, p.location())
+		}
+		p.t.Logf("browser: %v: the page changed under the action, trying again", err)
+		time.Sleep(50 * time.Millisecond)
 	}
-	return v
+}
+
+// staleErrors are the browser's answers to an action on a node (or a JavaScript context) that
+// the page has just replaced: the action did nothing, and can be run again.
+var staleErrors = []string{
+	"No node with given id",
+	"Could not find node with given id",
+	"Node is detached from document",
+	"Node does not have a layout object",
+	"Cannot find context with specified id",
+}
+
+func stale(err error) bool {
+	if errors.Is(err, chromedp.ErrInvalidDimensions) {
+		return true // the node had no box: it is being replaced
+	}
+	return slices.ContainsFunc(staleErrors, func(s string) bool { return strings.Contains(err.Error(), s) })
 }
 
 // Eval evaluates JavaScript in the page and decodes its result.
@@ -278,26 +318,35 @@ func (p *Page) AllowConsoleError(substr string) {
 	p.allowErrs = append(p.allowErrs, substr)
 }
 
-// TakeCSPViolations waits up to wait for at least one violation and returns every violation
-// so far, which then no longer fail the test (with the console errors the browser printed
-// for them).
-func (p *Page) TakeCSPViolations(wait time.Duration) []CSPViolation {
-	deadline := time.Now().Add(wait)
+// TakeCSPViolations waits (up to WaitTimeout) until the page reported a violation of each of
+// the directives and returns every violation so far, which then no longer fail the test; nor
+// do as many console errors about the Content Security Policy (the browser prints one for each
+// violation, whenever its console gets to it).
+func (p *Page) TakeCSPViolations(directives ...string) []CSPViolation {
+	p.t.Helper()
+	deadline := time.Now().Add(WaitTimeout)
 	for {
 		p.mu.Lock()
-		n := len(p.csp)
+		seen := map[string]bool{}
+		for _, v := range p.csp {
+			seen[v.Directive] = true
+		}
 		p.mu.Unlock()
-		if n > 0 || time.Now().After(deadline) {
+		missing := slices.DeleteFunc(slices.Clone(directives), func(d string) bool { return seen[d] })
+		if len(seen) > 0 && len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			p.t.Errorf("browser: waited %s for violations of %v; none of %v (load %s)", WaitTimeout, directives, missing, loadavg())
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(200 * time.Millisecond) // the console's line for it comes separately
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := p.csp
 	p.csp = nil
-	p.errors = slices.DeleteFunc(p.errors, func(e string) bool { return strings.Contains(e, "Content Security Policy") })
+	p.cspTaken += len(out)
 	return out
 }
 
@@ -323,8 +372,13 @@ func (p *Page) Problems() []string {
 	for _, b := range p.blocked {
 		out = append(out, "a request to a host other than loopback was blocked: "+b)
 	}
+	cspTaken := p.cspTaken
 	for _, e := range p.errors {
 		if slices.ContainsFunc(p.allowErrs, func(s string) bool { return strings.Contains(e, s) }) {
+			continue
+		}
+		if cspTaken > 0 && strings.Contains(e, "Content Security Policy") {
+			cspTaken--
 			continue
 		}
 		out = append(out, "console error: "+e)
@@ -345,17 +399,23 @@ func (p *Page) close() {
 }
 
 // WaitFor waits until the JavaScript expression is true in the page (a new page after a
-// click, a swapped list), within Timeout. It polls with plain evaluations, so a navigation
-// in between (which destroys the page's JavaScript context) is waited out, not an error.
+// click, a swapped list), within WaitTimeout. It polls with plain evaluations, so a navigation
+// in between (which destroys the page's JavaScript context) is waited out, not an error. When
+// it gives up, the message has the page's text and the machine's load, to tell a slow machine
+// from a page that went wrong.
 func (p *Page) WaitFor(expr string) {
 	p.t.Helper()
-	deadline := time.Now().Add(Timeout)
+	start := time.Now()
+	deadline := start.Add(WaitTimeout)
 	var last error
 	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(p.ctx, 2*time.Second)
+		ctx, cancel := context.WithTimeout(p.ctx, min(time.Until(deadline), 20*time.Second))
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
 		cancel()
 		if err == nil && ok {
+			if d := time.Since(start); d > 10*time.Second {
+				p.t.Logf("browser: waited %s for %s (load %s)", d.Round(time.Second), expr, loadavg())
+			}
 			return
 		}
 		if p.ctx.Err() != nil {
@@ -364,7 +424,35 @@ func (p *Page) WaitFor(expr string) {
 		last = err
 		time.Sleep(50 * time.Millisecond)
 	}
-	p.t.Fatalf("browser: waited %s for %s (page %s, last error %v)", Timeout, expr, p.location(), last)
+	p.t.Fatalf("browser: waited %s for %s (page %s, last error %v, load %s); the page's text:\n%s",
+		WaitTimeout, expr, p.location(), last, loadavg(), p.text())
+}
+
+// text is the page's visible text (its start), for failure messages.
+func (p *Page) text() string {
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	if len(s) > 3000 {
+		s = s[:3000] + "..."
+	}
+	return s
+}
+
+// loadavg is the machine's load averages (Linux), for messages about waits.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // WaitURL waits until the page's URL starts with prefix and the page has loaded.
