@@ -77,6 +77,7 @@ const (
 	Progressing = "Progressing"
 	Succeeded   = "Succeeded"
 	Failed      = "Failed"
+	Error       = "Error"
 	Running     = "Running"
 )
 
@@ -189,8 +190,22 @@ func (a *ArgoCD) Refresh(ctx context.Context, names ...string) error {
 // Argo CD process exits, or timeout passes; the error then lists every Application's state and
 // the processes' last log lines.
 func (a *ArgoCD) WaitFor(ctx context.Context, timeout time.Duration, what string, done func(map[string]*Application) (bool, error)) error {
+	return a.WaitForProgress(ctx, timeout, timeout, what, done)
+}
+
+// WaitForProgress is WaitFor with a bound that counts from the Applications' last move: it
+// waits as long as they keep moving (an Application created, a sync started, retried or
+// finished, a health or a revision changed), gives up when they stood still for idle, and
+// after max in all. On a loaded machine Argo CD's processes and the API servers are slow, not
+// stuck: this tells the two apart.
+func (a *ArgoCD) WaitForProgress(ctx context.Context, idle, max time.Duration, what string, done func(map[string]*Application) (bool, error)) error {
+	start := time.Now()
 	var last map[string]*Application
-	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+	var state string
+	moved := start
+	ctx, cancel := context.WithTimeout(ctx, max)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		if err := a.Check(); err != nil {
 			return false, err
 		}
@@ -199,7 +214,16 @@ func (a *ArgoCD) WaitFor(ctx context.Context, timeout time.Duration, what string
 			return false, nil // the API server may be busy: try again
 		}
 		last = apps
-		return done(apps)
+		if s := progress(apps); s != state {
+			state, moved = s, time.Now()
+		}
+		if ok, err := done(apps); ok || err != nil {
+			return ok, err
+		}
+		if time.Since(moved) > idle {
+			return false, fmt.Errorf("no Application moved for %s (%s in all)", idle, time.Since(start).Round(time.Second))
+		}
+		return false, nil
 	})
 	if err == nil {
 		return nil
@@ -209,5 +233,42 @@ func (a *ArgoCD) WaitFor(ctx context.Context, timeout time.Duration, what string
 		states = append(states, "  "+app.String())
 	}
 	sort.Strings(states)
-	return fmt.Errorf("waiting for %s: %w\napplications:\n%s\n%s", what, err, strings.Join(states, "\n"), a.Logs(15))
+	return fmt.Errorf("waiting for %s: %w (last move %s before)\napplications:\n%s\n%s", what, err,
+		time.Since(moved).Round(time.Second), strings.Join(states, "\n"), a.Logs(15))
+}
+
+// progress is what a move of the Applications changes (not the time stamps of Argo CD's
+// periodic refreshes, which change while nothing moves).
+func progress(apps map[string]*Application) string {
+	names := make([]string, 0, len(apps))
+	for n := range apps {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		st := &apps[n].Status
+		fmt.Fprintf(&b, "%s %s@%s %s %q|", n, st.Sync.Status, st.Sync.Revision, st.Health.Status, st.Health.Message)
+		if op := st.OperationState; op != nil {
+			fmt.Fprintf(&b, "%s %q %d %s|", op.Phase, op.Message, op.RetryCount, op.StartedAt)
+			if op.SyncResult != nil {
+				for _, r := range op.SyncResult.Resources {
+					fmt.Fprintf(&b, "%s/%s %s;", r.Kind, r.Name, r.Status)
+				}
+			}
+		}
+		fmt.Fprintf(&b, "%d\n", len(st.History))
+	}
+	return b.String()
+}
+
+// GaveUp says whether Argo CD's last sync of the Application failed for good: its retries are
+// spent (a sync ends Failed or Error only then) and automated sync does not try a revision
+// again that failed, so the Application stays as it is until a new commit.
+func (a *Application) GaveUp() bool {
+	switch a.OperationPhase() {
+	case Failed, Error:
+		return true
+	}
+	return false
 }

@@ -292,26 +292,48 @@ func (w *world) renderedObjects(t *testing.T, tenant, dir string) []*unstructure
 }
 
 // waitAllSynced waits until every tenant's root app and every Application its repository
-// renders exist, are Synced, and their last sync operation Succeeded.
-func (w *world) waitAllSynced(t *testing.T, timeout time.Duration) map[string]*argocd.Application {
+// renders exist, are Synced, and their last sync operation Succeeded, as long as they keep moving (idle without a move ends the wait) and at most max; never past
+// the test binary's own deadline (-timeout), so that a failure lists the Applications' states.
+// An Application whose sync Argo CD gave up on ends the wait at once: it will not be retried.
+func (w *world) waitAllSynced(t *testing.T, idle, max time.Duration) map[string]*argocd.Application {
 	t.Helper()
 	var want []string
 	for _, name := range bundledTenants {
 		want = append(want, rootName(name))
 		want = append(want, w.renderedApps(t, name)...)
 	}
+	if dl, ok := t.Deadline(); ok {
+		max = min(max, time.Until(dl)-2*time.Minute)
+	}
+	start := time.Now()
 	var got map[string]*argocd.Application
-	require.NoError(t, w.argo.WaitFor(context.Background(), timeout, "every Application Synced and Succeeded",
+	require.NoError(t, w.argo.WaitForProgress(context.Background(), idle, max, "every Application Synced and Succeeded",
 		func(apps map[string]*argocd.Application) (bool, error) {
 			got = apps
+			done := true
 			for _, n := range want {
-				if app, ok := apps[n]; !ok || !app.SyncedAndSucceeded() {
-					return false, nil
+				app, ok := apps[n]
+				switch {
+				case ok && app.SyncedAndSucceeded():
+				case ok && app.GaveUp():
+					return false, fmt.Errorf("Argo CD gave up syncing %s (retries spent): %s", n, app.OperationMessages())
+				default:
+					done = false
 				}
 			}
-			return true, nil
+			return done, nil
 		}))
+	t.Logf("every Application synced after %s (load %s)", time.Since(start).Round(time.Second), loadavg())
 	return got
+}
+
+// loadavg is the machine's load averages, for the log.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 // newHookServer prepares a webhook for one tenant cluster: a serving certificate for 127.0.0.1
