@@ -286,11 +286,12 @@ func liveUIDs(ctx context.Context, t *testing.T, tn *tenant, objs []*unstructure
 }
 
 // waitGone waits until the object is deleted (a foreground deletion ends when the garbage
-// collector removes its finalizer).
+// collector removes its finalizer), up to 3 minutes: a kube-controller-manager on a loaded
+// machine gets to it late.
 func waitGone(ctx context.Context, t *testing.T, tn *tenant, o *unstructured.Unstructured) {
 	t.Helper()
 	var last *unstructured.Unstructured
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		last = getLive(ctx, t, tn, o)
 		return last == nil, nil
 	})
