@@ -61,9 +61,9 @@ func TestConsole(t *testing.T) {
 		p := e.page(t, dana, browser.PageOptions{})
 		browser.Eval[bool](p, `window.__sameDocument = true`)
 		e.backend.SetStage("acme", "transcribe", "failed", "the VM was evicted")
-		p.WaitFor(`document.querySelector("#job-transcribe .badge").textContent === "failed"`)
+		e.waitLive(t, p, `document.querySelector("#job-transcribe .badge").textContent === "failed"`)
 		e.backend.SetStage("acme", "transcribe", "serving", "every replica answers /health")
-		p.WaitFor(`document.querySelector("#job-transcribe .badge").textContent === "serving" && document.querySelector("#job-transcribe .reason").textContent.includes("every replica")`)
+		e.waitLive(t, p, `document.querySelector("#job-transcribe .badge").textContent === "serving" && document.querySelector("#job-transcribe .reason").textContent.includes("every replica")`)
 		if !browser.Eval[bool](p, `window.__sameDocument === true`) {
 			t.Error("the page was reloaded")
 		}
@@ -110,7 +110,7 @@ func TestConsole(t *testing.T) {
 		p.WaitFor(`document.querySelector("#job-summarize .badge").textContent === "syncing"`)
 		for _, stage := range []string{"booting", "loading-model", "serving"} {
 			e.backend.SetStage("acme", "summarize", stage, "moved by the test")
-			p.WaitFor(fmt.Sprintf(`document.querySelector("#job-summarize .badge").textContent === %q`, stage))
+			e.waitLive(t, p, fmt.Sprintf(`document.querySelector("#job-summarize .badge").textContent === %q`, stage))
 		}
 	})
 

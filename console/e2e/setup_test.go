@@ -117,6 +117,7 @@ func startOn(t *testing.T, addr string, o console.Options) *consoletest.Server {
 // page opens a tab signed in as the user through Dex's own login page.
 func (e *env) page(t *testing.T, u dex.User, o browser.PageOptions) *browser.Page {
 	t.Helper()
+	o.Init = append(o.Init, liveProbe)
 	p := e.browser.NewPage(t, o)
 	e.signIn(t, p, u, e.srv.URL+"/")
 	return p
@@ -141,6 +142,36 @@ func (e *env) signIn(t *testing.T, p *browser.Page, u dex.User, start string) {
 		chromedp.SendKeys(chromedp.ID("password"), u.Password),
 		chromedp.Click(chromedp.ID("submit-login")))
 	p.WaitURL(e.srv.URL + "/")
+}
+
+// liveProbe notes what happens to the jobs list's event stream (the events of htmx's SSE
+// extension) and to the page's visibility (the extension pauses the stream in a hidden page),
+// for the message of a wait for the list that fails.
+const liveProbe = `(() => {
+  const log = window.__live = [];
+  const t0 = performance.now();
+  const note = (what) => { log.push(Math.round(performance.now() - t0) + " ms: " + what); if (log.length > 60) log.splice(1, 1); };
+  for (const name of ["htmx:sse:before:connection", "htmx:sse:after:connection", "htmx:sse:error", "htmx:sse:close", "htmx:sse:after:message"]) {
+    document.addEventListener(name, (e) => note(name + (e.detail && e.detail.error ? " " + e.detail.error : "") + (e.detail && e.detail.reason ? " " + e.detail.reason : "")), true);
+  }
+  document.addEventListener("visibilitychange", () => note("visibility " + document.visibilityState), true);
+  note(location.pathname + " " + document.visibilityState);
+})();`
+
+// waitLive waits until the live jobs list shows what expr says. When it never does, the message
+// says what the list's event stream did, as the page saw it, and whether the console went on
+// reading the jobs for it meanwhile.
+func (e *env) waitLive(t *testing.T, p *browser.Page, expr string) {
+	t.Helper()
+	before := e.backend.Calls("ListJobs")
+	if err := p.Until(expr); err != nil {
+		logs := e.logs()
+		if len(logs) > 3000 {
+			logs = logs[len(logs)-3000:]
+		}
+		t.Fatalf("%v\nthe jobs list's event stream, as the page saw it:\n%s\nthe console read the jobs %d times meanwhile; the end of its log:\n%s",
+			err, browser.Eval[string](p, `(window.__live || ["no probe"]).join("\n")`), e.backend.Calls("ListJobs")-before, logs)
+	}
 }
 
 // shots is where screenshots go: docs/console when INFERPLANE_SCREENSHOTS names it (make

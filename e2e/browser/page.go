@@ -39,6 +39,9 @@ type PageOptions struct {
 	// AllowHosts are hosts besides 127.0.0.1 that requests may go to: only other loopback
 	// addresses (a cross-site attacker page on 127.0.0.2, say).
 	AllowHosts []string
+	// Init are scripts run in every document before its own (injected by the DevTools
+	// protocol, which the page's CSP does not govern): probes a test reads when it fails.
+	Init []string
 }
 
 // Page is one tab in its own browser context.
@@ -112,8 +115,12 @@ func (b *Browser) NewPage(t testing.TB, o PageOptions) *Page {
 			if _, err := cdp.Call(ctx, tg, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true}); err != nil {
 				return err
 			}
-			_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: cspHook})
-			return err
+			for _, src := range append([]string{cspHook}, o.Init...) {
+				if _, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: src}); err != nil {
+					return err
+				}
+			}
+			return nil
 		}),
 		chromedp.ExposeFunc("__inferplaneCSP", func(_ context.Context, v CSPViolation) (bool, error) {
 			p.mu.Lock()
@@ -405,6 +412,15 @@ func (p *Page) close() {
 // from a page that went wrong.
 func (p *Page) WaitFor(expr string) {
 	p.t.Helper()
+	if err := p.Until(expr); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// Until is WaitFor that returns the failure instead of failing the test (which can then say
+// more about it).
+func (p *Page) Until(expr string) error {
+	p.t.Helper()
 	start := time.Now()
 	deadline := start.Add(WaitTimeout)
 	var last error
@@ -416,7 +432,7 @@ func (p *Page) WaitFor(expr string) {
 			if d := time.Since(start); d > 10*time.Second {
 				p.t.Logf("browser: waited %s for %s (load %s)", d.Round(time.Second), expr, loadavg())
 			}
-			return
+			return nil
 		}
 		if p.ctx.Err() != nil {
 			break
@@ -424,7 +440,7 @@ func (p *Page) WaitFor(expr string) {
 		last = err
 		time.Sleep(50 * time.Millisecond)
 	}
-	p.t.Fatalf("browser: waited %s for %s (page %s, last error %v, load %s); the page's text:\n%s",
+	return fmt.Errorf("browser: waited %s for %s (page %s, last error %v, load %s); the page's text:\n%s",
 		WaitTimeout, expr, p.location(), last, loadavg(), p.text())
 }
 
