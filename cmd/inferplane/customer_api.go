@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -144,9 +145,15 @@ func (s *apiSession) jobsList(ctx context.Context, w io.Writer, tenant, output s
 }
 
 // jobsDetail is `jobs detail` through the API, with its exit status: 0 serving, 3 on its way,
-// 4 failed.
-func (s *apiSession) jobsDetail(ctx context.Context, w io.Writer, tenant, job, output string) error {
-	d, err := s.api.GetJob(ctx, tenant, job)
+// 4 failed. With wait.wait it follows the job first (waitForAPIJob).
+func (s *apiSession) jobsDetail(ctx context.Context, w, errOut io.Writer, tenant, job, output string, wait waitFlags) error {
+	var d apiv1.JobDetail
+	var err error
+	if wait.wait {
+		d, err = s.waitForJob(ctx, errOut, tenant, job, wait.timeout)
+	} else {
+		d, err = s.api.GetJob(ctx, tenant, job)
+	}
 	if err != nil {
 		return s.apiErr(err)
 	}
@@ -163,7 +170,44 @@ func (s *apiSession) jobsDetail(ctx context.Context, w io.Writer, tenant, job, o
 	case "failed":
 		return &exitStatus{code: 4, err: fmt.Errorf("%s/%s failed: %s", tenant, job, d.Reason)}
 	}
+	if wait.wait {
+		return &exitStatus{code: exitOnItsWay, err: fmt.Errorf("%s/%s: still %s after %s (--wait-timeout)", tenant, job, d.Stage, wait.timeout)}
+	}
 	return &exitStatus{code: exitOnItsWay, err: fmt.Errorf("%s/%s is not serving yet (%s)", tenant, job, d.Stage)}
+}
+
+// waitForJob reads the job until it serves or fails, or timeout passes, saying on errOut each
+// time its stage or reason changes (as jobs detail --wait does on the operator's files).
+func (s *apiSession) waitForJob(ctx context.Context, errOut io.Writer, tenant, job string, timeout time.Duration) (apiv1.JobDetail, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	var last string
+	for {
+		d, err := s.api.GetJob(wctx, tenant, job)
+		if err != nil {
+			if wctx.Err() != nil && ctx.Err() == nil {
+				return s.api.GetJob(ctx, tenant, job) // the last reading stands; the exit says it is not serving
+			}
+			return d, err
+		}
+		if now := d.Stage + ": " + d.Reason; now != last {
+			fmt.Fprintf(errOut, "%s %s/%s: %s\n", time.Now().Format(time.TimeOnly), tenant, job, now)
+			last = now
+		}
+		if d.Stage == "serving" || d.Stage == "failed" {
+			return d, nil
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return d, ctx.Err()
+			}
+			return d, nil
+		case <-tick.C:
+		}
+	}
 }
 
 func printAPIJobDetail(w io.Writer, d apiv1.JobDetail, now time.Time) {
@@ -258,14 +302,40 @@ func (s *apiSession) jobsRestart(ctx context.Context, w io.Writer, tenant, job s
 	return nil
 }
 
-// jobsDelete is `jobs delete` through the API.
-func (s *apiSession) jobsDelete(ctx context.Context, w, errOut io.Writer, tenant, job string) error {
+// jobsDelete is `jobs delete` through the API. The keys limited to the job's endpoint are
+// read first, so that with revokeKeys a key list that cannot be read deletes nothing; after
+// the delete they are revoked (revokeKeys) or named as still active.
+func (s *apiSession) jobsDelete(ctx context.Context, w, errOut io.Writer, tenant, job string, revokeKeys bool) error {
+	var ids []string
+	l, keysErr := s.api.ListKeys(ctx, tenant)
+	if keysErr != nil && revokeKeys {
+		return fmt.Errorf("--revoke-keys: %w (nothing was deleted)", s.apiErr(keysErr))
+	}
+	if keysErr == nil {
+		for _, k := range l.Items {
+			if k.Endpoint == job && k.Status == "active" {
+				ids = append(ids, k.ID)
+			}
+		}
+	}
 	res, err := s.api.DeleteJob(ctx, tenant, job)
 	if err != nil {
 		return s.apiErr(err)
 	}
 	fmt.Fprintf(w, "deleted %s/%s; inputs commit %s\n", res.Tenant, res.Name, shortCommit(res.Write.InputsCommit))
 	printAPIWrite(errOut, res.Write)
+	switch {
+	case keysErr != nil:
+		fmt.Fprintf(errOut, "warning: the keys of endpoint %s could not be listed (%v): check them with inferplane keys list\n", job, s.apiErr(keysErr))
+	case revokeKeys:
+		for _, id := range ids {
+			if err := s.keysRevoke(ctx, w, tenant, id); err != nil {
+				return err
+			}
+		}
+	case len(ids) > 0:
+		fmt.Fprintf(errOut, "%d API key(s) limited to endpoint %s stay active: %s (inferplane keys revoke, or --revoke-keys)\n", len(ids), job, strings.Join(ids, ", "))
+	}
 	return nil
 }
 
@@ -295,16 +365,35 @@ func (s *apiSession) modelsList(ctx context.Context, w io.Writer, tenant, output
 }
 
 // keysCreate is `keys create` through the API: the key goes to w alone (or as data with -o),
-// once; where it is stored and its ID to errOut.
-func (s *apiSession) keysCreate(ctx context.Context, w, errOut io.Writer, tenant string, k apiv1.KeyCreate, output string) error {
+// once, or to a new file only its owner can read; where it is stored and its ID to errOut.
+func (s *apiSession) keysCreate(ctx context.Context, w, errOut io.Writer, tenant string, k apiv1.KeyCreate, output, file string) (err error) {
+	if file != "" {
+		out, err := newKeyFile(file)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := out.Close(); err == nil && cerr != nil {
+				err = cerr
+			}
+			if err != nil {
+				os.Remove(file)
+			}
+		}()
+		w = out
+	}
 	res, err := s.api.CreateKey(ctx, tenant, k, apiclient.WriteOptions{IdempotencyKey: newIdempotencyKey()})
 	if err != nil {
 		return s.apiErr(err)
 	}
 	if output == "json" || output == "yaml" {
-		return printData(w, output, res)
+		err = printData(w, output, res)
+	} else {
+		_, err = fmt.Fprintln(w, res.APIKey)
 	}
-	fmt.Fprintln(w, res.APIKey)
+	if err != nil {
+		return err
+	}
 	scope := "every endpoint of " + res.Tenant
 	if res.Endpoint != "" {
 		scope = "endpoint " + res.Endpoint + " of " + res.Tenant
@@ -312,6 +401,10 @@ func (s *apiSession) keysCreate(ctx context.Context, w, errOut io.Writer, tenant
 	exp := "never expires"
 	if res.ExpiresAt != nil {
 		exp = "expires " + res.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	if file != "" {
+		fmt.Fprintf(errOut, "key %s for %s, %s; written to %s (mode 0600), shown nowhere else\n", res.ID, scope, exp, file)
+		return nil
 	}
 	fmt.Fprintf(errOut, "key %s for %s, %s; shown this once: keep it safe\n", res.ID, scope, exp)
 	return nil

@@ -128,7 +128,12 @@ func apiJobsDetailCmd(cmd *cobra.Command, s *apiSession, args []string) error {
 	if err != nil {
 		return err
 	}
-	return s.jobsDetail(cmd.Context(), cmd.OutOrStdout(), t, j, o)
+	var w waitFlags
+	w.wait, _ = cmd.Flags().GetBool("wait")
+	if w.timeout, err = cmd.Flags().GetDuration("wait-timeout"); err != nil {
+		return err
+	}
+	return s.jobsDetail(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), t, j, o, w)
 }
 
 func apiJobsCreateCmd(cmd *cobra.Command, s *apiSession, args []string) error {
@@ -193,7 +198,8 @@ func apiJobsDeleteCmd(cmd *cobra.Command, s *apiSession, args []string) error {
 	if yes, _ := cmd.Flags().GetBool("yes"); !yes {
 		return usageErr(fmt.Errorf("jobs delete %s/%s removes the job and its VMs: pass --yes", t, j))
 	}
-	return s.jobsDelete(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), t, j)
+	revoke, _ := cmd.Flags().GetBool("revoke-keys")
+	return s.jobsDelete(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), t, j, revoke)
 }
 
 func apiKeysCreateCmd(cmd *cobra.Command, s *apiSession, _ []string) error {
@@ -207,7 +213,7 @@ func apiKeysCreateCmd(cmd *cobra.Command, s *apiSession, _ []string) error {
 		return err
 	}
 	k := apiv1.KeyCreate{Name: flagString(fs, "name"), Endpoint: flagString(fs, "endpoint"), Expires: flagString(fs, "expires")}
-	return s.keysCreate(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), t, k, o)
+	return s.keysCreate(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), t, k, o, flagString(fs, "file"))
 }
 
 func apiKeysListCmd(cmd *cobra.Command, s *apiSession, _ []string) error {

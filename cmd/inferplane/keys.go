@@ -144,6 +144,19 @@ Every key is hashed with this secret: replacing it invalidates every key.`,
 	return cmd
 }
 
+// newKeyFile creates the file a new key goes to, readable by its owner only; it is opened
+// before the key is issued, so that a key that cannot be written is never issued.
+func newKeyFile(path string) (*os.File, error) {
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("--file %s exists: a key is written to a new file only (no key was created)", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--file: %w (no key was created)", err)
+	}
+	return out, nil
+}
+
 // writeNew writes a file that must not exist yet, readable by its owner only.
 func writeNew(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -258,11 +271,8 @@ func runKeysCreate(cmd *cobra.Command, f *keysCreateFlags) error {
 	// The file before the key: a key that cannot be written is never issued.
 	var out *os.File
 	if f.file != "" {
-		if out, err = os.OpenFile(f.file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("--file %s exists: a key is written to a new file only (no key was created)", f.file)
-			}
-			return fmt.Errorf("--file: %w (no key was created)", err)
+		if out, err = newKeyFile(f.file); err != nil {
+			return err
 		}
 		defer out.Close()
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -238,7 +239,7 @@ func TestCustomerCommandsThroughTheAPI(t *testing.T) {
 	assert.Contains(t, out.String(), "gpusPerReplica: 1", "camelCase, the API's own field names")
 
 	out.Reset()
-	err = s.jobsDetail(ctx, &out, tenant, "web", "table")
+	err = s.jobsDetail(ctx, &out, io.Discard, tenant, "web", "table", waitFlags{})
 	assert.Equal(t, exitOnItsWay, exitCode(err), "not serving: exit 3")
 	assert.Contains(t, out.String(), "Job:        acme/web")
 	assert.Contains(t, out.String(), "Endpoint:   https://web.acme.models.example.com (API key required)")
@@ -246,7 +247,7 @@ func TestCustomerCommandsThroughTheAPI(t *testing.T) {
 
 	out.Reset()
 	errOut.Reset()
-	require.NoError(t, s.keysCreate(ctx, &out, &errOut, tenant, apiv1.KeyCreate{Endpoint: "web"}, ""))
+	require.NoError(t, s.keysCreate(ctx, &out, &errOut, tenant, apiv1.KeyCreate{Endpoint: "web"}, "", ""))
 	key := strings.TrimSpace(out.String())
 	assert.NotEmpty(t, key)
 	assert.NotContains(t, key, "\n", "the key alone on standard output")
@@ -274,10 +275,36 @@ func TestCustomerCommandsThroughTheAPI(t *testing.T) {
 	require.NoError(t, s.keysRevoke(ctx, &out, tenant, id))
 	assert.Equal(t, "revoked key "+id+" of acme\n", out.String())
 
+	// A key into a new file only its owner reads; a file that exists gets no key.
+	keyFile := filepath.Join(t.TempDir(), "web.key")
+	errOut.Reset()
+	require.NoError(t, s.keysCreate(ctx, &out, &errOut, tenant, apiv1.KeyCreate{Endpoint: "web"}, "", keyFile))
+	assert.Contains(t, errOut.String(), "written to "+keyFile+" (mode 0600)")
+	fi, err := os.Stat(keyFile)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	inFile, err := os.ReadFile(keyFile)
+	require.NoError(t, err)
+	assert.Regexp(t, `^ipk_\S+\n$`, string(inFile))
+	err = s.keysCreate(ctx, &out, &errOut, tenant, apiv1.KeyCreate{Endpoint: "web"}, "", keyFile)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "exists: a key is written to a new file only (no key was created)")
 	out.Reset()
-	require.NoError(t, s.jobsDelete(ctx, &out, &errOut, tenant, "web"))
+	require.NoError(t, s.keysList(ctx, &out, tenant, "json"))
+	require.NoError(t, json.Unmarshal(out.Bytes(), &keys))
+	require.Len(t, keys.Items, 2, "no key for the file that existed")
+	second := keys.Items[0].ID
+	if second == id {
+		second = keys.Items[1].ID
+	}
+
+	// Deleted with --revoke-keys: the endpoint's active key is revoked, the revoked one is left.
+	out.Reset()
+	require.NoError(t, s.jobsDelete(ctx, &out, &errOut, tenant, "web", true))
 	assert.Contains(t, out.String(), "deleted acme/web")
-	err = s.jobsDetail(ctx, &out, tenant, "web", "table")
+	assert.Contains(t, out.String(), "revoked key "+second+" of acme")
+	assert.NotContains(t, out.String(), "revoked key "+id)
+	err = s.jobsDetail(ctx, &out, io.Discard, tenant, "web", "table", waitFlags{})
 	assert.Contains(t, err.Error(), "404")
 
 	// Another customer's tenant is out of reach, worded as a tenant that does not exist.
