@@ -144,14 +144,15 @@ func (e *env) signIn(t *testing.T, p *browser.Page, u dex.User, start string) {
 	p.WaitURL(e.srv.URL + "/")
 }
 
-// liveProbe notes what happens to the jobs list's event stream (the events of htmx's SSE
-// extension) and to the page's visibility (the extension pauses the stream in a hidden page),
+// liveProbe notes what happens to the jobs list's event stream (the events of htmx's requests
+// and of its SSE extension) and to the page's visibility (the extension pauses the stream in a hidden page),
 // for the message of a wait for the list that fails.
 const liveProbe = `(() => {
   const log = window.__live = [];
   const t0 = performance.now();
   const note = (what) => { log.push(Math.round(performance.now() - t0) + " ms: " + what); if (log.length > 60) log.splice(1, 1); };
-  for (const name of ["htmx:sse:before:connection", "htmx:sse:after:connection", "htmx:sse:error", "htmx:sse:close", "htmx:sse:after:message"]) {
+  for (const name of ["htmx:after:init", "htmx:before:request", "htmx:before:response", "htmx:error", "htmx:response:error", "htmx:finally:request",
+    "htmx:sse:before:connection", "htmx:sse:after:connection", "htmx:sse:error", "htmx:sse:close", "htmx:sse:after:message"]) {
     document.addEventListener(name, (e) => note(name + (e.detail && e.detail.error ? " " + e.detail.error : "") + (e.detail && e.detail.reason ? " " + e.detail.reason : "")), true);
   }
   document.addEventListener("visibilitychange", () => note("visibility " + document.visibilityState), true);

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -42,6 +43,9 @@ type PageOptions struct {
 	// Init are scripts run in every document before its own (injected by the DevTools
 	// protocol, which the page's CSP does not govern): probes a test reads when it fails.
 	Init []string
+	// Slow holds each request whose URL contains a key that long before it goes on: a slow
+	// network, for one file.
+	Slow map[string]time.Duration
 }
 
 // Page is one tab in its own browser context.
@@ -58,7 +62,12 @@ type Page struct {
 	csp       []CSPViolation
 	// cspTaken counts the violations TakeCSPViolations took: as many of the console errors
 	// the browser prints for CSP violations are expected (they arrive on their own schedule).
-	cspTaken  int
+	cspTaken int
+	// held are the requests the gate paused and has not let go yet, gateErrs the gate's
+	// failures: what a wait that fails reports, to tell a request stuck in the gate.
+	held      map[fetch.RequestID]string
+	gateErrs  []string
+	slow      map[string]time.Duration
 	requests  map[network.RequestID]*Transfer
 	transfers []Transfer
 }
@@ -93,7 +102,8 @@ const cspHook = `document.addEventListener("securitypolicyviolation", (e) => {
 func (b *Browser) NewPage(t testing.TB, o PageOptions) *Page {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext())
-	p := &Page{t: t, ctx: ctx, cancel: cancel, allow: append([]string{"127.0.0.1"}, o.AllowHosts...), requests: map[network.RequestID]*Transfer{}}
+	p := &Page{t: t, ctx: ctx, cancel: cancel, allow: append([]string{"127.0.0.1"}, o.AllowHosts...), requests: map[network.RequestID]*Transfer{},
+		held: map[fetch.RequestID]string{}, slow: o.Slow}
 	if err := chromedp.Do(ctx); err != nil {
 		cancel()
 		t.Fatalf("opening a tab: %v\n%s", err, b.Log())
@@ -143,17 +153,31 @@ func (p *Page) gate(paused iter.Seq2[fetch.EventRequestPaused, error]) {
 			return
 		}
 		allowed := p.allowed(ev.Request.URL)
+		what := ev.Request.Method + " " + ev.Request.URL
+		p.mu.Lock()
+		p.held[ev.RequestID] = time.Now().Format("15:04:05.000") + " " + what
+		p.mu.Unlock()
 		go func() {
+			for k, d := range p.slow {
+				if strings.Contains(ev.Request.URL, k) {
+					time.Sleep(d)
+				}
+			}
 			var err error
 			if allowed {
 				_, err = chromedp.Call(p.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
 			} else {
 				p.mu.Lock()
-				p.blocked = append(p.blocked, ev.Request.Method+" "+ev.Request.URL)
+				p.blocked = append(p.blocked, what)
 				p.mu.Unlock()
 				_, err = chromedp.Call(p.ctx, fetch.FailRequest, fetch.FailRequestParams{RequestID: ev.RequestID, ErrorReason: network.ErrorReasonBlockedByClient})
 			}
-			_ = err // the tab may be closing
+			p.mu.Lock()
+			delete(p.held, ev.RequestID)
+			if err != nil && p.ctx.Err() == nil { // else the tab is closing
+				p.gateErrs = append(p.gateErrs, time.Now().Format("15:04:05.000")+" "+what+": "+err.Error())
+			}
+			p.mu.Unlock()
 		}()
 	}
 }
@@ -440,8 +464,16 @@ func (p *Page) Until(expr string) error {
 		last = err
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("browser: waited %s for %s (page %s, last error %v, load %s); the page's text:\n%s",
-		WaitTimeout, expr, p.location(), last, loadavg(), p.text())
+	return fmt.Errorf("browser: waited %s for %s (page %s, last error %v, load %s); %s; the page's text:\n%s",
+		WaitTimeout, expr, p.location(), last, loadavg(), p.gateState(), p.text())
+}
+
+// gateState says which requests the gate holds and what failed in it.
+func (p *Page) gateState() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	held := slices.Sorted(maps.Values(p.held))
+	return fmt.Sprintf("requests held at the gate: %q; the gate's errors: %q", held, p.gateErrs)
 }
 
 // text is the page's visible text (its start), for failure messages.
