@@ -225,6 +225,10 @@ func apiKeysCreateCmd(cmd *cobra.Command, s *apiSession, _ []string) error {
 		return err
 	}
 	k := apiv1.KeyCreate{Name: flagString(fs, "name"), Endpoint: flagString(fs, "endpoint"), Expires: flagString(fs, "expires")}
+	lf := limitFlagsOf(fs)
+	if k.Limits, err = lf.spec(); err != nil {
+		return err
+	}
 	return s.keysCreate(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), t, k, o, flagString(fs, "file"))
 }
 
