@@ -19,12 +19,14 @@ build:
 
 # The local world README's walkthrough runs against, until Ctrl-C (e2e/demo): a real
 # kube-apiserver and etcd for the host and tenant clusters, the real gateway (bin/inferplane xds
-# serve), and stand-ins for what cannot run here (Envoy, Argo CD, KubeVirt, the GPU VMs' model
-# servers), all on 127.0.0.1. It writes .demo/env for `. .demo/env`. Needs make build first.
+# serve), the real product API (api serve) and Dex, and stand-ins for what cannot run here
+# (Envoy, Argo CD, KubeVirt, the GPU VMs' model servers), all on 127.0.0.1. It writes
+# .demo/customer.env and .demo/env. Needs make build first.
 demo:
-	@test -x $(BIN) || { echo "make demo: $(BIN) is the gateway it runs: make build first" >&2; exit 2; }
+	@test -x $(BIN) || { echo "make demo: $(BIN) is the gateway and the product API it runs: make build first" >&2; exit 2; }
 	@$(GO) build -o bin/demo ./e2e/demo
-	@dir=$$(hack/kubebin.sh) && INFERPLANE_KUBEBIN=$$dir exec bin/demo --inferplane $(BIN)
+	@kube=$$(hack/kubebin.sh) && dex=$$(hack/gitopsbin.sh dex) && \
+		INFERPLANE_KUBEBIN=$$kube INFERPLANE_DEX=$$dex exec bin/demo --inferplane $(BIN)
 
 # inferplane's OCI image, without a container engine (hack/image, go-containerregistry): the
 # static binary (CGO_ENABLED=0) on an empty base plus CA certificates, user 65532, no shell,

@@ -2,6 +2,7 @@ package productapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/inferplane/inferplane/access"
 	"github.com/inferplane/inferplane/auth/keys"
+	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 )
 
@@ -49,14 +51,21 @@ func (s *Server) createKey(ctx context.Context, in *createKeyInput) (*createKeyO
 	if in.IdempotencyKey != "" {
 		idem = strings.Join([]string{id.Issuer, id.Subject, in.Tenant, in.IdempotencyKey}, "\x00")
 		if prev, ok := s.keyIdem.get(idem); ok {
-			if prev.request != fmt.Sprint(in.Body) {
+			if prev.request != requestText(in.Body) {
 				return nil, newProblem(http.StatusUnprocessableEntity, "the Idempotency-Key was used for another request: send a new key with a new request")
 			}
 			return &createKeyOutput{Status: http.StatusCreated, Body: prev.answer}, nil
 		}
 	}
 	now := s.opts.Now()
-	req := keys.Request{Tenant: in.Tenant, Endpoint: in.Body.Endpoint, Name: in.Body.Name}
+	req := keys.Request{Tenant: in.Tenant, Endpoint: in.Body.Endpoint, Name: in.Body.Name, Limits: in.Body.Limits}
+	var limitErrs field.ErrorList
+	for _, p := range limits.Problems("limits", in.Body.Limits) {
+		limitErrs = append(limitErrs, field.Invalid(field.NewPath(p.Field), strings.TrimPrefix(p.Got, "is "), "must be "+p.Expected))
+	}
+	if len(limitErrs) > 0 {
+		return nil, fieldProblems(limitErrs)
+	}
 	if in.Body.Expires != "" {
 		if req.ExpiresAt, err = keys.ParseExpiry(in.Body.Expires, now); err != nil {
 			return nil, fieldProblems(field.ErrorList{field.Invalid(field.NewPath("expires"), in.Body.Expires, err.Error())})
@@ -85,14 +94,21 @@ func (s *Server) createKey(ctx context.Context, in *createKeyInput) (*createKeyO
 	s.log.Info("API key created", "tenant", in.Tenant, "key_id", rec.ID, "endpoint", rec.Endpoint, "by", id.Subject)
 	out := apiv1.KeyCreated{Key: keyView(rec, now), APIKey: key}
 	if idem != "" {
-		s.keyIdem.put(idem, idemAnswer{request: fmt.Sprint(in.Body), answer: out})
+		s.keyIdem.put(idem, idemAnswer{request: requestText(in.Body), answer: out})
 	}
 	return &createKeyOutput{Status: http.StatusCreated, Body: out}, nil
 }
 
+// requestText is a request body as the Idempotency-Key compares it: its JSON (fmt would print
+// the limits' pointers, so a retry would never match).
+func requestText(b apiv1.KeyCreate) string {
+	j, _ := json.Marshal(b)
+	return string(j)
+}
+
 func keyView(r keys.Record, now time.Time) apiv1.Key {
 	return apiv1.Key{ID: r.ID, Tenant: r.Tenant, Endpoint: r.Endpoint, Name: r.Name, Status: string(r.Status(now)),
-		CreatedAt: r.CreatedAt.UTC(), ExpiresAt: timePtr(r.ExpiresAt), RevokedAt: timePtr(r.RevokedAt)}
+		CreatedAt: r.CreatedAt.UTC(), ExpiresAt: timePtr(r.ExpiresAt), RevokedAt: timePtr(r.RevokedAt), Limits: r.Limits}
 }
 
 func (s *Server) listKeys(ctx context.Context, in *TenantParam) (*body[apiv1.KeyList], error) {

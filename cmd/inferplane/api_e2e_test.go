@@ -343,6 +343,24 @@ func TestAPICustomerJourney(t *testing.T) {
 	assert.Equal(t, "chat", eps.Items[0].Job)
 	assert.Equal(t, 2, eps.Items[0].Ready)
 
+	// A key with a limit of its own, set through the API: the gateway holds it to it.
+	_, err = dana.CreateKey(ctx, "acme", apiv1.KeyCreate{Endpoint: "chat", Limits: &v1alpha1.RateLimits{RequestsPerMinute: &v1alpha1.Limit{Value: 0}}}, apiclient.WriteOptions{})
+	require.Error(t, err, "a limit of 0 is refused")
+	assert.Contains(t, err.Error(), `limits.requestsPerMinute.value is "0": must be a positive number`)
+	one, err := dana.CreateKey(ctx, "acme", apiv1.KeyCreate{Endpoint: "chat", Limits: &v1alpha1.RateLimits{RequestsPerMinute: &v1alpha1.Limit{Value: 1}}}, apiclient.WriteOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, one.Limits)
+	assert.EqualValues(t, 1, one.Limits.RequestsPerMinute.Value)
+	require.Eventually(t, func() bool { status, answer = call(one.APIKey); return status != 401 && status != 403 }, 20*time.Second, 100*time.Millisecond)
+	require.Equal(t, 200, status, answer)
+	// The next call is refused, unless the minute turned in between: then the one after.
+	for i := 0; i < 2 && status == 200; i++ {
+		status, answer = call(one.APIKey)
+	}
+	assert.Equal(t, http.StatusTooManyRequests, status, "the key's own limit of 1 request a minute: %s", answer)
+	assert.Contains(t, answer, "API key "+one.ID)
+	assert.Contains(t, answer, "limit 1,")
+
 	revoked, err := dana.RevokeKey(ctx, "acme", k.ID)
 	require.NoError(t, err)
 	assert.Equal(t, "revoked", revoked.Status)

@@ -402,6 +402,9 @@ func (s *apiSession) keysCreate(ctx context.Context, w, errOut io.Writer, tenant
 	if res.ExpiresAt != nil {
 		exp = "expires " + res.ExpiresAt.UTC().Format(time.RFC3339)
 	}
+	if res.Limits != nil {
+		exp += "; " + describeLimits(res.Limits)
+	}
 	if file != "" {
 		fmt.Fprintf(errOut, "key %s for %s, %s; written to %s (mode 0600), shown nowhere else\n", res.ID, scope, exp, file)
 		return nil

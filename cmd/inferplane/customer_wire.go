@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -54,6 +55,17 @@ func wrap(cmd *cobra.Command, run apiRun) {
 		registerOutput(cmd, &o, "table", "", "table", "json", "yaml")
 	}
 	files := cmd.RunE
+	// A context names the caller's tenant: --tenant is required on the operator's files only.
+	if f := cmd.Flags().Lookup("tenant"); f != nil && len(f.Annotations[cobra.BashCompOneRequiredFlag]) > 0 {
+		delete(f.Annotations, cobra.BashCompOneRequiredFlag)
+		onFiles := files
+		files = func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("tenant") {
+				return usageErr(errors.New(`required flag(s) "tenant" not set (or sign in: inferplane login URL)`))
+			}
+			return onFiles(cmd, args)
+		}
+	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		for _, name := range operatorFlags {
 			if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
@@ -213,6 +225,10 @@ func apiKeysCreateCmd(cmd *cobra.Command, s *apiSession, _ []string) error {
 		return err
 	}
 	k := apiv1.KeyCreate{Name: flagString(fs, "name"), Endpoint: flagString(fs, "endpoint"), Expires: flagString(fs, "expires")}
+	lf := limitFlagsOf(fs)
+	if k.Limits, err = lf.spec(); err != nil {
+		return err
+	}
 	return s.keysCreate(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), t, k, o, flagString(fs, "file"))
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/auth/keys"
@@ -46,6 +47,17 @@ func (f *limitFlags) register(cmd *cobra.Command) {
 		fl.Int64Var(&f.values[k], limitFlagNames[k], 0, "limit the key to this many "+words[k]+" (0: none)")
 	}
 	fl.StringSliceVar(&f.soft, "soft", nil, "limits that only warn instead of refusing: rpm, tpm, tpd, tpw, tpmo (repeatable or comma-separated)")
+}
+
+// limitFlagsOf reads the limit flags of a command that registered them (the product API's form
+// of keys create, which has the command's flags but not its limitFlags).
+func limitFlagsOf(fs *pflag.FlagSet) limitFlags {
+	var f limitFlags
+	for k, name := range limitFlagNames {
+		f.values[k], _ = fs.GetInt64(name)
+	}
+	f.soft, _ = fs.GetStringSlice("soft")
+	return f
 }
 
 // spec is the limits the flags give (nil: none), or a usage error naming the flag.

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/e2e/dex"
 	"github.com/inferplane/inferplane/productapi/apitest"
 	"github.com/inferplane/inferplane/productapi/apiv1"
@@ -410,19 +411,34 @@ func TestCommandsUseTheCurrentContext(t *testing.T) {
 	key, stderr, err := execCLI(ctx, "keys", "create", "--tenant", "acme", "--endpoint", "web")
 	require.NoError(t, err, stderr)
 	assert.Contains(t, stderr, "shown this once")
+	// The key's own limits from the flags (--tenant from the context); a bad one is refused
+	// before the API is asked.
+	_, stderr, err = execCLI(ctx, "keys", "create", "--endpoint", "web", "--requests-per-minute", "5", "--tokens-per-day", "1000", "--soft", "tpd")
+	require.NoError(t, err, stderr)
+	assert.Contains(t, stderr, "for endpoint web of acme, never expires; 5 requests per minute, 1000 tokens per day (soft); shown this once")
+	_, _, err = execCLI(ctx, "keys", "create", "--soft", "rpm")
+	assert.Equal(t, 2, exitCode(err))
+	assert.ErrorContains(t, err, "--soft rpm: the key has no")
 	out, _, err = execCLI(ctx, "keys", "list", "-o", "json")
 	require.NoError(t, err)
 	var keys apiv1.KeyList
 	require.NoError(t, json.Unmarshal([]byte(out), &keys))
-	require.Len(t, keys.Items, 1)
+	require.Len(t, keys.Items, 2)
 	assert.NotContains(t, out, strings.TrimSpace(key))
+	limited := keys.Items[0]
+	if limited.Limits == nil {
+		limited = keys.Items[1]
+	}
+	require.NotNil(t, limited.Limits, "one key has limits: %s", out)
+	assert.EqualValues(t, 5, limited.Limits.RequestsPerMinute.Value)
+	assert.Equal(t, v1alpha1.LimitSoft, limited.Limits.TokensPerDay.Mode)
 	out, _, err = execCLI(ctx, "keys", "usage", "-o", "yaml")
 	require.NoError(t, err)
 	assert.Contains(t, out, "tenant: acme")
 	out, _, err = execCLI(ctx, "health", "-o", "json")
 	require.NoError(t, err)
 	assert.Contains(t, out, `"tenant": "acme"`)
-	_, _, err = execCLI(ctx, "keys", "revoke", keys.Items[0].ID, "--yes")
+	_, _, err = execCLI(ctx, "keys", "revoke", keys.Items[0].ID, keys.Items[1].ID, "--yes")
 	require.NoError(t, err)
 	_, _, err = execCLI(ctx, "jobs", "delete", "acme/web")
 	assert.Equal(t, 2, exitCode(err), "delete asks for --yes")

@@ -206,20 +206,31 @@ func defaultProject(namespace string) *unstructured.Unstructured {
 // AddCluster registers a cluster with Argo CD under name, by a cluster Secret carrying cfg's
 // server address (127.0.0.1) and client certificate.
 func (a *ArgoCD) AddCluster(ctx context.Context, name string, cfg *rest.Config) error {
-	config, err := json.Marshal(map[string]any{"tlsClientConfig": map[string]any{
-		"caData": cfg.CAData, "certData": cfg.CertData, "keyData": cfg.KeyData,
-	}})
+	s, err := ClusterSecret(a.Namespace, name, cfg)
 	if err != nil {
 		return err
 	}
-	s := &corev1.Secret{
+	return a.host.Client.Create(ctx, s)
+}
+
+// ClusterSecret is Argo CD's cluster Secret (in namespace) of the cluster cfg reaches, under
+// name: its server address and its TLS client credentials.
+func ClusterSecret(namespace, name string, cfg *rest.Config) (*corev1.Secret, error) {
+	c := map[string]any{"tlsClientConfig": map[string]any{"caData": cfg.CAData, "certData": cfg.CertData, "keyData": cfg.KeyData}}
+	if cfg.BearerToken != "" {
+		c["bearerToken"] = cfg.BearerToken
+	}
+	config, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: "cluster-" + name, Namespace: a.Namespace,
+			Name: "cluster-" + name, Namespace: namespace,
 			Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster"},
 		},
 		StringData: map[string]string{"name": name, "server": cfg.Host, "config": string(config)},
-	}
-	return a.host.Client.Create(ctx, s)
+	}, nil
 }
 
 // Check returns an error when a process has exited: a wait on Argo CD would otherwise only time

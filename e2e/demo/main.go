@@ -6,17 +6,25 @@
 //     kubeconfig context per cluster, all pointing at it;
 //   - the real gateway, `inferplane xds serve --source kube` (the binary make build wrote),
 //     watching that cluster's VMIs, with its own key secret and key store;
+//   - the real product API, `inferplane api serve`, over a bare inputs repository seeded from
+//     the checkout's recipes/ and tenants/, reading that cluster (the tenants' clusters through
+//     Argo CD cluster Secrets, as in production), minting keys into the gateway's key store;
+//     customers sign in to it at a real Dex (built from hack/gitopstools) as a demo user;
 //   - TEST DOUBLES of what cannot run here: Envoy (e2e/envoystandin, in front of the gateway,
 //     calling its real key check), Argo CD's sync and KubeVirt's controllers
-//     (e2e/clusterdouble, following the tenants' repositories under out/), and the GPU VMs'
-//     model servers (e2e/replicadouble).
+//     (e2e/clusterdouble, following the tenants' repositories the API writes), and the GPU
+//     VMs' model servers (e2e/replicadouble).
 //
-// It writes .demo/env, the variables that point the inferplane commands at all of it (README:
-// `. .demo/env`), and removes .demo when it stops.
+// It writes .demo/customer.env, what a customer's shell needs (the API's address to sign in
+// to, the gateway's address, a CLI configuration folder inside .demo), and .demo/env, the
+// operator's (kubeconfig, the gateway's admin address, the key store), and removes .demo when
+// it stops.
 package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,7 +36,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -40,24 +47,32 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/inferplane/inferplane/auth/keys"
+	registry "github.com/inferplane/inferplane/clusters"
+	"github.com/inferplane/inferplane/e2e/argocd"
 	"github.com/inferplane/inferplane/e2e/clusterdouble"
+	"github.com/inferplane/inferplane/e2e/dex"
 	"github.com/inferplane/inferplane/e2e/envoystandin"
 	"github.com/inferplane/inferplane/e2e/kubeenv"
+	"github.com/inferplane/inferplane/e2e/toolbin"
 	"github.com/inferplane/inferplane/generator/inputs"
 	"github.com/inferplane/inferplane/generator/render"
+	"github.com/inferplane/inferplane/productapi/clientconfig"
 )
 
 type options struct {
-	dir, inferplane, tenants, outDir, domain string
-	step                                     time.Duration
+	dir, inferplane, recipes, tenants, domain string
+	step                                      time.Duration
 }
+
+// customer is the demo's user at Dex: group acme-ml is developer in acme (tenants/acme/tenant.yaml).
+var customer = dex.User{Email: "dana@acme.example", Name: "dana", Groups: []string{"acme-ml"}}
 
 func main() {
 	var o options
 	flag.StringVar(&o.dir, "dir", ".demo", "folder of the demo's kubeconfig, keys, logs and env file (removed when it stops)")
 	flag.StringVar(&o.inferplane, "inferplane", "bin/inferplane", "the inferplane binary whose xds serve is the gateway")
-	flag.StringVar(&o.tenants, "tenants", "tenants", "the tenants folder (a kubeconfig context per tenant's cluster)")
-	flag.StringVar(&o.outDir, "out-dir", "out", "the tenants' repositories, which the stand-in for Argo CD follows")
+	flag.StringVar(&o.recipes, "recipes", "recipes", "the recipes folder, committed to the product API's inputs repository")
+	flag.StringVar(&o.tenants, "tenants", "tenants", "the tenants folder, committed to the product API's inputs repository (and a kubeconfig context per tenant's cluster)")
 	flag.StringVar(&o.domain, "domain", "models.example.com", "the endpoints' domain (never looked up: clients go through the gateway's address)")
 	flag.DurationVar(&o.step, "step", time.Second, "how long each stage of a job takes (sync, boot, load)")
 	flag.Parse()
@@ -80,7 +95,11 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("%s: the gateway is its xds serve: run make build first", o.inferplane)
+		return fmt.Errorf("%s: the gateway and the product API are its xds serve and api serve: run make build first", o.inferplane)
+	}
+	dexDir, err := toolbin.Dir(dex.Tool)
+	if err != nil {
+		return err
 	}
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
@@ -102,12 +121,8 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer env.Stop()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	contexts := map[string]*rest.Config{"host": env.Config}
-	for _, c := range tenantClusters(o.tenants) {
-		contexts[c] = env.Config
-	}
-	if err := kubeenv.WriteKubeconfig(kubeconfig, "host", contexts); err != nil {
+	kubeconfig, err := clusters(ctx, env, dir, tenantClusters(o.tenants))
+	if err != nil {
 		return err
 	}
 	secretFile, storeFile := filepath.Join(dir, "keys-secret"), filepath.Join(dir, "keys.db")
@@ -121,7 +136,9 @@ func run(ctx context.Context, o options) error {
 
 	admin, grpcAddr := freePort(), freePort()
 	say("starting the gateway: " + bin + " xds serve (log: " + filepath.Join(o.dir, "gateway.log") + ")")
-	stopGateway, err := startGateway(ctx, bin, dir, o.domain, kubeconfig, admin, grpcAddr, secretFile, storeFile)
+	stopGateway, err := startServer(ctx, dir, "gateway", "http://"+admin+"/readyz", bin, "xds", "serve", "--source", "kube",
+		"--kubeconfig", kubeconfig, "--context", "host", "--domain", o.domain, "--admin-address", admin, "--grpc-address", grpcAddr,
+		"--keys-file", storeFile, "--secret-file", secretFile, "--probe-interval", "1s", "--probe-timeout", "500ms")
 	if err != nil {
 		return err
 	}
@@ -132,61 +149,149 @@ func run(ctx context.Context, o options) error {
 	}
 	defer envoy.Close()
 
+	say("starting Dex, the identity provider customers sign in at")
+	password := randomHex(6)
+	u := customer
+	u.Password = password
+	// At the root of its address: Dex at this pin refuses the device flow's callback under a path.
+	idp, err := dex.StartIn(filepath.Join(dexDir, dex.Tool), mkdir(dir, "dex"), dex.Options{
+		Clients: []dex.Client{{ID: "inferplane", Public: true}}, Users: []dex.User{u}, RootIssuer: true, Sessions: true})
+	if err != nil {
+		return err
+	}
+	defer idp.Stop()
+	inputs, err := seedInputs(dir, o.recipes, o.tenants)
+	if err != nil {
+		return err
+	}
+	work := filepath.Join(dir, "tenants")
+	api := freePort()
+	say("starting the product API: " + bin + " api serve (log: " + filepath.Join(o.dir, "api.log") + ")")
+	stopAPI, err := startServer(ctx, dir, "api", "http://"+api+"/readyz", bin, "api", "serve", "--listen", api,
+		"--oidc-issuer", idp.Issuer, "--oidc-client-id", "inferplane", "--inputs-repo", inputs, "--work-dir", work,
+		"--kubeconfig", kubeconfig, "--context", "host", "--keys-file", storeFile, "--keys-secret-file", secretFile,
+		"--server", "http://"+admin, "--domain", o.domain, "--no-console")
+	if err != nil {
+		return err
+	}
+	defer stopAPI()
+	return serve(ctx, o, dir, work, env, demoVars{kubeconfig: kubeconfig, admin: admin, grpc: grpcAddr, envoy: envoy.URL(),
+		api: api, issuer: idp.Issuer, password: password, store: storeFile, secret: secretFile})
+}
+
+// demoVars are the addresses and files the env files and the ready message name.
+type demoVars struct {
+	kubeconfig, admin, grpc, envoy, api, issuer, password, store, secret string
+}
+
+// serve writes the env files, says the demo is ready and runs the stand-ins for Argo CD and
+// KubeVirt until ctx ends.
+func serve(ctx context.Context, o options, dir, work string, env *kubeenv.Env, v demoVars) error {
 	logFile, err := os.Create(filepath.Join(dir, "world.log"))
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
 	world := clusterdouble.New(clusterdouble.Options{Host: env.Client, Tenant: func(string) client.Client { return env.Client },
-		OutDir: o.outDir, Step: o.step, Log: slog.New(slog.NewTextHandler(logFile, nil))})
-
-	vars := [][2]string{
-		{"KUBECONFIG", kubeconfig},
-		{"INFERPLANE_SERVER", "http://" + admin},
-		{"INFERPLANE_GATEWAY", envoy.URL()},
+		OutDir: work, Step: o.step, Log: slog.New(slog.NewTextHandler(logFile, nil))})
+	operator := [][2]string{
+		{"KUBECONFIG", v.kubeconfig},
+		{"INFERPLANE_SERVER", "http://" + v.admin},
+		{"INFERPLANE_GATEWAY", v.envoy},
 		{"INFERPLANE_DOMAIN", o.domain},
-		{"INFERPLANE_KEYS_FILE", storeFile},
-		{"INFERPLANE_KEYS_SECRET_FILE", secretFile},
+		{"INFERPLANE_KEYS_FILE", v.store},
+		{"INFERPLANE_KEYS_SECRET_FILE", v.secret},
 	}
-	var envText strings.Builder
-	for _, v := range vars {
-		fmt.Fprintf(&envText, "export %s=%s\n", v[0], v[1])
+	customerVars := [][2]string{
+		{"INFERPLANE_API", "http://" + v.api},
+		{"INFERPLANE_GATEWAY", v.envoy},
+		{clientconfig.EnvDir, filepath.Join(dir, "config")},
 	}
-	// Written last, atomically: its existence says the demo is ready.
-	if err := os.WriteFile(filepath.Join(dir, "env.tmp"), []byte(envText.String()), 0o600); err != nil {
+	// customer.env is written last, atomically: its existence says the demo is ready.
+	if err := writeEnv(filepath.Join(dir, "env"), operator); err != nil {
 		return err
 	}
-	if err := os.Rename(filepath.Join(dir, "env.tmp"), filepath.Join(dir, "env")); err != nil {
+	if err := writeEnv(filepath.Join(dir, "customer.env"), customerVars); err != nil {
 		return err
 	}
-	fmt.Printf(`demo: ready. In another shell, from this folder:
+	fmt.Printf(`demo: ready. In another shell, from this folder, a customer:
 
-  . %s/env
+  . %s/customer.env
+  inferplane login "$INFERPLANE_API"
 
-%s
-  kube-apiserver  %s (contexts %s: the host cluster and each tenant's, one API server)
+signs in at Dex as %s, password %s (group %s: developer in acme).
+The operator's variables (kubeconfig, the gateway's admin address, the key store) are in %s/env.
+
+  product API     api serve on http://%s (inputs: %s/inputs.git; the tenants' repositories: %s/tenants)
+  Dex             %s
+  kube-apiserver  %s (contexts host and each tenant's: one API server)
   gateway         xds serve on %s (admin) and %s (ADS, key check)
   Envoy           stand-in on %s (no Envoy binary here)
-  Argo CD, KubeVirt, GPU VMs: stand-ins that follow %s/<tenant> (log: %s/world.log)
+  Argo CD, KubeVirt, GPU VMs: stand-ins that follow %s/tenants/<tenant> (log: %s/world.log)
 
 Ctrl-C stops it all and removes %s.
-`, o.dir, indent(envText.String()), env.Config.Host, strings.Join(sortedKeys(contexts), ", "), admin, grpcAddr, envoy.URL(),
-		o.outDir, o.dir, o.dir)
+`, o.dir, customer.Email, v.password, strings.Join(customer.Groups, ","), o.dir, v.api, o.dir, o.dir, v.issuer,
+		env.Config.Host, v.admin, v.grpc, v.envoy, o.dir, o.dir, o.dir)
 	err = world.Run(ctx)
 	fmt.Println("demo: stopping")
 	return err
 }
 
-// startGateway runs `inferplane xds serve` on the demo's cluster until stop, and waits until it
-// is ready.
-func startGateway(ctx context.Context, bin, dir, domain, kubeconfig, admin, grpcAddr, secretFile, storeFile string) (stop func(), err error) {
-	log, err := os.Create(filepath.Join(dir, "gateway.log"))
+// clusters writes the demo's kubeconfig (a context for the host and one per tenant cluster,
+// all the one API server) and registers each tenant cluster with its Argo CD cluster Secret,
+// where the product API finds it.
+func clusters(ctx context.Context, env *kubeenv.Env, dir string, tenants []string) (string, error) {
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	contexts := map[string]*rest.Config{"host": env.Config}
+	if err := env.EnsureNamespace(ctx, registry.ArgoCDNamespace); err != nil {
+		return "", err
+	}
+	for _, c := range tenants {
+		contexts[c] = env.Config
+		s, err := argocd.ClusterSecret(registry.ArgoCDNamespace, c, env.Config)
+		if err != nil {
+			return "", err
+		}
+		if err := env.Client.Create(ctx, s); err != nil {
+			return "", fmt.Errorf("register tenant cluster %s: %w", c, err)
+		}
+	}
+	return kubeconfig, kubeenv.WriteKubeconfig(kubeconfig, "host", contexts)
+}
+
+// seedInputs commits the recipes and tenants folders to a new bare repository in dir, the
+// product API's inputs, and returns its file:// URL.
+func seedInputs(dir, recipes, tenants string) (string, error) {
+	bare, seed := filepath.Join(dir, "inputs.git"), filepath.Join(dir, "inputs-seed")
+	defer os.RemoveAll(seed)
+	for _, c := range [][2]string{{"recipes", recipes}, {"tenants", tenants}} {
+		if err := os.CopyFS(filepath.Join(seed, c[0]), os.DirFS(c[1])); err != nil {
+			return "", fmt.Errorf("copy %s into the inputs: %w", c[1], err)
+		}
+	}
+	for _, args := range [][]string{
+		{"init", "-q", "--bare", "-b", "main", bare},
+		{"-C", seed, "init", "-q", "-b", "main"},
+		{"-C", seed, "add", "-A"},
+		{"-C", seed, "-c", "user.name=inferplane demo", "-c", "user.email=demo@127.0.0.1", "commit", "-q", "-m", "the checkout's recipes and tenants"},
+		{"-C", seed, "push", "-q", bare, "main"},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return "file://" + bare, nil
+}
+
+// startServer runs bin with args (its log in dir/<name>.log) until stop, and waits until ready
+// answers 200.
+func startServer(ctx context.Context, dir, name, ready, bin string, args ...string) (stop func(), err error) {
+	logPath := filepath.Join(dir, name+".log")
+	log, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "xds", "serve", "--source", "kube", "--kubeconfig", kubeconfig, "--context", "host",
-		"--domain", domain, "--admin-address", admin, "--grpc-address", grpcAddr,
-		"--keys-file", storeFile, "--secret-file", secretFile, "--probe-interval", "1s", "--probe-timeout", "500ms")
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // stopped by us, after the clients
 	if err := cmd.Start(); err != nil {
@@ -207,7 +312,7 @@ func startGateway(ctx context.Context, bin, dir, domain, kubeconfig, admin, grpc
 	}
 	deadline := time.After(2 * time.Minute)
 	for {
-		if resp, err := http.Get("http://" + admin + "/readyz"); err == nil {
+		if resp, err := http.Get(ready); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return stop, nil
@@ -216,16 +321,40 @@ func startGateway(ctx context.Context, bin, dir, domain, kubeconfig, admin, grpc
 		select {
 		case err := <-exited:
 			log.Close()
-			return nil, fmt.Errorf("the gateway stopped (%v): %s", err, tail(filepath.Join(dir, "gateway.log")))
+			return nil, fmt.Errorf("the %s stopped (%v): %s", name, err, tail(logPath))
 		case <-deadline:
 			stop()
-			return nil, fmt.Errorf("the gateway was not ready after 2 minutes: %s", tail(filepath.Join(dir, "gateway.log")))
+			return nil, fmt.Errorf("the %s was not ready after 2 minutes: %s", name, tail(logPath))
 		case <-ctx.Done():
 			stop()
 			return nil, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// writeEnv writes export lines, atomically.
+func writeEnv(path string, vars [][2]string) error {
+	var b strings.Builder
+	for _, v := range vars {
+		fmt.Fprintf(&b, "export %s=%s\n", v[0], v[1])
+	}
+	if err := os.WriteFile(path+".tmp", []byte(b.String()), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}
+
+func mkdir(dir, name string) string {
+	p := filepath.Join(dir, name)
+	_ = os.MkdirAll(p, 0o700)
+	return p
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // tenantClusters are the Argo CD cluster names of the tenants of the tenants folder (each
@@ -272,16 +401,3 @@ func tail(file string) string {
 }
 
 func say(msg string) { fmt.Println("demo: " + msg) }
-
-func indent(s string) string {
-	return "  " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n  ")
-}
-
-func sortedKeys(m map[string]*rest.Config) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}

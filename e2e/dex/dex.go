@@ -116,7 +116,7 @@ func Start(t testing.TB, o Options) *Dex {
 	t.Helper()
 	bin := Bin(t)
 	proc.ReapOrphans()
-	d, err := start(bin, t.TempDir(), o)
+	d, err := StartIn(bin, t.TempDir(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,9 @@ func Start(t testing.TB, o Options) *Dex {
 	return d
 }
 
-func start(bin, dir string, o Options) (*Dex, error) {
+// StartIn starts the Dex binary bin with its configuration and log in dir, outside a test
+// (make demo); the caller stops it.
+func StartIn(bin, dir string, o Options) (*Dex, error) {
 	if len(o.Clients) == 0 {
 		o.Clients = []Client{{ID: "inferplane", Secret: randomSecret()}}
 	}

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -199,16 +200,46 @@ func command(ctx context.Context, dir, text string) *exec.Cmd {
 // Run runs a block to its end (at most timeout) and returns what it wrote, stdout and stderr
 // together in order.
 func Run(ctx context.Context, dir string, b Block, timeout time.Duration) (Output, error) {
+	return RunWatching(ctx, dir, b, timeout, nil)
+}
+
+// RunWatching is Run that also hands each line the block prints, as it prints it, to onLine
+// (nil: none): what a reader reads on the terminal while a command waits for them.
+func RunWatching(ctx context.Context, dir string, b Block, timeout time.Duration, onLine func(line string)) (Output, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := command(ctx, dir, b.Text)
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var w io.Writer = &out
+	if onLine != nil {
+		w = &lineWriter{to: &out, onLine: onLine}
+	}
+	cmd.Stdout, cmd.Stderr = w, w
 	err := cmd.Run()
 	if ctx.Err() != nil {
 		err = fmt.Errorf("still running after %s: %w", timeout, ctx.Err())
 	}
 	return Output(out.String()), err
+}
+
+// lineWriter writes through and calls onLine with each whole line.
+type lineWriter struct {
+	to      io.Writer
+	partial []byte
+	onLine  func(string)
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			break
+		}
+		w.onLine(string(w.partial[:i]))
+		w.partial = w.partial[i+1:]
+	}
+	return w.to.Write(p)
 }
 
 // Background is a block left running.
@@ -338,6 +369,11 @@ type Walk struct {
 	ReadyTimeout time.Duration
 	// Redact hides secrets (API keys) from the test's log.
 	Redact func(string) string
+	// OnLine, when set, is handed each line a "run" block prints as it prints it, with the
+	// outputs of the blocks before it ("background" ones: what they wrote by the time they
+	// were ready): the test does there what the reader would do on reading it (open a
+	// sign-in page the command printed and sign in with what the demo's terminal shows).
+	OnLine func(line string, before []Output)
 }
 
 // Run copies the checkout and runs the blocks in order: a "run" block to its end (it must
@@ -368,7 +404,12 @@ func (w Walk) Run(t *testing.T) (string, []Block, []Output) {
 	outs := make([]Output, len(blocks))
 	for i, b := range blocks {
 		if b.How == "run" {
-			out, err := Run(context.Background(), dir, b, w.RunTimeout)
+			var onLine func(string)
+			if w.OnLine != nil {
+				before := outs[:i]
+				onLine = func(line string) { w.OnLine(line, before) }
+			}
+			out, err := RunWatching(context.Background(), dir, b, w.RunTimeout, onLine)
 			t.Logf("README block at line %d:\n%s", b.Line, redact(string(out)))
 			if err != nil {
 				t.Fatalf("README block at line %d: %v", b.Line, err)

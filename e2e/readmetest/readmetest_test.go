@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,6 +69,24 @@ func TestRunOnlyPATHAndHOME(t *testing.T) {
 
 	_, err = Run(context.Background(), t.TempDir(), Block{Text: "false\necho never\n"}, time.Minute)
 	assert.Error(t, err, "a failing command fails the block")
+}
+
+// RunWatching hands each line to the watcher while the block still runs: a command that waits
+// for the reader (here, for a file the watcher writes on reading "ready") goes on.
+func TestRunWatchingSeesLinesAsPrinted(t *testing.T) {
+	dir := t.TempDir()
+	var lines []string
+	b := Block{How: "run", Text: "echo ready\nwhile [ ! -e go ]; do sleep 0.05; done\necho done\n"}
+	out, err := RunWatching(context.Background(), dir, b, time.Minute, func(line string) {
+		lines = append(lines, line)
+		if line == "ready" {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "go"), nil, 0o644))
+		}
+	})
+	require.NoError(t, err, string(out))
+	assert.Contains(t, lines, "ready")
+	assert.Equal(t, "done", lines[len(lines)-1])
+	assert.Equal(t, string(out), strings.Join(lines, "\n")+"\n", "every line, in order, and all the output")
 }
 
 // A background block is stopped as Ctrl-C stops it, which is not a failure.

@@ -4,7 +4,11 @@
 // console's backend) takes only these types.
 package apiv1
 
-import "time"
+import (
+	"time"
+
+	"github.com/inferplane/inferplane/api/v1alpha1"
+)
 
 // Roles a caller can have in a tenant (spec.access of tenant.yaml).
 const (
@@ -249,6 +253,8 @@ type KeyCreate struct {
 	Endpoint string `json:"endpoint,omitempty"`
 	// Expires: a duration (720h, 30d), a date (2027-01-31) or an RFC 3339 time; empty never.
 	Expires string `json:"expires,omitempty"`
+	// Limits are the key's own rate limits and token budgets, on top of its tenant's.
+	Limits *v1alpha1.RateLimits `json:"limits,omitempty"`
 }
 
 // Key is an API key's record (never its secret).
@@ -261,6 +267,8 @@ type Key struct {
 	CreatedAt time.Time  `json:"createdAt"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+	// Limits are the key's own limits (absent: only its tenant's).
+	Limits *v1alpha1.RateLimits `json:"limits,omitempty"`
 }
 
 // KeyCreated carries the key itself: in this one response only.

@@ -119,9 +119,11 @@ func TestBenchCreate(t *testing.T) {
 				create(100 + i)
 			}
 			var lat []time.Duration
+			before := readPhases(t, rep)
 			for i := range 40 {
 				lat = append(lat, create(i))
 			}
+			split := readPhases(t, rep).since(before)
 
 			// The baseline: jobs create's work on a checkout (load everything, render one tenant,
 			// commit it to a local repository).
@@ -142,9 +144,9 @@ func TestBenchCreate(t *testing.T) {
 				base = append(base, time.Since(s))
 			}
 			p50, p99 := quantile(lat, 0.5), quantile(lat, 0.99)
-			report(t, "create until both pushes, %d tenants x 10 jobs: p50 %s, p99 %s (40 creates, one replica over smart HTTP); "+
+			report(t, "create until both pushes, %d tenants x 10 jobs: p50 %s, p99 %s (40 creates, one replica over smart HTTP; %s); "+
 				"jobs create's work on a checkout (no push): median %s, %.1fx the API's p50; setup: inputs repository %s, first clone %s",
-				n, ms(p50), ms(p99), ms(quantile(base, 0.5)), float64(quantile(base, 0.5))/float64(p50), setup.Round(time.Second), clone.Round(time.Millisecond))
+				n, ms(p50), ms(p99), split, ms(quantile(base, 0.5)), float64(quantile(base, 0.5))/float64(p50), setup.Round(time.Second), clone.Round(time.Millisecond))
 		})
 	}
 }
@@ -210,24 +212,54 @@ func TestBenchConcurrentCreates(t *testing.T) {
 func retried(t *testing.T, reps []apitest.Replica) float64 {
 	var total float64
 	for _, r := range reps {
-		resp, err := http.Get(r.URL + "/metrics")
-		require.NoError(t, err)
-		var sum, count float64
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
-		for _, line := range strings.Split(string(body), "\n") {
-			var v float64
-			if _, err := fmt.Sscanf(line, "inferplane_api_write_attempts_sum %g", &v); err == nil {
-				sum = v
-			}
-			if _, err := fmt.Sscanf(line, "inferplane_api_write_attempts_count %g", &v); err == nil {
-				count = v
-			}
-		}
+		sum, count := histogram(t, r, "inferplane_api_write_attempts")
 		total += sum - count
 	}
 	return total
+}
+
+// histogram reads a histogram's sum and count from a replica's /metrics.
+func histogram(t *testing.T, r apitest.Replica, name string) (sum, count float64) {
+	resp, err := http.Get(r.URL + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(body), "\n") {
+		var v float64
+		if _, err := fmt.Sscanf(line, name+"_sum %g", &v); err == nil {
+			sum = v
+		}
+		if _, err := fmt.Sscanf(line, name+"_count %g", &v); err == nil {
+			count = v
+		}
+	}
+	return sum, count
+}
+
+// phases are the mean time of a write (inferplane_api_write_seconds: from its start until the
+// tenant's repository is pushed) and of the tenant's render and push within it, between two
+// readings of a replica's metrics.
+type phases struct{ write, push [2]float64 }
+
+func readPhases(t *testing.T, r apitest.Replica) phases {
+	var p phases
+	p.write[0], p.write[1] = histogram(t, r, "inferplane_api_write_seconds")
+	p.push[0], p.push[1] = histogram(t, r, "inferplane_api_tenant_push_seconds")
+	return p
+}
+
+// since says the mean whole write, the tenant's part and the rest (the inputs' fetch, apply,
+// commit and push, and reading them back) since the earlier reading.
+func (p phases) since(before phases) string {
+	mean := func(a, b [2]float64) time.Duration {
+		if a[1] == b[1] {
+			return 0
+		}
+		return time.Duration((a[0] - b[0]) / (a[1] - b[1]) * float64(time.Second))
+	}
+	w, push := mean(p.write, before.write), mean(p.push, before.push)
+	return fmt.Sprintf("mean write %s = the tenant's render and push %s + the inputs' write %s", ms(w), ms(push), ms(w-push))
 }
 
 // perRequest reads the clusters on every request, as `inferplane jobs list` does per command:
