@@ -334,7 +334,7 @@ func (s *apiSession) jobsDelete(ctx context.Context, w, errOut io.Writer, tenant
 			}
 		}
 	case len(ids) > 0:
-		fmt.Fprintf(errOut, "%d API key(s) limited to endpoint %s stay active: %s (inferplane keys revoke, or --revoke-keys)\n", len(ids), job, strings.Join(ids, ", "))
+		keysStayActive(w, tenant+"/"+job, ids)
 	}
 	return nil
 }
