@@ -110,7 +110,7 @@ func startAPIWorld(t *testing.T) *apiWorld {
 	require.NoError(t, w.host.EnsureNamespace(ctx, registry.ArgoCDNamespace))
 	require.NoError(t, w.host.EnsureNamespace(ctx, productapi.DefaultKeysNamespace))
 	for name, env := range map[string]*kubeenv.Env{"acme": w.acme, "globex": w.globex} {
-		s := argoClusterSecret(name, env.Config)
+		s := argoClusterSecret(t, name, env.Config)
 		require.NoError(t, w.host.Client.Create(ctx, s))
 		t.Cleanup(func() { _ = w.host.Client.Delete(context.Background(), s) })
 	}

@@ -120,28 +120,39 @@ func dashIfEmpty(s string) string {
 	return s
 }
 
-// apiJobsList is `jobs list` through the API.
+// printList prints a list the API answered: as data (-o json|yaml, the API's own shape), one
+// name per item (-o name), or a table of header and each item's rows.
+func printList[T any](w io.Writer, output string, data any, items []T, name func(T) string, header string, rows func(T) []string) error {
+	switch output {
+	case "json", "yaml":
+		return printData(w, output, data)
+	case "name":
+		for _, it := range items {
+			fmt.Fprintln(w, name(it))
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		for _, r := range rows(it) {
+			fmt.Fprintln(tw, r)
+		}
+	}
+	return tw.Flush()
+}
+
+// jobsList is `jobs list` through the API.
 func (s *apiSession) jobsList(ctx context.Context, w io.Writer, tenant, output string) error {
 	l, err := s.api.ListJobs(ctx, tenant)
 	if err != nil {
 		return s.apiErr(err)
 	}
-	switch output {
-	case "json", "yaml":
-		return printData(w, output, l)
-	case "name":
-		for _, j := range l.Items {
-			fmt.Fprintln(w, j.Tenant+"/"+j.Name)
-		}
-		return nil
-	}
 	now := time.Now()
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tMODEL\tNODE TYPE\tREPLICAS\tGPUS/REPLICA\tSTAGE\tSINCE\tREASON")
-	for _, j := range l.Items {
-		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", j.Tenant, j.Name, j.Model, j.NodeType, j.Replicas, j.GPUsPerReplica, j.Stage, agoText(j.Since, now), j.Reason)
-	}
-	return tw.Flush()
+	return printList(w, output, l, l.Items, func(j apiv1.Job) string { return j.Tenant + "/" + j.Name },
+		"JOB\tMODEL\tNODE TYPE\tREPLICAS\tGPUS/REPLICA\tSTAGE\tSINCE\tREASON", func(j apiv1.Job) []string {
+			return []string{fmt.Sprintf("%s/%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s", j.Tenant, j.Name, j.Model, j.NodeType, j.Replicas, j.GPUsPerReplica, j.Stage, agoText(j.Since, now), j.Reason)}
+		})
 }
 
 // jobsDetail is `jobs detail` through the API, with its exit status: 0 serving, 3 on its way,
@@ -334,7 +345,7 @@ func (s *apiSession) jobsDelete(ctx context.Context, w, errOut io.Writer, tenant
 			}
 		}
 	case len(ids) > 0:
-		fmt.Fprintf(errOut, "%d API key(s) limited to endpoint %s stay active: %s (inferplane keys revoke, or --revoke-keys)\n", len(ids), job, strings.Join(ids, ", "))
+		keysStayActive(w, tenant+"/"+job, ids)
 	}
 	return nil
 }
@@ -345,23 +356,14 @@ func (s *apiSession) modelsList(ctx context.Context, w io.Writer, tenant, output
 	if err != nil {
 		return s.apiErr(err)
 	}
-	switch output {
-	case "json", "yaml":
-		return printData(w, output, l)
-	case "name":
-		for _, m := range l.Models {
-			fmt.Fprintln(w, m.Model)
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODEL\tRUNTIME\tSOURCE\tNODE TYPE\tGPUS/REPLICA\tNODES/REPLICA\tMASTER\tWHY")
-	for _, m := range l.Models {
-		for _, c := range m.Choices {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", m.Model, m.Runtime, m.Source, c.NodeType, c.GPUsPerReplica, c.NodesPerReplica, c.Master, c.Why)
-		}
-	}
-	return tw.Flush()
+	return printList(w, output, l, l.Models, func(m apiv1.Model) string { return m.Model },
+		"MODEL\tRUNTIME\tSOURCE\tNODE TYPE\tGPUS/REPLICA\tNODES/REPLICA\tMASTER\tWHY", func(m apiv1.Model) []string {
+			var rows []string
+			for _, c := range m.Choices {
+				rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s", m.Model, m.Runtime, m.Source, c.NodeType, c.GPUsPerReplica, c.NodesPerReplica, c.Master, c.Why))
+			}
+			return rows
+		})
 }
 
 // keysCreate is `keys create` through the API: the key goes to w alone (or as data with -o),
@@ -419,25 +421,14 @@ func (s *apiSession) keysList(ctx context.Context, w io.Writer, tenant, output s
 	if err != nil {
 		return s.apiErr(err)
 	}
-	switch output {
-	case "json", "yaml":
-		return printData(w, output, l)
-	case "name":
-		for _, k := range l.Items {
-			fmt.Fprintln(w, k.ID)
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTENANT\tENDPOINT\tNAME\tSTATUS\tCREATED\tEXPIRES")
-	for _, k := range l.Items {
-		exp := "never"
-		if k.ExpiresAt != nil {
-			exp = k.ExpiresAt.UTC().Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Tenant, dashIfEmpty(k.Endpoint), dashIfEmpty(k.Name), k.Status, k.CreatedAt.UTC().Format(time.RFC3339), exp)
-	}
-	return tw.Flush()
+	return printList(w, output, l, l.Items, func(k apiv1.Key) string { return k.ID },
+		"ID\tTENANT\tENDPOINT\tNAME\tSTATUS\tCREATED\tEXPIRES", func(k apiv1.Key) []string {
+			exp := "never"
+			if k.ExpiresAt != nil {
+				exp = k.ExpiresAt.UTC().Format(time.RFC3339)
+			}
+			return []string{fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", k.ID, k.Tenant, dashIfEmpty(k.Endpoint), dashIfEmpty(k.Name), k.Status, k.CreatedAt.UTC().Format(time.RFC3339), exp)}
+		})
 }
 
 // keysRevoke is `keys revoke` through the API.

@@ -101,6 +101,26 @@ func output(cmd *cobra.Command, formats ...string) (string, error) {
 	return o, checkFormat(o, append([]string{"table"}, formats...)...)
 }
 
+// outputAndTenant reads a command's -o (table or one of formats) and --tenant (default: the
+// context's).
+func (s *apiSession) outputAndTenant(cmd *cobra.Command, formats ...string) (string, string, error) {
+	o, err := output(cmd, formats...)
+	if err != nil {
+		return "", "", err
+	}
+	t, err := s.tenant(flagString(cmd.Flags(), "tenant"))
+	return o, t, err
+}
+
+// outputAndJob reads a command's -o (table or one of formats) and its job arguments.
+func (s *apiSession) outputAndJob(cmd *cobra.Command, args []string, formats ...string) (o, tenant, job string, err error) {
+	if o, err = output(cmd, formats...); err != nil {
+		return "", "", "", err
+	}
+	tenant, job, err = s.tenantJob(args)
+	return o, tenant, job, err
+}
+
 // tenantJob reads a job's arguments: <tenant>/<job>, <tenant> <job>, or <job> in the context's
 // default tenant.
 func (s *apiSession) tenantJob(args []string) (string, string, error) {
@@ -120,11 +140,7 @@ func (s *apiSession) tenantJob(args []string) (string, string, error) {
 }
 
 func apiJobsListCmd(cmd *cobra.Command, s *apiSession, _ []string) error {
-	o, err := output(cmd, "json", "yaml", "name")
-	if err != nil {
-		return err
-	}
-	t, err := s.tenant(flagString(cmd.Flags(), "tenant"))
+	o, t, err := s.outputAndTenant(cmd, "json", "yaml", "name")
 	if err != nil {
 		return err
 	}
@@ -132,11 +148,7 @@ func apiJobsListCmd(cmd *cobra.Command, s *apiSession, _ []string) error {
 }
 
 func apiJobsDetailCmd(cmd *cobra.Command, s *apiSession, args []string) error {
-	o, err := output(cmd, "json", "yaml")
-	if err != nil {
-		return err
-	}
-	t, j, err := s.tenantJob(args)
+	o, t, j, err := s.outputAndJob(cmd, args, "json", "yaml")
 	if err != nil {
 		return err
 	}
@@ -149,11 +161,7 @@ func apiJobsDetailCmd(cmd *cobra.Command, s *apiSession, args []string) error {
 }
 
 func apiJobsCreateCmd(cmd *cobra.Command, s *apiSession, args []string) error {
-	o, err := output(cmd, "json", "yaml")
-	if err != nil {
-		return err
-	}
-	t, j, err := s.tenantJob(args)
+	o, t, j, err := s.outputAndJob(cmd, args, "json", "yaml")
 	if err != nil {
 		return err
 	}
@@ -215,15 +223,11 @@ func apiJobsDeleteCmd(cmd *cobra.Command, s *apiSession, args []string) error {
 }
 
 func apiKeysCreateCmd(cmd *cobra.Command, s *apiSession, _ []string) error {
-	o, err := output(cmd, "json", "yaml")
+	o, t, err := s.outputAndTenant(cmd, "json", "yaml")
 	if err != nil {
 		return err
 	}
 	fs := cmd.Flags()
-	t, err := s.tenant(flagString(fs, "tenant"))
-	if err != nil {
-		return err
-	}
 	k := apiv1.KeyCreate{Name: flagString(fs, "name"), Endpoint: flagString(fs, "endpoint"), Expires: flagString(fs, "expires")}
 	lf := limitFlagsOf(fs)
 	if k.Limits, err = lf.spec(); err != nil {
@@ -233,11 +237,7 @@ func apiKeysCreateCmd(cmd *cobra.Command, s *apiSession, _ []string) error {
 }
 
 func apiKeysListCmd(cmd *cobra.Command, s *apiSession, _ []string) error {
-	o, err := output(cmd, "json", "yaml", "name")
-	if err != nil {
-		return err
-	}
-	t, err := s.tenant(flagString(cmd.Flags(), "tenant"))
+	o, t, err := s.outputAndTenant(cmd, "json", "yaml", "name")
 	if err != nil {
 		return err
 	}
@@ -261,25 +261,17 @@ func apiKeysRevokeCmd(cmd *cobra.Command, s *apiSession, args []string) error {
 }
 
 func apiUsageCmd(cmd *cobra.Command, s *apiSession, _ []string) error {
-	o, err := output(cmd, "json", "yaml")
+	o, t, err := s.outputAndTenant(cmd, "json", "yaml")
 	if err != nil {
 		return err
 	}
 	fs := cmd.Flags()
-	t, err := s.tenant(flagString(fs, "tenant"))
-	if err != nil {
-		return err
-	}
 	q := apiclient.UsageQuery{Since: flagString(fs, "since"), Until: flagString(fs, "until"), Key: flagString(fs, "key"), Endpoint: flagString(fs, "endpoint")}
 	return s.usage(cmd.Context(), cmd.OutOrStdout(), t, q, o)
 }
 
 func apiHealthCmd(cmd *cobra.Command, s *apiSession, _ []string) error {
-	o, err := output(cmd, "json", "yaml")
-	if err != nil {
-		return err
-	}
-	t, err := s.tenant(flagString(cmd.Flags(), "tenant"))
+	o, t, err := s.outputAndTenant(cmd, "json", "yaml")
 	if err != nil {
 		return err
 	}

@@ -438,10 +438,16 @@ func (ek jobKeys) settle(cmd *cobra.Command, revoke bool, readErr error) error {
 	case revoke:
 		return revokeKeys(cmd, ek.store, ek.ids)
 	default:
-		fmt.Fprintf(out, "%d API key(s) limited to endpoint %s stay active: %s; revoke them with `inferplane keys revoke %s` (or delete with --revoke-keys).\n",
-			len(ek.ids), endpoint, strings.Join(ek.ids, ", "), strings.Join(ek.ids, " "))
+		keysStayActive(out, endpoint, ek.ids)
 	}
 	return nil
+}
+
+// keysStayActive says which keys limited to a deleted job's endpoint stay active, and how to
+// revoke them (jobs delete on the files and through the API).
+func keysStayActive(w io.Writer, endpoint string, ids []string) {
+	fmt.Fprintf(w, "%d API key(s) limited to endpoint %s stay active: %s; revoke them with `inferplane keys revoke %s` (or delete with --revoke-keys).\n",
+		len(ids), endpoint, strings.Join(ids, ", "), strings.Join(ids, " "))
 }
 
 // confirm asks on a terminal; anywhere else the caller must pass --yes.

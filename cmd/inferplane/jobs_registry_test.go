@@ -13,13 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	registry "github.com/inferplane/inferplane/clusters"
+	"github.com/inferplane/inferplane/e2e/argocd"
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/lifecycle"
@@ -29,14 +29,10 @@ import (
 
 // argoClusterSecret is the Argo CD cluster Secret of a cluster (Argo CD's declarative setup):
 // its name key, its server and, in config, the TLS client configuration that reaches it.
-func argoClusterSecret(name string, cfg *rest.Config) *corev1.Secret {
-	tls := map[string]any{"caData": cfg.CAData, "certData": cfg.CertData, "keyData": cfg.KeyData}
-	config, _ := json.Marshal(map[string]any{"bearerToken": cfg.BearerToken, "tlsClientConfig": tls})
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "cluster-" + name, Namespace: registry.ArgoCDNamespace,
-			Labels: map[string]string{registry.ArgoCDSecretTypeKey: registry.ArgoCDSecretTypeValue}},
-		Data: map[string][]byte{registry.ArgoCDKeyName: []byte(name), registry.ArgoCDKeyServer: []byte(cfg.Host), registry.ArgoCDKeyConfig: config},
-	}
+func argoClusterSecret(t testing.TB, name string, cfg *rest.Config) *corev1.Secret {
+	s, err := argocd.ClusterSecret(registry.ArgoCDNamespace, name, cfg)
+	require.NoError(t, err)
+	return s
 }
 
 // jobs detail and restart, given only the host cluster's context, find the tenant's cluster
@@ -62,7 +58,7 @@ func TestJobsReachTenantClusterThroughTheRegistry(t *testing.T) {
 	}
 
 	require.NoError(t, host.EnsureNamespace(ctx, registry.ArgoCDNamespace))
-	secret := argoClusterSecret("acme", tenant.Config)
+	secret := argoClusterSecret(t, "acme", tenant.Config)
 	require.NoError(t, host.Client.Create(ctx, secret))
 	t.Cleanup(func() { _ = host.Client.Delete(context.Background(), secret) })
 

@@ -438,13 +438,15 @@ func TestCommandsUseTheCurrentContext(t *testing.T) {
 	out, _, err = execCLI(ctx, "health", "-o", "json")
 	require.NoError(t, err)
 	assert.Contains(t, out, `"tenant": "acme"`)
-	_, _, err = execCLI(ctx, "keys", "revoke", keys.Items[0].ID, keys.Items[1].ID, "--yes")
+	_, _, err = execCLI(ctx, "keys", "revoke", keys.Items[0].ID, "--yes")
 	require.NoError(t, err)
 	_, _, err = execCLI(ctx, "jobs", "delete", "acme/web")
 	assert.Equal(t, 2, exitCode(err), "delete asks for --yes")
 	out, _, err = execCLI(ctx, "jobs", "delete", "acme/web", "--yes")
 	require.NoError(t, err)
 	assert.Contains(t, out, "deleted acme/web")
+	// Without --revoke-keys, the endpoint's key still active is named, as on the files.
+	assert.Contains(t, out, "1 API key(s) limited to endpoint acme/web stay active: "+keys.Items[1].ID+"; revoke them with `inferplane keys revoke "+keys.Items[1].ID+"`")
 
 	// The operator's files: --tenants is the files' path, whatever the context (which then
 	// reads the clusters through a kubeconfig, which this test has not).

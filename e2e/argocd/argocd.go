@@ -229,7 +229,7 @@ func ClusterSecret(namespace, name string, cfg *rest.Config) (*corev1.Secret, er
 			Name: "cluster-" + name, Namespace: namespace,
 			Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster"},
 		},
-		StringData: map[string]string{"name": name, "server": cfg.Host, "config": string(config)},
+		Data: map[string][]byte{"name": []byte(name), "server": []byte(cfg.Host), "config": config},
 	}, nil
 }
 

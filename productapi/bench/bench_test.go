@@ -8,7 +8,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -23,12 +22,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/inferplane/inferplane/access"
 	registry "github.com/inferplane/inferplane/clusters"
+	"github.com/inferplane/inferplane/e2e/argocd"
 	"github.com/inferplane/inferplane/e2e/gitserver"
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 	"github.com/inferplane/inferplane/generator"
@@ -325,7 +324,8 @@ func TestBenchGetJobs(t *testing.T) {
 			lifecycletest.Condition(kubevirtv1.VirtualMachineInstanceReady, corev1.ConditionTrue, "", "", now)))
 	}
 	require.NoError(t, host.EnsureNamespace(ctx, registry.ArgoCDNamespace))
-	secret := clusterSecret(tenant, tenantEnv.Config)
+	secret, err := argocd.ClusterSecret(registry.ArgoCDNamespace, tenant, tenantEnv.Config)
+	require.NoError(t, err)
 	require.NoError(t, host.Client.Create(ctx, secret))
 	t.Cleanup(func() { _ = host.Client.Delete(context.Background(), secret) })
 
@@ -353,15 +353,4 @@ func TestBenchGetJobs(t *testing.T) {
 	c, d := measure(cached.URL), measure(direct.URL)
 	report(t, "GET jobs of a tenant with 50 jobs (200 requests): from the watch caches p50 %s, p99 %s; reading the clusters per request p50 %s, p99 %s (%.1fx the cached p99)",
 		ms(quantile(c, 0.5)), ms(quantile(c, 0.99)), ms(quantile(d, 0.5)), ms(quantile(d, 0.99)), float64(quantile(d, 0.99))/float64(quantile(c, 0.99)))
-}
-
-// clusterSecret is the Argo CD cluster Secret of a cluster (its declarative setup).
-func clusterSecret(name string, cfg *rest.Config) *corev1.Secret {
-	tls := map[string]any{"caData": cfg.CAData, "certData": cfg.CertData, "keyData": cfg.KeyData}
-	config, _ := json.Marshal(map[string]any{"bearerToken": cfg.BearerToken, "tlsClientConfig": tls})
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "cluster-" + name, Namespace: registry.ArgoCDNamespace,
-			Labels: map[string]string{registry.ArgoCDSecretTypeKey: registry.ArgoCDSecretTypeValue}},
-		Data: map[string][]byte{registry.ArgoCDKeyName: []byte(name), registry.ArgoCDKeyServer: []byte(cfg.Host), registry.ArgoCDKeyConfig: config},
-	}
 }
