@@ -137,8 +137,10 @@ func Serve(ctx context.Context, c Config) error {
 	if cons != nil {
 		cons.Shutdown()
 	}
-	err = hs.Shutdown(sctx)
+	// The background fetches and reconciles stop at once, beside the requests' draining: a
+	// fetch stuck on a slow git server must not hold the exit past the requests' timeout.
 	stopRun()
+	err = hs.Shutdown(sctx)
 	<-done
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("shutdown: requests still in flight after %s", cmp.Or(c.ShutdownTimeout, 20*time.Second))

@@ -65,6 +65,18 @@ type hookServer struct {
 	stop    context.CancelFunc
 	done    chan error
 	probes  string // the address of /healthz and /readyz
+	// held keeps the two ports bound from when generate writes them into the add-ons until
+	// the webhook binds them, minutes later: closed, another process (a second make test
+	// beside this one) could take one meanwhile.
+	held []net.Listener
+}
+
+// release frees the held ports for the webhook to bind at once.
+func (h *hookServer) release() {
+	for _, l := range h.held {
+		_ = l.Close()
+	}
+	h.held = nil
 }
 
 // bundledTenants are the example tenants in tenants/.
@@ -341,11 +353,12 @@ func loadavg() string {
 func newHookServer(t *testing.T) hookServer {
 	t.Helper()
 	ports := make([]int, 2)
+	held := make([]net.Listener, 2)
 	for i := range ports {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		require.NoError(t, l.Close())
+		ports[i], held[i] = l.Addr().(*net.TCPAddr).Port, l
+		t.Cleanup(func() { _ = l.Close() })
 	}
 	b, err := webhook.SelfSigned([]string{"127.0.0.1"}, time.Now(), 24*time.Hour)
 	require.NoError(t, err)
@@ -353,7 +366,7 @@ func newHookServer(t *testing.T) hookServer {
 	require.NoError(t, b.WriteDir(dir))
 	return hookServer{
 		url: fmt.Sprintf("https://127.0.0.1:%d", ports[0]), port: ports[0], certDir: dir, ca: b.CA,
-		probes: fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		probes: fmt.Sprintf("127.0.0.1:%d", ports[1]), held: held,
 	}
 }
 
@@ -385,6 +398,7 @@ func (tn *tenant) serveWebhookWhenCRDsExist(ctx context.Context) {
 		return
 	}
 	port := tn.hook.port
+	tn.hook.release()
 	tn.hook.done <- webhook.Serve(ctx, tn.cluster.Config, webhook.ServeOptions{
 		Host: "127.0.0.1", Port: port, CertDir: tn.hook.certDir, MetricsAddr: "0",
 		ProbeAddr: tn.hook.probes,

@@ -4,6 +4,7 @@
 package gitserver
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/cgi"
@@ -69,6 +70,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		s.Pushes.Add(1)
 	}
+	// The whole body first: a client that dies mid-request (a replica killed mid-push) would
+	// hand git http-backend a body shorter than its CONTENT_LENGTH, and http-backend then spins
+	// on the early end of its input for good, a core at 100% (seen with git 2.39), outliving
+	// the test as an orphan. A body read whole reaches it exact, or not at all.
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body, r.ContentLength, r.TransferEncoding = io.NopCloser(bytes.NewReader(body)), int64(len(body)), nil
 	h := &cgi.Handler{
 		Path:   s.backend,
 		Stderr: io.Discard, // git's refusals ("cannot lock ref") reach the client as well
