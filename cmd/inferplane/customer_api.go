@@ -156,7 +156,7 @@ func (s *apiSession) jobsList(ctx context.Context, w io.Writer, tenant, output s
 }
 
 // jobsDetail is `jobs detail` through the API, with its exit status: 0 serving, 3 on its way,
-// 4 failed. With wait.wait it follows the job first (waitForAPIJob).
+// 4 failed. With wait.wait it follows the job first (waitForJob).
 func (s *apiSession) jobsDetail(ctx context.Context, w, errOut io.Writer, tenant, job, output string, wait waitFlags) error {
 	var d apiv1.JobDetail
 	var err error
