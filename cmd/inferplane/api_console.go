@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -38,7 +39,7 @@ func (f *consoleFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.clientSecretFile, "console-client-secret-file", "", "file with the console's OIDC client secret (none: a public client, PKCE alone)")
 	fl.StringVar(&f.sessionKeysFile, "console-session-keys", "", "file of the keys that seal the console's session cookies, one 32-byte key per line in hex (openssl rand -hex 32); every replica must have the same (default: a random key, sessions end with the process)")
 	fl.BoolVar(&f.dev, "console-dev", false, "sign in to the console as whoever you type, without an identity provider; refused unless --listen is on 127.0.0.1; the API then refuses every bearer token")
-	fl.StringVar(&f.gateway, "console-gateway", "", "host:port the playground sends the endpoints' requests to (the gateway's listener; default: each endpoint's own host)")
+	fl.StringVar(&f.gateway, "console-gateway", "", "where the playground sends the endpoints' requests, with the endpoint's host name: host:port (the gateway's TLS listener) or a URL whose scheme says TLS or not, e.g. http://127.0.0.1:8080 (default: each endpoint's own host)")
 }
 
 // check adds the flags' usage errors; with --console-dev, --oidc-issuer is not required.
@@ -49,6 +50,9 @@ func (f *consoleFlags) check(c *productapi.Config) []error {
 			errs = append(errs, errors.New("--console-dev signs in to the console, which --no-console turns off"))
 		}
 		return errs
+	}
+	if _, err := gatewayTransport(f.gateway); err != nil {
+		errs = append(errs, err)
 	}
 	if f.dev {
 		if err := console.CheckDevListen(c.Listen); err != nil {
@@ -104,14 +108,9 @@ func (f *consoleFlags) apply(c *productapi.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	var gw http.RoundTripper
-	if f.gateway != "" {
-		addr := f.gateway
-		gw = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, "tcp", addr)
-		}, ResponseHeaderTimeout: 2 * time.Minute}
-	} else {
-		gw = http.DefaultTransport
+	gw, err := gatewayTransport(f.gateway)
+	if err != nil {
+		return err
 	}
 	c.Console = func(api http.Handler, addr string) (productapi.Console, error) {
 		ext := f.url
@@ -138,4 +137,43 @@ func (f *consoleFlags) sessionKeys(log *slog.Logger) ([][]byte, error) {
 	_, _ = rand.Read(k)
 	log.Warn("console: no --console-session-keys, so a random key seals the sessions: they end when this process stops, and another replica cannot open them")
 	return [][]byte{k}, nil
+}
+
+// gatewayTransport carries the playground's requests to --console-gateway, the endpoint's host
+// name still sent (in TLS too), or to each endpoint's own host when it is empty. host:port
+// speaks the endpoint's scheme (https); a URL's scheme says which to speak, so http:// reaches
+// a plain listener (make demo's stand-in for Envoy, a port-forward).
+func gatewayTransport(gateway string) (http.RoundTripper, error) {
+	if gateway == "" {
+		return http.DefaultTransport, nil
+	}
+	addr, plain := gateway, false
+	if strings.Contains(gateway, "://") {
+		u, err := url.Parse(gateway)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() == "" || strings.Trim(u.Path, "/") != "" {
+			return nil, fmt.Errorf("--console-gateway %q: expected host:port or a URL with a port and no path, e.g. http://127.0.0.1:8080", gateway)
+		}
+		addr, plain = u.Host, u.Scheme == "http"
+	} else if _, port, err := net.SplitHostPort(gateway); err != nil || port == "" {
+		return nil, fmt.Errorf("--console-gateway %q: expected host:port or a URL with a port and no path, e.g. http://127.0.0.1:8080", gateway)
+	}
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, "tcp", addr)
+	}, ResponseHeaderTimeout: 2 * time.Minute}
+	if plain {
+		return plainHTTP{tr}, nil
+	}
+	return tr, nil
+}
+
+// plainHTTP sends an https:// request as plain HTTP, its host name in the Host header.
+type plainHTTP struct{ next http.RoundTripper }
+
+func (p plainHTTP) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if r.Host == "" {
+		r.Host = r.URL.Host
+	}
+	r.URL.Scheme = "http"
+	return p.next.RoundTrip(r)
 }

@@ -1,8 +1,9 @@
 // Package e2e tests the console in a real browser (Debian's Chromium, e2e/browser) signed in
-// through a real Dex (e2e/dex). The data comes from consoletest's TEST DOUBLE of the product
-// API's service layer (the API server is not there yet); the playground's endpoint is
-// replicadouble's TEST DOUBLE of a model replica behind a small key-checking stand-in for the
-// gateway. Everything listens on loopback.
+// through a real Dex (e2e/dex), at three depths: on consoletest's TEST DOUBLE of the product
+// API's service layer, where a test sets any stage and paces a streamed reply (its playground's
+// endpoint is replicadouble's TEST DOUBLE of a model replica behind a small key-checking
+// stand-in for the gateway); on the real product API over git remotes (api_test.go); and on
+// the whole world make demo runs (world_test.go). Everything listens on loopback.
 package e2e
 
 import (

@@ -8,8 +8,9 @@
 //     watching that cluster's VMIs, with its own key secret and key store;
 //   - the real product API, `inferplane api serve`, over a bare inputs repository seeded from
 //     the checkout's recipes/ and tenants/, reading that cluster (the tenants' clusters through
-//     Argo CD cluster Secrets, as in production), minting keys into the gateway's key store;
-//     customers sign in to it at a real Dex (built from hack/gitopstools) as a demo user;
+//     Argo CD cluster Secrets, as in production), minting keys into the gateway's key store,
+//     with its web console at / (its playground through the stand-in for Envoy); customers
+//     sign in to both at a real Dex (built from hack/gitopstools) as a demo user;
 //   - TEST DOUBLES of what cannot run here: Envoy (e2e/envoystandin, in front of the gateway,
 //     calling its real key check), Argo CD's sync and KubeVirt's controllers
 //     (e2e/clusterdouble, following the tenants' repositories the API writes), and the GPU
@@ -170,7 +171,10 @@ func run(ctx context.Context, o options) error {
 	stopAPI, err := startServer(ctx, dir, "api", "http://"+api+"/readyz", bin, "api", "serve", "--listen", api,
 		"--oidc-issuer", idp.Issuer, "--oidc-client-id", "inferplane", "--inputs-repo", inputs, "--work-dir", work,
 		"--kubeconfig", kubeconfig, "--context", "host", "--keys-file", storeFile, "--keys-secret-file", secretFile,
-		"--server", "http://"+admin, "--domain", o.domain, "--no-console")
+		"--server", "http://"+admin, "--domain", o.domain,
+		// The web console at the API's address: the same Dex client (public, so Dex lets it
+		// come back to any 127.0.0.1 port), its playground through the stand-in for Envoy.
+		"--console-gateway", envoy.URL())
 	if err != nil {
 		return err
 	}
@@ -220,6 +224,7 @@ func serve(ctx context.Context, o options, dir, work string, env *kubeenv.Env, v
   inferplane login "$INFERPLANE_API"
 
 signs in at Dex as %s, password %s (group %s: developer in acme).
+The web console is at http://%s/ (the same sign-in).
 The operator's variables (kubeconfig, the gateway's admin address, the key store) are in %s/env.
 
   product API     api serve on http://%s (inputs: %s/inputs.git; the tenants' repositories: %s/tenants)
@@ -230,7 +235,7 @@ The operator's variables (kubeconfig, the gateway's admin address, the key store
   Argo CD, KubeVirt, GPU VMs: stand-ins that follow %s/tenants/<tenant> (log: %s/world.log)
 
 Ctrl-C stops it all and removes %s.
-`, o.dir, customer.Email, v.password, strings.Join(customer.Groups, ","), o.dir, v.api, o.dir, o.dir, v.issuer,
+`, o.dir, customer.Email, v.password, strings.Join(customer.Groups, ","), v.api, o.dir, v.api, o.dir, o.dir, v.issuer,
 		env.Config.Host, v.admin, v.grpc, v.envoy, o.dir, o.dir, o.dir)
 	err = world.Run(ctx)
 	fmt.Println("demo: stopping")

@@ -117,13 +117,13 @@ func (p *Process) Tail(n int) string {
 	return string(bytes.Join(lines, []byte("\n")))
 }
 
-// ReapOrphans kills processes marked with OwnerEnv whose owner is no longer a running test
-// binary: leftovers of a run that died before it could stop them (Pdeathsig makes that rare).
+// ReapOrphans kills processes marked with OwnerEnv whose owner no longer runs: leftovers of a
+// run that died before it could stop them (Pdeathsig makes that rare).
 func ReapOrphans() {
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
 		owner, ok := ownerOf(p)
-		if !ok || ownerAlive(owner) {
+		if !ok || ownerAlive(owner, p) {
 			continue
 		}
 		pid, err := strconv.Atoi(filepath.Base(p))
@@ -151,10 +151,30 @@ func ownerOf(procDir string) (int, bool) {
 	return 0, false
 }
 
-// ownerAlive: the pid runs a Go test binary (a reused pid runs something else).
-func ownerAlive(pid int) bool {
-	exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
-	return err == nil && strings.HasSuffix(strings.TrimSuffix(exe, " (deleted)"), ".test")
+// ownerAlive: a process of the owner's pid runs and started no later than the marked one, so
+// it is the owner and not a later process given its pid. The owner need not be a test binary:
+// make demo's Dex is marked with the demo's pid, and another checkout's make test must leave it
+// alone.
+func ownerAlive(owner int, procDir string) bool {
+	o, ok := startTime(filepath.Join("/proc", strconv.Itoa(owner)))
+	c, ok2 := startTime(procDir)
+	return ok && ok2 && o <= c
+}
+
+// startTime is when the process started, in clock ticks since boot (field 22 of
+// /proc/<pid>/stat, counted after the command name, which may hold spaces and parentheses).
+func startTime(procDir string) (uint64, bool) {
+	b, err := os.ReadFile(filepath.Join(procDir, "stat"))
+	i := bytes.LastIndexByte(b, ')')
+	if err != nil || i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, false
+	}
+	t, err := strconv.ParseUint(f[19], 10, 64)
+	return t, err == nil
 }
 
 // ErrExited names a process that ended while it should be serving.
