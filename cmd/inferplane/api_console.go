@@ -147,14 +147,18 @@ func gatewayTransport(gateway string) (http.RoundTripper, error) {
 	if gateway == "" {
 		return http.DefaultTransport, nil
 	}
-	addr, plain := gateway, false
+	addr, plain, ok := gateway, false, false
 	if strings.Contains(gateway, "://") {
 		u, err := url.Parse(gateway)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() == "" || strings.Trim(u.Path, "/") != "" {
-			return nil, fmt.Errorf("--console-gateway %q: expected host:port or a URL with a port and no path, e.g. http://127.0.0.1:8080", gateway)
+		ok = err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Port() != "" && strings.Trim(u.Path, "/") == ""
+		if ok {
+			addr, plain = u.Host, u.Scheme == "http"
 		}
-		addr, plain = u.Host, u.Scheme == "http"
-	} else if _, port, err := net.SplitHostPort(gateway); err != nil || port == "" {
+	} else {
+		_, port, err := net.SplitHostPort(gateway)
+		ok = err == nil && port != ""
+	}
+	if !ok {
 		return nil, fmt.Errorf("--console-gateway %q: expected host:port or a URL with a port and no path, e.g. http://127.0.0.1:8080", gateway)
 	}
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

@@ -105,6 +105,7 @@ var (
 	demoConsoleRE = regexp.MustCompile(`The web console is at (http://127\.0\.0\.1:\d+)/`)
 	demoDexRE     = regexp.MustCompile(`(?m)^\s+Dex\s+(http://127\.0\.0\.1:\d+\S*)$`)
 	demoUserRE    = regexp.MustCompile(`signs in at Dex as (\S+), password ([0-9a-f]+) `)
+	demoPassRE    = regexp.MustCompile(`password [0-9a-f]+`)
 )
 
 // startDemo builds inferplane and the demo from this checkout and runs the demo, as make demo
@@ -156,7 +157,7 @@ func startDemo(t *testing.T, kube, dexDir string) demoWorld {
 
 // demoPasswordRedacted keeps the demo customer's password out of the test's log.
 func demoPasswordRedacted(s string) string {
-	return regexp.MustCompile(`password [0-9a-f]+`).ReplaceAllString(s, "password <redacted>")
+	return demoPassRE.ReplaceAllString(s, "password <redacted>")
 }
 
 // playground chats with the new job and transcribes a file with the bundled Parakeet job,

@@ -65,7 +65,9 @@ func TestClientDyingMidPushLeavesNoGit(t *testing.T) {
 	assert.Contains(t, Git(t, s.Dir("r"), "log", "--format=%s", "main"), "b")
 }
 
-func basic(user, password string) string { return encodeBase64(user + ":" + password) }
+func basic(user, password string) string {
+	return base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
+}
 
 func authURL(t *testing.T, s *Server, name string) string {
 	u, err := url.Parse(s.RepoURL(name))
@@ -91,5 +93,3 @@ func gitProcessesOf(t *testing.T, root string) []string {
 	}
 	return out
 }
-
-func encodeBase64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

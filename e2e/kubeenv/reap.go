@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/inferplane/inferplane/e2e/proc"
 )
 
 // processMarker starts the name of the folder every API server and etcd the harness starts
@@ -57,15 +59,9 @@ func startedByHarness(procDir string) bool {
 // parentAlive reports whether the process at procDir still has the parent that started it:
 // a parent of 1 (or a parent that is not a Go test binary) means it was re-parented.
 func parentAlive(procDir string) bool {
-	stat, err := os.ReadFile(filepath.Join(procDir, "stat"))
-	if err != nil {
+	fields, ok := proc.StatFields(procDir)
+	if !ok || len(fields) < 2 {
 		return true // cannot tell: leave it alone
-	}
-	// The command name in field 2 may contain spaces; fields after its closing paren are fixed.
-	rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
-	fields := strings.Fields(rest)
-	if len(fields) < 2 {
-		return true
 	}
 	ppid := fields[1]
 	if ppid == "1" {
@@ -112,12 +108,8 @@ func childWithArg(path, arg string) (int, bool) {
 		if exe, err := os.Readlink(filepath.Join(p, "exe")); err != nil || exe != path {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join(p, "stat"))
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) < 2 || fields[1] != self {
+		fields, ok := proc.StatFields(p)
+		if !ok || len(fields) < 2 || fields[1] != self {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join(p, "cmdline"))

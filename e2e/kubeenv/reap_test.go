@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/inferplane/inferplane/e2e/proc"
 )
 
 // The reaper kills an orphaned server the harness started (its binary in the folder, the marker
@@ -53,11 +55,6 @@ func TestReapOnlyWhatTheHarnessStarted(t *testing.T) {
 
 // running reports whether pid is a live process (not gone, not a zombie).
 func running(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
-	f := strings.Fields(rest)
-	return len(f) > 0 && f[0] != "Z"
+	f, ok := proc.StatFields(filepath.Join("/proc", strconv.Itoa(pid)))
+	return ok && len(f) > 0 && f[0] != "Z"
 }

@@ -162,19 +162,25 @@ func ownerAlive(owner int, procDir string) bool {
 }
 
 // startTime is when the process started, in clock ticks since boot (field 22 of
-// /proc/<pid>/stat, counted after the command name, which may hold spaces and parentheses).
+// /proc/<pid>/stat).
 func startTime(procDir string) (uint64, bool) {
-	b, err := os.ReadFile(filepath.Join(procDir, "stat"))
-	i := bytes.LastIndexByte(b, ')')
-	if err != nil || i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
+	f, ok := StatFields(procDir)
+	if !ok || len(f) < 20 {
 		return 0, false
 	}
 	t, err := strconv.ParseUint(f[19], 10, 64)
 	return t, err == nil
+}
+
+// StatFields are the fields of /proc/<pid>/stat after the command name, the state (field 3)
+// first: the name, in parentheses, may itself hold spaces and parentheses.
+func StatFields(procDir string) ([]string, bool) {
+	b, err := os.ReadFile(filepath.Join(procDir, "stat"))
+	i := bytes.LastIndexByte(b, ')')
+	if err != nil || i < 0 {
+		return nil, false
+	}
+	return strings.Fields(string(b[i+1:])), true
 }
 
 // ErrExited names a process that ended while it should be serving.

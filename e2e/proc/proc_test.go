@@ -23,19 +23,10 @@ func sleeper(t *testing.T, owner int) *exec.Cmd {
 	return cmd
 }
 
+// running: the process is there and not a zombie.
 func running(cmd *exec.Cmd) bool {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "stat"))
-	return err == nil && !containsState(b, 'Z')
-}
-
-// containsState: the process's state (the field after the command name) is s.
-func containsState(stat []byte, s byte) bool {
-	for i := len(stat) - 1; i > 0; i-- {
-		if stat[i] == ')' {
-			return i+2 < len(stat) && stat[i+2] == s
-		}
-	}
-	return false
+	f, ok := StatFields(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid)))
+	return ok && len(f) > 0 && f[0] != "Z"
 }
 
 // TestReapOrphansSparesWhatARunningOwnerStarted: the owner need not be a test binary (make
