@@ -28,7 +28,7 @@ import (
 // CD's sync and KubeVirt's controllers (they follow the tenants' repositories the API commits,
 // moving the VMIs through their phases), and the model servers (replica doubles). In the
 // browser: a job created from the form, its badge moving to serving without a reload, a key
-// minted, a chat streamed and a file transcribed in the playground through the gateway with
+// minted, a chat answered and a file transcribed in the playground through the gateway with
 // that key, the key's requests on the usage page, a replica restarted (its VM made again), the
 // job deleted; each change a commit of the inputs in the customer's name.
 func TestConsoleOnTheDemo(t *testing.T) {
