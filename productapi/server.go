@@ -34,6 +34,7 @@ import (
 	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/inputsrepo"
+	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 )
@@ -123,6 +124,8 @@ type Server struct {
 	gw      *gatewayCache
 	recon   *inputsrepo.Reconciler
 	keyIdem *idemCache
+	// statuses keeps the agents' statuses the stages read, briefly (agentReports).
+	statuses joblogs.StatusCache
 
 	refreshMu sync.Mutex
 }
