@@ -29,6 +29,9 @@ const NDJSON = "application/x-ndjson"
 // long is cut off (its lines are not buffered for it), whatever the server's own timeouts.
 const LogWriteTimeout = 10 * time.Second
 
+// logWriteTimeout is LogWriteTimeout; the tests shorten it.
+var logWriteTimeout = LogWriteTimeout
+
 // defaultTail is how many of each VM's last console lines a log starts from when neither
 // tail nor since is given.
 const defaultTail = 100
@@ -142,7 +145,7 @@ func (s *Server) streamLogs(hc huma.Context, r *joblogs.Reader, q joblogs.Query,
 		if err != nil {
 			return err
 		}
-		if err := rc.SetWriteDeadline(time.Now().Add(LogWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		if err := rc.SetWriteDeadline(time.Now().Add(logWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 			return err
 		}
 		if _, err := w.Write(append(b, '\n')); err != nil {
@@ -164,7 +167,7 @@ func (s *Server) streamLogs(hc huma.Context, r *joblogs.Reader, q joblogs.Query,
 	if err != nil && ctx.Err() == nil {
 		var ne interface{ Timeout() bool }
 		if errors.As(err, &ne) && ne.Timeout() {
-			s.log.Info("logs: a client stopped reading; cut off", "tenant", q.Tenant, "job", q.Job, "by", who, "after", LogWriteTimeout)
+			s.log.Info("logs: a client stopped reading; cut off", "tenant", q.Tenant, "job", q.Job, "by", who, "after", logWriteTimeout)
 			return
 		}
 		_ = write(apiv1.LogEntry{Kind: string(joblogs.KindNotice), Time: time.Now().UTC(), Message: "the log ended early: " + err.Error()})

@@ -141,6 +141,13 @@ func (s *Cluster) Drop() {
 	}
 }
 
+// OpenStreams is how many log streams are open now.
+func (s *Cluster) OpenStreams() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.open)
+}
+
 // BytesServed is how much of the logs was read so far.
 func (s *Cluster) BytesServed() int64 {
 	s.mu.Lock()
