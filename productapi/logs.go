@@ -162,7 +162,7 @@ func (s *Server) streamLogs(hc huma.Context, r *joblogs.Reader, q joblogs.Query,
 	start, lines := time.Now(), 0
 	err := r.Stream(ctx, q, func(e joblogs.Entry) error {
 		lines++
-		return write(logEntry(e))
+		return write(LogEntry(e))
 	})
 	if err != nil && ctx.Err() == nil {
 		var ne interface{ Timeout() bool }
@@ -175,8 +175,8 @@ func (s *Server) streamLogs(hc huma.Context, r *joblogs.Reader, q joblogs.Query,
 	s.log.Debug("logs: stream ended", "tenant", q.Tenant, "job", q.Job, "by", who, "entries", lines, "took", time.Since(start))
 }
 
-// logEntry is an entry as the API shows it.
-func logEntry(e joblogs.Entry) apiv1.LogEntry {
+// LogEntry is an entry as the API shows it (the CLI's files path prints the same).
+func LogEntry(e joblogs.Entry) apiv1.LogEntry {
 	out := apiv1.LogEntry{Kind: string(e.Kind), Time: e.Time.UTC(), VM: e.VM, Stream: string(e.Stream), Line: e.Line, Truncated: e.Truncated, Message: e.Text}
 	if e.VM != "" {
 		out.Replica, out.Node = &e.Replica, &e.Node

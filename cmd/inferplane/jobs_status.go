@@ -146,8 +146,8 @@ func stageExit(worst lifecycle.Stage, what string) error {
 	switch worst {
 	case lifecycle.StageServing:
 		return nil
-	case lifecycle.StageFailed:
-		return &exitStatus{code: exitFailed, err: fmt.Errorf("%s: failed", what)}
+	case lifecycle.StageFailed, lifecycle.StageCrashLooping:
+		return &exitStatus{code: exitFailed, err: fmt.Errorf("%s: %s", what, worst)}
 	}
 	return &exitStatus{code: exitOnItsWay, err: fmt.Errorf("%s: %s, not serving yet", what, worst)}
 }
@@ -335,7 +335,7 @@ func showDetail(cmd *cobra.Command, in *inputFlags, cf *clusterFlags, tenant, jo
 	if readErr != nil {
 		return fmt.Errorf("%w%s", readErr, clusterHint(readErr))
 	}
-	if w.wait && d.Stage != lifecycle.StageServing && d.Stage != lifecycle.StageFailed {
+	if w.wait && !settled(d.Stage) {
 		return &exitStatus{code: exitOnItsWay, err: fmt.Errorf("%s/%s: still %s after %s (--wait-timeout)", tenant, job, d.Stage, w.timeout)}
 	}
 	return stageExit(d.Stage, tenant+"/"+job)
@@ -379,7 +379,7 @@ func waitForJob(cmd *cobra.Command, cf *clusterFlags, tp *plan.TenantPlan, job s
 			fmt.Fprintf(cmd.ErrOrStderr(), "%s %s/%s: %s\n", time.Now().Format(time.TimeOnly), tp.Tenant.Name, job, now)
 			last = now
 		}
-		if st.Stage == lifecycle.StageServing || st.Stage == lifecycle.StageFailed {
+		if settled(st.Stage) {
 			return st, nil
 		}
 		select {
@@ -392,6 +392,12 @@ func waitForJob(cmd *cobra.Command, cf *clusterFlags, tp *plan.TenantPlan, job s
 		case <-tick.C:
 		}
 	}
+}
+
+// settled: --wait stops at a stage that will not move by itself: serving, failed, or the
+// model server crash-looping (its cause, an out-of-memory or a wrong revision, needs a change).
+func settled(s lifecycle.Stage) bool {
+	return s == lifecycle.StageServing || s == lifecycle.StageFailed || s == lifecycle.StageCrashLooping
 }
 
 // clusterHint says how to give what a cluster error lacks.
@@ -537,7 +543,7 @@ deletes the VMIs, and the VMs' runStrategy Always starts new ones. It says which
 	}
 	in.register(cmd.Flags())
 	cf.register(cmd)
-	cmd.Flags().Int32Var(&replica, "replica", -1, "restart only this replica (0, 1, ...); default all")
+	cmd.Flags().Int32Var(&replica, "replica", -1, "only this replica (0, 1, ...) is restarted; default all")
 	return cmd
 }
 
