@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferplane/inferplane/agent/guestlog"
 	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/productapi"
 	"github.com/inferplane/inferplane/productapi/apiv1"
@@ -233,6 +234,9 @@ func (p *logPrinter) print(e apiv1.LogEntry) error {
 	}
 	switch e.Kind {
 	case "line":
+		if e.Stream == string(guestlog.Agent) {
+			b.WriteString("(agent) ")
+		}
 		b.WriteString(printable(e.Line))
 		if e.Truncated {
 			b.WriteString(" [cut: longer than the agent forwards]")

@@ -20,6 +20,7 @@ import (
 	"github.com/inferplane/inferplane/generator"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/render"
+	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
 	"github.com/inferplane/inferplane/lifecycle/gateway"
@@ -121,6 +122,7 @@ func statuses(ctx context.Context, f *clusterFlags, tp *plan.TenantPlan, job str
 		return nil, err
 	}
 	rot, gwErr := gateway.Client{BaseURL: f.server}.Rotations(ctx, tp.Tenant.Name)
+	agents := &agentReader{f: f, t: tenantOf(tp)}
 	var out []lifecycle.JobStatus
 	for _, jp := range tp.Jobs {
 		if job != "" && jp.Job.Name != job {
@@ -135,10 +137,41 @@ func statuses(ctx context.Context, f *clusterFlags, tp *plan.TenantPlan, job str
 		default:
 			obs.Gateway = &lifecycle.Rotation{} // the gateway has no such endpoint (yet)
 		}
-		out = append(out, lifecycle.Compute(lifecycle.Job{Tenant: tp.Tenant.Name, Name: jp.Job.Name,
-			Replicas: jp.Job.Spec.Replicas, NodesPerReplica: jp.NodesPerReplica}, obs))
+		j := lifecycle.Job{Tenant: tp.Tenant.Name, Name: jp.Job.Name, Replicas: jp.Job.Spec.Replicas, NodesPerReplica: jp.NodesPerReplica}
+		obs.Agent = agents.reports(ctx, j, obs)
+		out = append(out, lifecycle.Compute(j, obs))
 	}
 	return out, nil
+}
+
+// agentReader reads the inference agents' status of a tenant's running VMs where it changes
+// the stages (lifecycle.AgentWanted), from their console logs; a cluster whose logs cannot
+// be read leaves the VMIs' own stages.
+type agentReader struct {
+	f    *clusterFlags
+	t    cluster.Tenant
+	kube *joblogs.Kube
+	err  error
+}
+
+func (a *agentReader) reports(ctx context.Context, j lifecycle.Job, obs lifecycle.Observed) map[string]*lifecycle.AgentReport {
+	names := lifecycle.AgentWanted(j, obs)
+	if len(names) == 0 {
+		return nil
+	}
+	if a.kube == nil && a.err == nil {
+		cfg, err := a.f.access().Tenant(ctx, a.t.Name, a.t.Cluster)
+		if err == nil {
+			var k joblogs.Kube
+			k, err = joblogs.NewKube(cfg)
+			a.kube = &k
+		}
+		a.err = err
+	}
+	if a.err != nil {
+		return nil
+	}
+	return joblogs.AgentReports(ctx, a.kube, nil, a.t.Namespace, a.t.Name, j.Name, obs.VMIs, names, time.Now())
 }
 
 // stageExit is the exit status of the least ready stage shown.
