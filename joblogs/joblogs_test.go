@@ -166,7 +166,7 @@ func TestFollowResumesWithoutRepeats(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"line 0", "line 1", "line 2", "line 3", "line 4", "line 5", "line 6", "line 7", "line 8", "line 9"}, shown)
-	assert.Contains(t, got, "chat-r0-n0 notice: the console log stream of chat-r0-n0 was cut; resumed where it stopped")
+	assert.Contains(t, got, "chat-r0-n0 notice: the console log stream of chat-r0-n0 was cut (unexpected EOF); resuming where it stopped")
 	opts := s.Options()
 	require.GreaterOrEqual(t, len(opts), 2)
 	last := opts[len(opts)-1]

@@ -151,7 +151,7 @@ func (p *podReader) run(ctx context.Context, fresh bool) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil {
+		if err != nil && !read {
 			if !p.once("read:"+strings.SplitN(err.Error(), ":", 2)[0], "the console log of %s cannot be read: %v", p.src.VM, err) {
 				return
 			}
@@ -165,7 +165,11 @@ func (p *podReader) run(ctx context.Context, fresh bool) {
 		}
 		if read {
 			wait = p.r.retry()
-			p.send(p.src.notice(p.r.now(), "the console log stream of %s was cut; resumed where it stopped", p.src.VM))
+			why := ""
+			if err != nil {
+				why = " (" + err.Error() + ")"
+			}
+			p.send(p.src.notice(p.r.now(), "the console log stream of %s was cut%s; resuming where it stopped", p.src.VM, why))
 		}
 		if !p.st.lastTS.IsZero() {
 			o.TailLines, o.SinceTime = nil, &metav1.Time{Time: p.st.lastTS}

@@ -53,6 +53,14 @@ func TestJobLogsEndToEndKubeletStandIn(t *testing.T) {
 	w.writer.status(guestlog.Status{Stage: guestlog.StageLoadingModel, Since: time.Now(), Detail: "Loading safetensors checkpoint shards: 3/8"})
 	w.writer.line(guestlog.Stderr, "Loading safetensors checkpoint shards:  38% Completed | 3/8 [00:04<00:07,  1.43s/it]")
 	live.waitFor(t, "[r0/n0] Loading safetensors checkpoint shards:  38% Completed | 3/8", 30*time.Second)
+
+	// The tenant cluster's API server goes away mid-follow and comes back: the follow resumes
+	// where it stopped (at the second of its last line) and shows each line once.
+	require.NoError(t, w.env.StopAPIServer())
+	w.writer.line(guestlog.Stderr, "Loading safetensors checkpoint shards:  50% Completed | 4/8 [00:06<00:05,  1.41s/it]")
+	w.writer.line(guestlog.Stderr, "Loading safetensors checkpoint shards:  62% Completed | 5/8 [00:07<00:04,  1.40s/it]")
+	require.NoError(t, w.env.StartAPIServer())
+	live.waitFor(t, "[r0/n0] Loading safetensors checkpoint shards:  62% Completed | 5/8", 2*time.Minute)
 	w.writer.raw("[   97.211044] nvidia-uvm: Loaded the UVM driver, major device number 236.")
 	w.writer.line(guestlog.Stderr, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB")
 	w.writer.line(guestlog.Agent, "model server exited with code 1 after 42 s; restarting in 10 s (restart 1)")
@@ -65,7 +73,10 @@ func TestJobLogsEndToEndKubeletStandIn(t *testing.T) {
 	require.NoError(t, err, errOut)
 	followed := live.String()
 	assert.NotContains(t, followed, "Linux version", "the kernel's lines are no records")
-	assert.Equal(t, 1, strings.Count(followed, "vLLM API server version"), "no line twice:\n%s", followed)
+	for _, once := range []string{"vLLM API server version", "38% Completed", "50% Completed", "62% Completed"} {
+		assert.Equal(t, 1, strings.Count(followed, once), "no line twice: %q in\n%s", once, followed)
+	}
+	assert.Contains(t, followed, "(notice) the console log stream of mistral-small-r0-n0 was cut (unexpected EOF); resuming where it stopped")
 	t.Logf("inferplane jobs logs acme/%s -f (through the product API):\n%s", logsJob, followed)
 
 	// The crash in jobs detail, through the API (whose reads of the agent's status stand a
