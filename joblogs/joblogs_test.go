@@ -1,4 +1,4 @@
-package joblogs
+package joblogs_test
 
 import (
 	"context"
@@ -16,26 +16,29 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/inferplane/inferplane/agent/guestlog"
+	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/joblogs/joblogstest"
 )
 
 var t0 = time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC)
 
-func query() Query { return Query{Namespace: "acme", Tenant: "acme", Job: "chat", Tail: -1} }
+func query() joblogs.Query {
+	return joblogs.Query{Namespace: "acme", Tenant: "acme", Job: "chat", Tail: -1}
+}
 
 // collect reads the whole stream (not following).
-func collect(t *testing.T, r *Reader, q Query) []Entry {
+func collect(t *testing.T, r *joblogs.Reader, q joblogs.Query) []joblogs.Entry {
 	t.Helper()
-	var out []Entry
-	require.NoError(t, r.Stream(context.Background(), q, func(e Entry) error { out = append(out, e); return nil }))
+	var out []joblogs.Entry
+	require.NoError(t, r.Stream(context.Background(), q, func(e joblogs.Entry) error { out = append(out, e); return nil }))
 	return out
 }
 
-func lines(es []Entry) []string {
+func lines(es []joblogs.Entry) []string {
 	var out []string
 	for _, e := range es {
 		switch e.Kind {
-		case KindLine:
+		case joblogs.KindLine:
 			out = append(out, fmt.Sprintf("%s %s", e.VM, e.Line))
 		default:
 			out = append(out, fmt.Sprintf("%s %s: %s", e.VM, e.Kind, e.Text))
@@ -57,7 +60,7 @@ func TestReadMergesAndFilters(t *testing.T) {
 	b.Line(t0.Add(2*time.Second), "INFO Loading weights took 12.4 seconds")
 	a.Line(t0.Add(3*time.Second), "<script>alert(1)</script> stays text")
 	b.Line(t0.Add(4*time.Second), "ERROR torch.OutOfMemoryError: CUDA out of memory")
-	r := &Reader{Cluster: s}
+	r := &joblogs.Reader{Cluster: s}
 
 	got := collect(t, r, query())
 	assert.Equal(t, []string{
@@ -84,7 +87,7 @@ func TestReadMergesAndFilters(t *testing.T) {
 	assert.Equal(t, []string{"chat-r0-n0 <script>alert(1)</script> stays text", "chat-r1-n0 ERROR torch.OutOfMemoryError: CUDA out of memory"},
 		lines(collect(t, r, q)), "the last console line of each VM")
 	for _, o := range s.Options() {
-		assert.Equal(t, Container, o.Container)
+		assert.Equal(t, joblogs.Container, o.Container)
 		assert.True(t, o.Timestamps, "the kubelet's time is where a resumed follow starts")
 	}
 
@@ -92,24 +95,24 @@ func TestReadMergesAndFilters(t *testing.T) {
 	q.Job = "other"
 	assert.Equal(t, []string{" notice: no VM of the job acme/other runs (no virt-launcher pod): nothing to show yet"}, lines(collect(t, r, q)))
 	s.ListErr = errors.New(`pods is forbidden: User "x" cannot list resource "pods"`)
-	err := r.Stream(context.Background(), query(), func(Entry) error { return nil })
+	err := r.Stream(context.Background(), query(), func(joblogs.Entry) error { return nil })
 	assert.ErrorContains(t, err, "list the virt-launcher pods of acme/chat in namespace acme: pods is forbidden")
 }
 
 // follower runs a follow in the background and collects what it shows.
 type follower struct {
 	mu     sync.Mutex
-	got    []Entry
+	got    []joblogs.Entry
 	cancel func()
 	done   chan error
 }
 
-func follow(r *Reader, q Query) *follower {
+func follow(r *joblogs.Reader, q joblogs.Query) *follower {
 	q.Follow = true
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &follower{cancel: cancel, done: make(chan error, 1)}
 	go func() {
-		f.done <- r.Stream(ctx, q, func(e Entry) error {
+		f.done <- r.Stream(ctx, q, func(e joblogs.Entry) error {
 			f.mu.Lock()
 			f.got = append(f.got, e)
 			f.mu.Unlock()
@@ -147,7 +150,7 @@ func (f *follower) stop(t *testing.T) {
 func TestFollowResumesWithoutRepeats(t *testing.T) {
 	s := joblogstest.New(t)
 	c := s.Pod("acme", "chat", "virt-launcher-chat-r0-n0-abcde", 0, 0)
-	r := &Reader{Cluster: s, Retry: 10 * time.Millisecond}
+	r := &joblogs.Reader{Cluster: s, Retry: 10 * time.Millisecond}
 	f := follow(r, query())
 	defer f.stop(t)
 	for i := range 5 {
@@ -183,7 +186,7 @@ func TestAgentNumbering(t *testing.T) {
 	c.Record(guestlog.Record{Seq: 1, Time: t0, Kind: guestlog.KindLine, Line: "before"}) // the same record, read twice
 	c.Seq = 0
 	c.Line(t0.Add(time.Minute), "after the state was lost")
-	got := lines(collect(t, &Reader{Cluster: s}, query()))
+	got := lines(collect(t, &joblogs.Reader{Cluster: s}, query()))
 	assert.Equal(t, []string{"chat-r0-n0 before",
 		"chat-r0-n0 notice: the agent of chat-r0-n0 numbers its records from 1 again: its state was lost",
 		"chat-r0-n0 after the state was lost"}, got)
@@ -204,7 +207,7 @@ func TestStatusShownWhenItChanges(t *testing.T) {
 	c.Status(t0.Add(32*time.Second), crash)
 	crash.Restarts, crash.LastExit.At = 2, t0.Add(40*time.Second)
 	c.Status(t0.Add(40*time.Second), crash)
-	got := lines(collect(t, &Reader{Cluster: s}, query()))
+	got := lines(collect(t, &joblogs.Reader{Cluster: s}, query()))
 	assert.Equal(t, []string{
 		"chat-r0-n0 status: loading-model: loading the model: Loading safetensors checkpoint shards: 3/8",
 		"chat-r0-n0 torch.OutOfMemoryError: CUDA out of memory",
@@ -219,7 +222,7 @@ func TestFollowFindsNewInstances(t *testing.T) {
 	s := joblogstest.New(t)
 	old := s.Pod("acme", "chat", "virt-launcher-chat-r0-n0-aaaaa", 0, 0)
 	old.Line(time.Now(), "old instance")
-	f := follow(&Reader{Cluster: s, PodPoll: 20 * time.Millisecond, Retry: 10 * time.Millisecond}, query())
+	f := follow(&joblogs.Reader{Cluster: s, PodPoll: 20 * time.Millisecond, Retry: 10 * time.Millisecond}, query())
 	defer f.stop(t)
 	f.wait(t, 1)
 	s.End("virt-launcher-chat-r0-n0-aaaaa")
@@ -255,7 +258,7 @@ func TestSlowClientHoldsTheReadsBack(t *testing.T) {
 	go func() {
 		q := query()
 		q.Follow = true
-		done <- (&Reader{Cluster: s}).Stream(ctx, q, func(Entry) error {
+		done <- (&joblogs.Reader{Cluster: s}).Stream(ctx, q, func(joblogs.Entry) error {
 			shown++
 			if shown == 10 {
 				<-stuck
@@ -273,13 +276,13 @@ func TestSlowClientHoldsTheReadsBack(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
-// A console line longer than MaxConsoleLine is skipped with a notice; the next one is read.
+// A console line longer than joblogs.MaxConsoleLine is skipped with a notice; the next one is read.
 func TestLongLineSkipped(t *testing.T) {
 	s := joblogstest.New(t)
 	c := s.Pod("acme", "chat", "virt-launcher-chat-r0-n0-abcde", 0, 0)
-	c.Kernel(strings.Repeat("x", MaxConsoleLine+10))
+	c.Kernel(strings.Repeat("x", joblogs.MaxConsoleLine+10))
 	c.Line(t0, "after")
-	got := lines(collect(t, &Reader{Cluster: s}, query()))
+	got := lines(collect(t, &joblogs.Reader{Cluster: s}, query()))
 	require.Len(t, got, 2)
 	assert.Contains(t, got[0], "bytes was skipped (longer than 65536)")
 	assert.Equal(t, "chat-r0-n0 after", got[1])
@@ -303,46 +306,16 @@ func TestAgentReports(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "chat-r0-n0", UID: types.UID("vmi-virt-launcher-chat-r0-n0-abcde")}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "chat-r1-n0"}},
 	}
-	cache := &StatusCache{}
-	got := AgentReports(context.Background(), s, cache, "acme", "acme", "chat", vmis, []string{"chat-r0-n0", "chat-r1-n0", "chat-r2-n0"}, now)
+	cache := &joblogs.StatusCache{}
+	got := joblogs.AgentReports(context.Background(), s, cache, "acme", "acme", "chat", vmis, []string{"chat-r0-n0", "chat-r1-n0", "chat-r2-n0"}, now)
 	require.Len(t, got, 1, "the stale report and the VM without a pod are left out")
 	assert.Equal(t, guestlog.StageCrashLooping, got["chat-r0-n0"].Status.Stage)
 	assert.Equal(t, 2, got["chat-r0-n0"].Status.Restarts)
 	asked := len(s.Options())
-	AgentReports(context.Background(), s, cache, "acme", "acme", "chat", vmis, []string{"chat-r0-n0"}, now)
+	joblogs.AgentReports(context.Background(), s, cache, "acme", "acme", "chat", vmis, []string{"chat-r0-n0"}, now)
 	assert.Equal(t, asked, len(s.Options()), "read once per TTL")
 	for _, o := range s.Options() {
-		assert.Equal(t, int64(StatusTail), *o.TailLines)
-		assert.Equal(t, int64(StatusLimitBytes), *o.LimitBytes)
+		assert.Equal(t, int64(joblogs.StatusTail), *o.TailLines)
+		assert.Equal(t, int64(joblogs.StatusLimitBytes), *o.LimitBytes)
 	}
-}
-
-// The merge keeps each stream's order and orders streams by time once each has a line.
-func TestMergeOrder(t *testing.T) {
-	m := newMerge(false, 0)
-	a, b := m.add(), m.add()
-	now := time.Now()
-	m.push(a, Entry{Time: t0.Add(2 * time.Second), Line: "a2"}, now)
-	_, ok := m.pop(now)
-	assert.False(t, ok, "b may still have something earlier")
-	m.push(b, Entry{Time: t0.Add(1 * time.Second), Line: "b1"}, now)
-	e, ok := m.pop(now)
-	require.True(t, ok)
-	assert.Equal(t, "b1", e.Line)
-	_, ok = m.pop(now)
-	assert.False(t, ok)
-	m.end(b)
-	e, _ = m.pop(now)
-	assert.Equal(t, "a2", e.Line)
-	assert.False(t, m.finished())
-	m.end(a)
-	assert.True(t, m.finished())
-
-	f := newMerge(true, 100*time.Millisecond)
-	a, _ = f.add(), f.add()
-	f.push(a, Entry{Line: "quiet b holds a back only for the window"}, now)
-	_, ok = f.pop(now.Add(50 * time.Millisecond))
-	assert.False(t, ok)
-	_, ok = f.pop(now.Add(100 * time.Millisecond))
-	assert.True(t, ok)
 }

@@ -10,47 +10,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/inferplane/inferplane/agent/guestlog"
-	"github.com/inferplane/inferplane/api/v1alpha1"
-	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/joblogs/joblogstest"
-	"github.com/inferplane/inferplane/lifecycle"
-	"github.com/inferplane/inferplane/lifecycle/cluster"
 	"github.com/inferplane/inferplane/productapi"
 	"github.com/inferplane/inferplane/productapi/apitest"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 	"github.com/inferplane/inferplane/productapi/client"
 )
-
-// guestClusters is a TEST DOUBLE of the API's view of the clusters (clusterwatch.Watcher):
-// acme's qwen3-32b synced, its two VMs running, not ready; their consoles are
-// joblogstest's.
-type guestClusters struct {
-	pods *joblogstest.Cluster
-}
-
-func (g guestClusters) Objects(context.Context, cluster.Tenant) (*cluster.Objects, error) {
-	o := &cluster.Objects{Apps: map[string]*lifecycle.Application{"qwen3-32b": {ObjectMeta: metav1.ObjectMeta{Name: "acme-qwen3-32b"},
-		Status: lifecycle.ApplicationStatus{Sync: lifecycle.SyncStatus{Status: lifecycle.SyncSynced}}}}}
-	for _, name := range []string{"qwen3-32b-r0-n0", "qwen3-32b-r1-n0"} {
-		labels := map[string]string{v1alpha1.LabelJob: "qwen3-32b", v1alpha1.LabelServing: v1alpha1.ServingValue}
-		o.VMs = append(o.VMs, kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
-		o.VMIs = append(o.VMIs, kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels,
-			UID: types.UID("vmi-virt-launcher-" + name)},
-			Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, NodeName: "gpu-h100-07"}})
-	}
-	return o, nil
-}
-
-func (g guestClusters) Restart(context.Context, cluster.Tenant, string, int32) ([]cluster.Restarted, error) {
-	return nil, nil
-}
-
-func (g guestClusters) GuestLogs(context.Context, cluster.Tenant) (joblogs.Cluster, error) { return g.pods, nil }
 
 // A job's logs through the API: any role of the tenant reads them, another tenant's user is
 // refused like on every route; lines of both replicas merged, one replica's, a search; the
@@ -68,7 +35,7 @@ func TestJobLogs(t *testing.T) {
 	r1.Line(start.Add(time.Second), "INFO Loading weights took 12.4 seconds")
 	r0.Status(start.Add(2*time.Second), guestlog.Status{Stage: guestlog.StageLoadingModel, Since: start, Detail: "Loading safetensors checkpoint shards: 3/8"})
 
-	rep := startReplica(t, r, apitest.BundledInputs(t, r), people, productapi.Options{Clusters: guestClusters{pods}})
+	rep := startReplica(t, r, apitest.BundledInputs(t, r), people, productapi.Options{Clusters: joblogstest.Clusters{Objs: joblogstest.Running("qwen3-32b", "qwen3-32b-r0-n0", "qwen3-32b-r1-n0"), Pods: pods}})
 	doc, err := apitest.NewOpenAPI(apitest.Fetch(t, rep.url))
 	require.NoError(t, err)
 	as := func(tok string) *client.Client {
@@ -182,7 +149,7 @@ func TestJobLogsCutsOffAStuckClient(t *testing.T) {
 	r := apitest.Remotes{Dir: t.TempDir()}
 	pods := joblogstest.New(t)
 	c := pods.Pod("acme", "qwen3-32b", "virt-launcher-qwen3-32b-r0-n0", 0, 0)
-	rep := startReplica(t, r, apitest.BundledInputs(t, r), people, productapi.Options{Clusters: guestClusters{pods}})
+	rep := startReplica(t, r, apitest.BundledInputs(t, r), people, productapi.Options{Clusters: joblogstest.Clusters{Objs: joblogstest.Running("qwen3-32b", "qwen3-32b-r0-n0", "qwen3-32b-r1-n0"), Pods: pods}})
 	req, err := http.NewRequest(http.MethodGet, rep.url+"/api/v1/tenants/acme/jobs/qwen3-32b/logs?follow=true", nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer dana")
