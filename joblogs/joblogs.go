@@ -57,6 +57,10 @@ func NewKube(cfg *rest.Config) (Kube, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = 0
 	cfg.UserAgent = "inferplane-logs"
+	// HTTP/1.1, a connection per stream: a reader that stops reading stops the kubelet's
+	// writes through TCP's own window. Over HTTP/2 each stream may hold 4 MiB in the client's
+	// flow-control window, which 100 slow follows would turn into 400 MiB of this process.
+	cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return Kube{}, err

@@ -319,3 +319,38 @@ func TestAgentReports(t *testing.T) {
 		assert.Equal(t, int64(joblogs.StatusLimitBytes), *o.LimitBytes)
 	}
 }
+
+// A follow reads at most MaxRate lines a second: a VM printing faster is read more slowly,
+// and once the follow is MaxLag behind it skips to the present, with a notice, and shows
+// what comes next.
+func TestFollowMaxRate(t *testing.T) {
+	s := joblogstest.New(t)
+	c := s.Pod("acme", "chat", "virt-launcher-chat-r0-n0-abcde", 0, 0)
+	q := query()
+	q.Tail, q.MaxRate = 0, 100
+	f := follow(&joblogs.Reader{Cluster: s, MaxLag: 300 * time.Millisecond}, q)
+	defer f.stop(t)
+	require.Eventually(t, func() bool { return s.OpenStreams() == 1 }, 5*time.Second, 5*time.Millisecond)
+	var burst []string
+	for i := range 1000 {
+		b, err := guestlog.Encode(guestlog.Record{Seq: uint64(i + 1), Time: t0.Add(time.Duration(i) * time.Millisecond), Kind: guestlog.KindLine, Line: fmt.Sprintf("burst %d", i)})
+		require.NoError(t, err)
+		burst = append(burst, string(b))
+	}
+	require.NoError(t, c.L.Append(burst...))
+	c.Seq = 1000
+	f.wait(t, 100)
+	time.Sleep(time.Second)
+	c.Line(time.Now(), "after the burst")
+	require.Eventually(t, func() bool { l := f.lines(); return l[len(l)-1] == "chat-r0-n0 after the burst" }, 10*time.Second, 5*time.Millisecond)
+	got := f.lines()
+	shown := 0
+	for _, l := range got {
+		if strings.HasPrefix(l, "chat-r0-n0 burst") {
+			shown++
+		}
+	}
+	assert.Less(t, shown, 500, "the rest of the burst was skipped")
+	assert.Contains(t, strings.Join(got, "\n"), "chat-r0-n0 notice: this follow fell 300ms behind the lines of chat-r0-n0 (it reads at most 100 lines a second): skipping to the present")
+	assert.Equal(t, "chat-r0-n0 after the burst", got[len(got)-1])
+}

@@ -3,12 +3,15 @@ package joblogs
 import (
 	"bufio"
 	"bytes"
+	"cmp"
+	"fmt"
 	"context"
 	"errors"
 	"io"
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -125,7 +128,15 @@ type podReader struct {
 	src  Source
 	st   podState
 	send func(Entry) bool
+	// lims, following, bound the lines read a second (Query.MaxRate, shared by the follow's
+	// pods; Reader.Limit, shared by every follow); skipFrom, after a skip, is the kubelet's
+	// time before which lines are passed over unread.
+	lims     []*rate.Limiter
+	skipFrom time.Time
 }
+
+// errBehind ends a stream whose rate-bound follow fell MaxLag behind.
+var errBehind = errors.New("the follow fell behind")
 
 // run reads the pod's log; following, it resumes a stream that ends while the pod runs and
 // stops once the pod has ended. fresh is a pod found after the follow began: all of it is
@@ -150,6 +161,16 @@ func (p *podReader) run(ctx context.Context, fresh bool) {
 		}
 		if ctx.Err() != nil {
 			return
+		}
+		if errors.Is(err, errBehind) {
+			now := p.r.now()
+			if !p.send(p.src.notice(now, "this follow fell %s behind the lines of %s (it reads at most %s a second): skipping to the present; read the lines skipped without following (--since)",
+				cmp.Or(p.r.MaxLag, 10*time.Second), p.src.VM, rateText(p.lims))) {
+				return
+			}
+			p.skipFrom = now
+			o.TailLines, o.SinceTime = nil, &metav1.Time{Time: now}
+			continue
 		}
 		if err != nil && !read {
 			if !p.once("read:"+strings.SplitN(err.Error(), ":", 2)[0], "the console log of %s cannot be read: %v", p.src.VM, err) {
@@ -217,11 +238,35 @@ func (p *podReader) read(ctx context.Context, rc io.Reader) (read bool, err erro
 		if !ts.IsZero() {
 			p.st.lastTS = ts
 		}
+		if !ts.IsZero() && ts.Before(p.skipFrom) {
+			continue // skipped to the present: not even decoded
+		}
+		if behind, err := p.pace(ctx, ts); err != nil || behind {
+			if behind {
+				return read, errBehind
+			}
+			return read, nil
+		}
 		e, ok := p.entry(content, ts, search)
 		if ok && !p.send(e) {
 			return read, nil
 		}
 	}
+}
+
+// pace waits for the rate limits; behind says the line is MaxLag old or more (the follow
+// cannot keep up with the VM).
+func (p *podReader) pace(ctx context.Context, ts time.Time) (behind bool, err error) {
+	if len(p.lims) == 0 {
+		return false, nil
+	}
+	for _, l := range p.lims {
+		if err := l.Wait(ctx); err != nil {
+			return false, err
+		}
+	}
+	lag := cmp.Or(p.r.MaxLag, 10*time.Second)
+	return !ts.IsZero() && p.r.now().Sub(ts) >= lag, nil
 }
 
 // entry turns a console line into what is shown: a line of the server's that the search
@@ -277,4 +322,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// rateText is the tightest of the limits, in lines.
+func rateText(lims []*rate.Limiter) string {
+	least := rate.Inf
+	for _, l := range lims {
+		least = min(least, l.Limit())
+	}
+	return fmt.Sprintf("%.0f lines", float64(least))
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -27,6 +28,11 @@ type Query struct {
 	// Search keeps the server's lines that contain it, ignoring case (statuses and notices
 	// are always shown).
 	Search string
+	// MaxRate, following, is how many console lines a second the follow reads at most (0: no
+	// limit): a VM printing faster is read more slowly (the kubelet's stream waits), and once
+	// the follow is Reader.MaxLag behind, it skips to the present with a notice. Reading
+	// costs at most MaxRate lines a second, however fast a VM prints.
+	MaxRate float64
 }
 
 // Reader reads jobs' logs from one cluster.
@@ -40,6 +46,15 @@ type Reader struct {
 	Window time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Idle, when set, is called when Stream has shown what it had and waits for more: where a
+	// writer flushes (one flush per burst of lines, not per line).
+	Idle func() error
+	// Limit, when set, bounds the console lines every follow of this Reader's user reads a
+	// second, together (a server's share for all its clients), as MaxRate bounds one follow.
+	Limit *rate.Limiter
+	// MaxLag is how far behind its VM's lines a rate-bound follow may fall before it skips to
+	// the present (default 10 s).
+	MaxLag time.Duration
 }
 
 func (r *Reader) now() time.Time {
@@ -77,11 +92,15 @@ func (r *Reader) Stream(ctx context.Context, q Query, emit func(Entry) error) er
 	}
 	in := make(chan item, 16)
 	m := newMerge(q.Follow, cmp.Or(r.Window, 100*time.Millisecond))
+	var lim *rate.Limiter
+	if q.Follow && q.MaxRate > 0 {
+		lim = rate.NewLimiter(rate.Limit(q.MaxRate), max(int(q.MaxRate), 1))
+	}
 	started := map[types.UID]bool{}
 	start := func(s Source, fresh bool) {
 		started[s.UID] = true
 		idx := m.add()
-		p := &podReader{r: r, q: &q, src: s}
+		p := &podReader{r: r, q: &q, src: s, lims: slices.DeleteFunc([]*rate.Limiter{lim, r.Limit}, func(l *rate.Limiter) bool { return l == nil })}
 		p.send = func(e Entry) bool {
 			select {
 			case in <- item{src: idx, e: e}:
@@ -115,11 +134,19 @@ func (r *Reader) Stream(ctx context.Context, q Query, emit func(Entry) error) er
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	shown := false
 	for {
 		for e, ok := m.pop(r.now()); ok; e, ok = m.pop(r.now()) {
 			if err := emit(e); err != nil {
 				return err
 			}
+			shown = true
+		}
+		if shown && r.Idle != nil && len(in) == 0 {
+			if err := r.Idle(); err != nil {
+				return err
+			}
+			shown = false
 		}
 		if !q.Follow && m.finished() {
 			return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"golang.org/x/time/rate"
 
 	"github.com/inferplane/inferplane/access"
 	"github.com/inferplane/inferplane/agent/guestlog"
@@ -31,6 +32,16 @@ const LogWriteTimeout = 10 * time.Second
 
 // logWriteTimeout is LogWriteTimeout; the tests shorten it.
 var logWriteTimeout = LogWriteTimeout
+
+// FollowMaxRate is how many console lines a second one follow reads at most, and
+// ServerMaxRate how many all the follows of one API replica read together: a VM printing
+// faster is read more slowly, and a follow 10 s behind skips to the present with a notice
+// (joblogs.Query.MaxRate), so a replica's reads of the logs cost at most ServerMaxRate lines a
+// second however fast its VMs print. Reading without following is paced by its client only.
+const (
+	FollowMaxRate = 1000
+	ServerMaxRate = 10000
+)
 
 // defaultTail is how many of each VM's last console lines a log starts from when neither
 // tail nor since is given.
@@ -72,7 +83,7 @@ func (s *Server) jobLogs(ctx context.Context, in *logsInput) (*logsOutput, error
 	if err != nil {
 		return nil, err
 	}
-	q := joblogs.Query{Tenant: in.Tenant, Job: in.Job, Follow: in.Follow, Search: in.Search, Tail: -1}
+	q := joblogs.Query{Tenant: in.Tenant, Job: in.Job, Follow: in.Follow, Search: in.Search, Tail: -1, MaxRate: FollowMaxRate}
 	if q.Since, err = usage.ParseSince(in.Since, s.opts.Now()); err != nil {
 		return nil, newProblem(http.StatusUnprocessableEntity, "since: "+err.Error())
 	}
@@ -107,7 +118,14 @@ func (s *Server) jobLogs(ctx context.Context, in *logsInput) (*logsOutput, error
 		return nil, newProblem(http.StatusBadGateway, fmt.Sprintf("the cluster of tenant %s: list the VMs' pods: %v", in.Tenant, err))
 	}
 	who := identity(ctx).Subject
-	return &logsOutput{Body: func(hc huma.Context) { s.streamLogs(hc, &joblogs.Reader{Cluster: cl}, q, who) }}, nil
+	r := &joblogs.Reader{Cluster: cl, Limit: s.logLimit()}
+	return &logsOutput{Body: func(hc huma.Context) { s.streamLogs(hc, r, q, who) }}, nil
+}
+
+// logLimit is the replica's limit on the console lines all its follows read a second.
+func (s *Server) logLimit() *rate.Limiter {
+	s.logRateOnce.Do(func() { s.logRate = rate.NewLimiter(ServerMaxRate, ServerMaxRate) })
+	return s.logRate
 }
 
 // guestLogs reaches a tenant's console logs, or says why it cannot.
@@ -128,10 +146,10 @@ func (s *Server) guestLogs(ctx context.Context, t cluster.Tenant) (joblogs.Clust
 	return cl, nil
 }
 
-// streamLogs writes the log as NDJSON, flushing each entry, each write bounded by
-// LogWriteTimeout: a client that stops reading is cut off, and the reads it held back stop
-// with it. The server needs no write timeout of its own for this (the deadline is set here,
-// per write, and lifts any it had).
+// streamLogs writes the log as NDJSON, flushed whenever the reader has shown what it had (one
+// flush per burst, not per line), each write bounded by LogWriteTimeout: a client that stops
+// reading is cut off, and the reads it held back stop with it. The server needs no write
+// timeout of its own for this (the deadline is set here, per write, and lifts any it had).
 func (s *Server) streamLogs(hc huma.Context, r *joblogs.Reader, q joblogs.Query, who string) {
 	req, w := humago.Unwrap(hc)
 	ctx := req.Context()
@@ -148,7 +166,11 @@ func (s *Server) streamLogs(hc huma.Context, r *joblogs.Reader, q joblogs.Query,
 		if err := rc.SetWriteDeadline(time.Now().Add(logWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 			return err
 		}
-		if _, err := w.Write(append(b, '\n')); err != nil {
+		_, err = w.Write(append(b, '\n'))
+		return err
+	}
+	flush := func() error {
+		if err := rc.SetWriteDeadline(time.Now().Add(logWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 			return err
 		}
 		if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
@@ -156,6 +178,7 @@ func (s *Server) streamLogs(hc huma.Context, r *joblogs.Reader, q joblogs.Query,
 		}
 		return nil
 	}
+	r.Idle = flush
 	if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return
 	}
@@ -172,6 +195,7 @@ func (s *Server) streamLogs(hc huma.Context, r *joblogs.Reader, q joblogs.Query,
 		}
 		_ = write(apiv1.LogEntry{Kind: string(joblogs.KindNotice), Time: time.Now().UTC(), Message: "the log ended early: " + err.Error()})
 	}
+	_ = flush()
 	s.log.Debug("logs: stream ended", "tenant", q.Tenant, "job", q.Job, "by", who, "entries", lines, "took", time.Since(start))
 }
 

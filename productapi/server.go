@@ -29,6 +29,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/inferplane/inferplane/access"
 	"github.com/inferplane/inferplane/auth/keys"
@@ -126,6 +127,9 @@ type Server struct {
 	keyIdem *idemCache
 	// statuses keeps the agents' statuses the stages read, briefly (agentReports).
 	statuses joblogs.StatusCache
+	// logRate bounds the console lines all log follows read a second (logLimit).
+	logRate     *rate.Limiter
+	logRateOnce sync.Once
 
 	refreshMu sync.Mutex
 }

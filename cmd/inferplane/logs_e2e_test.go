@@ -25,7 +25,7 @@ import (
 // path (jobs logs and jobs detail with the kubeconfig) reads the same. The console's writer is
 // a stand-in for the inference agent; the real agent writes the same file.
 func TestJobLogsEndToEndKubeletStandIn(t *testing.T) {
-	w := startLogsWorld(t)
+	w := startLogsWorld(t, false)
 	ctx := context.Background()
 	w.writer.raw("[    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)", "Cloud-init v. 22.4.2 running 'modules:final'")
 	w.writer.status(guestlog.Status{Stage: guestlog.StageDownloadingWeights, Since: time.Now(),

@@ -3,9 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
+	"os/signal"
+	"syscall"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,6 +30,7 @@ import (
 	registry "github.com/inferplane/inferplane/clusters"
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 	"github.com/inferplane/inferplane/e2e/kubeletstandin"
+	"github.com/inferplane/inferplane/e2e/proc"
 	"github.com/inferplane/inferplane/inputsrepo"
 	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/lifecycle/lifecycletest"
@@ -53,6 +60,72 @@ type logsWorld struct {
 	console string
 	writer  *consoleWriter
 	pod     string
+	// api is the product API's process, when it runs in one.
+	api *proc.Process
+}
+
+// testAPIConfig is the product API the world runs: the inputs, the host cluster (its
+// kubeconfig, in a child), a work folder; it signs in staticTokens.
+type testAPIConfig struct {
+	Listen, Inputs, Kubeconfig, WorkDir string
+}
+
+func (c testAPIConfig) config(host *rest.Config) productapi.Config {
+	return productapi.Config{Listen: c.Listen, Verifier: staticTokens{}, Inputs: inputsrepo.Options{URL: c.Inputs},
+		Host: host, Registry: registry.Options{ArgoCDNamespace: registry.ArgoCDNamespace}, ReconcileInterval: -1,
+		WorkDir: c.WorkDir, Logger: slog.New(slog.DiscardHandler)}
+}
+
+// serveTestAPI is a child's life (TestMain): serve the API of the configuration in file until
+// SIGTERM.
+func serveTestAPI(file string) int {
+	b, err := os.ReadFile(file)
+	var c testAPIConfig
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	var host *rest.Config
+	if err == nil {
+		host, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	}
+	if err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		cfg := c.config(host)
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		err = productapi.Serve(ctx, cfg)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test API:", err)
+		return 1
+	}
+	return 0
+}
+
+// startTestAPIProcess runs the API in a child of the test binary and waits until it is ready.
+func startTestAPIProcess(t *testing.T, c testAPIConfig) (string, *proc.Process) {
+	c.Listen = freePort(t)
+	b, err := json.Marshal(c)
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "api.json")
+	require.NoError(t, os.WriteFile(file, b, 0o600))
+	p, err := proc.Start("product-api", os.Args[0], []string{"-test.run=^$"}, []string{testAPIEnv + "=" + file, "HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Stop(30 * time.Second) })
+	u := "http://" + c.Listen
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if done, _ := p.Exited(); done || time.Now().After(deadline) {
+			t.Fatalf("the API process did not become ready (ended: %v); its log ends:\n%s", done, p.Tail(30))
+		}
+		resp, err := http.Get(u + "/readyz")
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return u, p
+		}
+	}
 }
 
 const (
@@ -73,7 +146,9 @@ func (staticTokens) Verify(_ context.Context, raw string) (access.Identity, erro
 	return access.Identity{}, &access.TokenError{Kind: access.BadSignature, Err: errors.New("unknown test token")}
 }
 
-func startLogsWorld(t *testing.T) *logsWorld {
+// startLogsWorld starts the world; apiProcess runs the product API in a process of its own (a
+// child of the test binary, so that its memory is its own), else in the test's.
+func startLogsWorld(t *testing.T, apiProcess bool) *logsWorld {
 	ctx := context.Background()
 	dir := t.TempDir()
 	w := &logsWorld{tree: newJobsTree(t), console: filepath.Join(dir, "console-"+logsVM), pod: "virt-launcher-" + logsVM + "-x7k2p"}
@@ -125,9 +200,11 @@ func startLogsWorld(t *testing.T) *logsWorld {
 
 	r := apitest.Remotes{Dir: filepath.Join(dir, "git")}
 	inputs := apitest.BundledInputs(t, r)
-	w.apiURL = startInProcessAPI(t, productapi.Config{Verifier: staticTokens{}, Inputs: inputsrepo.Options{URL: inputs},
-		Host: w.env.Config, Registry: registry.Options{ArgoCDNamespace: registry.ArgoCDNamespace}, ReconcileInterval: -1,
-		WorkDir: filepath.Join(dir, "work"), Logger: slog.New(slog.DiscardHandler)})
+	if apiProcess {
+		w.apiURL, w.api = startTestAPIProcess(t, testAPIConfig{Inputs: inputs, Kubeconfig: w.kc, WorkDir: filepath.Join(dir, "work")})
+	} else {
+		w.apiURL = startInProcessAPI(t, testAPIConfig{Inputs: inputs, WorkDir: filepath.Join(dir, "work")}.config(w.env.Config))
+	}
 
 	// The customer's CLI, signed in to the API as dana (the token the verifier above knows).
 	cfgDir := filepath.Join(dir, "cli")
@@ -216,6 +293,23 @@ func (c *consoleWriter) record(r guestlog.Record) {
 	b, err := guestlog.Encode(r)
 	require.NoError(c.t, err)
 	_, err = c.f.Write(append(bytes.TrimSuffix(b, []byte("\n")), '\r', '\n'))
+	require.NoError(c.t, err)
+}
+
+// lines appends many lines of the server's in one write (a fast printer).
+func (c *consoleWriter) lines(stream guestlog.Stream, ls []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var buf bytes.Buffer
+	now := time.Now()
+	for _, l := range ls {
+		c.seq++
+		b, err := guestlog.Encode(guestlog.Record{Seq: c.seq, Time: now, Kind: guestlog.KindLine, Stream: stream, Line: l})
+		require.NoError(c.t, err)
+		buf.Write(bytes.TrimSuffix(b, []byte("\n")))
+		buf.WriteString("\r\n")
+	}
+	_, err := c.f.Write(buf.Bytes())
 	require.NoError(c.t, err)
 }
 
