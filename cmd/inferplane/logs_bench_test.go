@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/inferplane/inferplane/agent/guestlog"
+	"github.com/inferplane/inferplane/e2e/proc"
 	"github.com/inferplane/inferplane/joblogs"
 	apiclient "github.com/inferplane/inferplane/productapi/client"
 )
@@ -181,6 +182,15 @@ func latency(t *testing.T, w *logsWorld) {
 	benchReport(t, "  jobs logs -f p99 %s against the goal of 1 s: ratio %.2f", msOf(ourP[1]), float64(ourP[1])/float64(time.Second))
 }
 
+// cpuSeconds is the CPU time the API process has used so far (user and system).
+func cpuSeconds(t *testing.T, w *logsWorld) float64 {
+	f, ok := proc.StatFields(fmt.Sprintf("/proc/%d", w.api.Pid()))
+	require.True(t, ok)
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // clock ticks
+}
+
 // apiMemory is what the API process uses now: its Go heap in use and goroutines (its
 // /metrics) and its resident set (/proc).
 type apiMemory struct {
@@ -222,12 +232,26 @@ func readMemory(t *testing.T, w *logsWorld) apiMemory {
 	return m
 }
 
-// getJob times one GET of the job (its stages read the agent's status: a console-log read).
-func getJob(t *testing.T, c *apiclient.Client) time.Duration {
+// getJob times one GET of the job (its stages read the agent's status: a console-log read
+// through the tenant cluster's API server) and one GET /me (the API's own work only).
+func getJob(t *testing.T, c *apiclient.Client) [2]time.Duration {
 	start := time.Now()
 	_, err := c.GetJob(context.Background(), "acme", logsJob)
 	require.NoError(t, err)
-	return time.Since(start)
+	job := time.Since(start)
+	start = time.Now()
+	_, err = c.Me(context.Background())
+	require.NoError(t, err)
+	return [2]time.Duration{job, time.Since(start)}
+}
+
+// column is one of getJob's timings over the samples.
+func column(d [][2]time.Duration, i int) []time.Duration {
+	var out []time.Duration
+	for _, x := range d {
+		out = append(out, x[i])
+	}
+	return out
 }
 
 // memory opens 100 follows on the VM, first while it prints nothing, then while it prints
@@ -238,7 +262,7 @@ func memory(t *testing.T, w *logsWorld) {
 	idle := readMemory(t, w)
 	benchReport(t, "the API process, no follow open: %s", idle)
 	c := apiclient.New(w.apiURL, apiclient.StaticToken("dana"))
-	var idleGets []time.Duration
+	var idleGets [][2]time.Duration
 	for range 40 {
 		idleGets = append(idleGets, getJob(t, c))
 	}
@@ -295,27 +319,33 @@ func memory(t *testing.T, w *logsWorld) {
 	}()
 	var peak apiMemory
 	var heaps []string
-	var during []time.Duration
-	start, before := time.Now(), lines.Load()
-	for i := 0; time.Since(start) < burst; i++ {
+	var during [][2]time.Duration
+	start, before, cpu0 := time.Now(), lines.Load(), cpuSeconds(t, w)
+	next := start.Add(5 * time.Second)
+	for time.Since(start) < burst {
 		time.Sleep(500 * time.Millisecond)
 		m := readMemory(t, w)
 		peak.heap, peak.rss, peak.goroutines = max(peak.heap, m.heap), max(peak.rss, m.rss), max(peak.goroutines, m.goroutines)
-		if i%10 == 9 {
+		if time.Now().After(next) {
 			heaps = append(heaps, fmt.Sprintf("%.0f", m.heap/(1<<20)))
+			next = next.Add(5 * time.Second)
 		}
 		during = append(during, getJob(t, c))
 	}
 	close(stopWriting)
 	shown := lines.Load() - before
 	took := time.Since(start).Seconds()
+	cpu := (cpuSeconds(t, w) - cpu0) / took
 	benchReport(t, "%d follows open, the VM printing %d lines/s for %s (%d written): peak %s; %.0f lines/s shown over all follows (%.0f per follow)",
 		follows, rate, burst, written.Load(), peak, float64(shown)/took, float64(shown)/took/follows)
-	benchReport(t, "  heap every 5 s (MiB): %s; peak heap against idle: ratio %.2f; against %d quiet follows: ratio %.2f",
-		strings.Join(heaps, ", "), peak.heap/idle.heap, follows, peak.heap/quiet.heap)
-	benchReport(t, "  GET the job meanwhile: p50 %s, p99 %s; with no follow open: p50 %s, p99 %s; ratio of p50s %.2f",
-		msOf(quantileOf(during, 0.5)), msOf(quantileOf(during, 0.99)), msOf(quantileOf(idleGets, 0.5)), msOf(quantileOf(idleGets, 0.99)),
-		float64(quantileOf(during, 0.5))/float64(quantileOf(idleGets, 0.5)))
+	benchReport(t, "  the API process used %.2f CPU-seconds a second; heap every 5 s (MiB): %s; peak heap against idle: ratio %.2f; against %d quiet follows: ratio %.2f",
+		cpu, strings.Join(heaps, ", "), peak.heap/idle.heap, follows, peak.heap/quiet.heap)
+	for i, what := range []string{"GET the job (reads the VM's status through the cluster)", "GET /me (the API's own work)"} {
+		d, idle := column(during, i), column(idleGets, i)
+		benchReport(t, "  %s meanwhile: p50 %s, p99 %s; with no follow open: p50 %s, p99 %s; ratio of p50s %.2f", what,
+			msOf(quantileOf(d, 0.5)), msOf(quantileOf(d, 0.99)), msOf(quantileOf(idle, 0.5)), msOf(quantileOf(idle, 0.99)),
+			float64(quantileOf(d, 0.5))/float64(quantileOf(idle, 0.5)))
+	}
 	cancel()
 	wg.Wait()
 }

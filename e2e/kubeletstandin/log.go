@@ -215,35 +215,30 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// tailStart is the offset of the n-th line from the end of f (its size when n is 0), found
-// in one pass that keeps only n offsets.
+// tailStart is the offset of the n-th line from the end of f (its size when n is 0), read
+// backwards from the end as the kubelet does, so a tail costs the lines it returns, not the
+// file.
 func tailStart(f *os.File, n int64) (int64, error) {
-	if n == 0 {
-		return f.Seek(0, io.SeekEnd)
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil || n == 0 {
+		return size, err
 	}
-	ring := make([]int64, n)
-	var count, off, start int64
-	r := bufio.NewReaderSize(f, 64<<10)
-	for {
-		chunk, err := r.ReadSlice('\n')
-		off += int64(len(chunk))
-		if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
-			ring[count%n] = start
-			count++
-			start = off
+	buf := make([]byte, 64<<10)
+	var ends int64
+	for pos := size; pos > 0; {
+		chunk := min(int64(len(buf)), pos)
+		pos -= chunk
+		if _, err := f.ReadAt(buf[:chunk], pos); err != nil {
+			return 0, err
 		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
+		for i := chunk - 1; i >= 0; i-- {
+			// A line's end before the last line: the n-th one found starts the tail.
+			if buf[i] == '\n' && pos+i != size-1 {
+				if ends++; ends == n {
+					return pos + i + 1, nil
+				}
+			}
 		}
-		if err != nil {
-			break
-		}
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return 0, err
-	}
-	if count <= n {
-		return 0, nil
-	}
-	return ring[count%n], nil
+	return 0, nil
 }
