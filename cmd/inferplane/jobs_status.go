@@ -284,10 +284,11 @@ it and why (see "jobs --help" for the stages and exit codes).
 What the inputs say (master, endpoint, replicas) is shown even when a cluster cannot be read;
 detail then says which part it could not read and how to give it (exit status 1).
 
---wait follows the job until it serves or fails (or --wait-timeout passes), printing each
-change of stage on standard error, then shows the detail.`,
+--wait follows the job until it serves, fails or crash-loops (or --wait-timeout passes),
+printing each change of stage on standard error, then shows the detail. A crash loop shows
+the model server's exit and last line; inferplane jobs logs shows the lines before it.`,
 		Example: `  inferplane jobs detail acme/chat
-  inferplane jobs detail acme/chat --wait                      # until it serves (exit 0) or fails (exit 4)
+  inferplane jobs detail acme/chat --wait                      # until it serves (exit 0), fails or crash-loops (exit 4)
   inferplane jobs detail acme/chat -o json | jq .replicas
   inferplane jobs detail acme/chat --tenant-clusters registry --vcluster-namespace vcluster-acme   # through the cluster registry`,
 		Args:              oneJob,
@@ -303,7 +304,7 @@ change of stage on standard error, then shows the detail.`,
 	in.register(cmd.Flags())
 	cf.register(cmd)
 	registerOutput(cmd, &output, "table", "", "table", "json", "yaml")
-	cmd.Flags().BoolVar(&w.wait, "wait", false, "follow the job until it serves or fails, then show it")
+	cmd.Flags().BoolVar(&w.wait, "wait", false, "follow the job until it serves, fails or crash-loops, then show it")
 	cmd.Flags().DurationVar(&w.timeout, "wait-timeout", 15*time.Minute, "with --wait: give up after this long (exit 3)")
 	return cmd
 }
