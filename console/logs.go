@@ -93,7 +93,10 @@ func (h *Handler) jobLogEvents(c *call) {
 	if send([]byte("retry: 5000\n\n")) != nil {
 		return
 	}
+	kept := make(chan struct{})
+	defer func() { cancel(); <-kept }() // no write after the handler returns
 	go func() {
+		defer close(kept)
 		t := time.NewTicker(15 * time.Second)
 		defer t.Stop()
 		for {
