@@ -55,10 +55,10 @@ type Config struct {
 	HealthInterval                            time.Duration
 	StatusInterval                            time.Duration // status repeated this often
 	// StatusMinGap: updates within a stage (progress) are written at most this often.
-	StatusMinGap time.Duration
-	ConsoleRate, ConsoleBurst                 int           // bytes per second, and at once
-	QueueLines                                int           // lines waiting for the console
-	LastLines                                 int           // lines kept for an exit's report
+	StatusMinGap              time.Duration
+	ConsoleRate, ConsoleBurst int // bytes per second, and at once
+	QueueLines                int // lines waiting for the console
+	LastLines                 int // lines kept for an exit's report
 	// Logf reports the agent's own troubles (its standard error, the journal in the guest).
 	Logf func(format string, args ...any)
 	// Notes are written to the console first, as the agent's lines (what the agent was told
