@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/inferplane/inferplane/agent/guestlog"
 	"github.com/inferplane/inferplane/agent/redact"
+	"github.com/inferplane/inferplane/e2e/modelserverstandin/transcript"
 )
 
 // TestServesThenStopsStandIn runs the stand-in model server printing vLLM's real start-up
@@ -173,4 +176,58 @@ func TestRedactsSecretsStandIn(t *testing.T) {
 	r.waitFor("the header masked", lineContains(guestlog.Stdout, "Authorization: Bearer "+redact.Mask))
 	r.waitFor("the dict masked", lineContains(guestlog.Stdout, "'wandb_key': '"+redact.Mask+"'"))
 	r.waitFor("the progress line as it ended", lineContains(guestlog.Stderr, "Fetching 4 files:  50%|█████     | 2/4"))
+}
+
+// TestFloodNeverBlocksTheServerStandIn: the stand-in prints 20,000 lines as fast as it can
+// while the console takes nothing at all; the agent keeps reading (the server finishes its
+// start-up and answers /health while the console is still blocked), drops what the console
+// cannot take, and says how many it dropped: every line is written or counted.
+func TestFloodNeverBlocksTheServerStandIn(t *testing.T) {
+	const n = 20000
+	addr := freeAddr(t)
+	r := startAgent(t, Config{Spec: standin(addr, "--flood", strconv.Itoa(n), "--script", transcriptPath("vllm-serve.log"), "--speed", "0"),
+		HealthURL: "http://" + addr + "/health", QueueLines: 256})
+	r.console.mu.Lock()
+	r.console.gate = make(chan struct{})
+	r.console.mu.Unlock()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, time.Minute, 20*time.Millisecond, "the server got through its flood and start-up with the console blocked")
+	r.console.mu.Lock()
+	close(r.console.gate)
+	r.console.gate = nil
+	r.console.mu.Unlock()
+	r.waitFor("serving", isStage(guestlog.StageServing))
+	require.NoError(t, r.stop())
+
+	// What the stand-in printed: the flood, the transcript's lines, uvicorn's four on SIGTERM.
+	steps, err := transcript.Read(transcriptPath("vllm-serve.log"))
+	require.NoError(t, err)
+	printed := n + len(transcript.Lines(steps, 1)) + len(transcript.Lines(steps, 2)) + 4
+
+	notice := regexp.MustCompile(`^dropped (\d+) lines of the model server's output`)
+	written, flood, dropped := 0, 0, 0
+	for _, rec := range r.records() {
+		switch {
+		case rec.Kind != guestlog.KindLine:
+		case rec.Stream == guestlog.Agent:
+			if m := notice.FindStringSubmatch(rec.Line); m != nil {
+				d, _ := strconv.Atoi(m[1])
+				dropped += d
+			}
+		default:
+			written++
+			if regexp.MustCompile(`^standin line \d+ of 20000$`).MatchString(rec.Line) {
+				flood++
+			}
+		}
+	}
+	assert.Positive(t, dropped)
+	assert.Less(t, flood, n, "the console could not have taken the whole flood")
+	assert.Equal(t, printed, written+dropped, "every line written or counted")
 }

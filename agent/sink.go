@@ -49,6 +49,7 @@ type sink struct {
 	last       *guestlog.Status  // the last status written, repeated every interval
 	lastAt     time.Time
 	pokeLater  bool // a wake-up is scheduled for an update that came too soon
+	statusLast bool // the last record written is a status
 	minGap     time.Duration
 
 	wake chan struct{}
@@ -93,6 +94,9 @@ func (s *sink) agentLine(format string, args ...any) {
 func (s *sink) setStatus(st guestlog.Status, urgent bool) {
 	s.mu.Lock()
 	if urgent {
+		if s.status != nil { // the stage's last update (a pull's 100%) goes before the change
+			s.changes = append(s.changes, *s.status)
+		}
 		s.changes, s.status = append(s.changes, st), nil
 	} else {
 		s.status = &st
@@ -203,6 +207,13 @@ func (s *sink) drain() {
 			Line: fmt.Sprintf("dropped %d lines of the model server's output: more than the console takes (%s)", n, s.rateDesc)}, nil)
 	}
 	s.flushAgentAndStatus(ctx, true)
+	s.mu.Lock()
+	last, again := s.last, s.last != nil && !s.statusLast
+	s.mu.Unlock()
+	if again {
+		// Lines queued before the last status went after it: the console ends on the status.
+		s.record(ctx, guestlog.Record{Kind: guestlog.KindStatus, Status: last}, nil)
+	}
 }
 
 func (s *sink) writeLine(ctx context.Context, l serverLine) {
@@ -256,6 +267,9 @@ func (s *sink) record(ctx context.Context, r guestlog.Record, cursor *runtime.Cu
 		s.logf("agent: a record was not written: %v", err)
 		return
 	}
+	s.mu.Lock()
+	s.statusLast = r.Kind == guestlog.KindStatus
+	s.mu.Unlock()
 	s.write(ctx, b)
 }
 

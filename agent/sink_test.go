@@ -147,7 +147,8 @@ func TestSinkRedactsAndCuts(t *testing.T) {
 	all := c.buf.String()
 	assert.NotContains(t, all, token[3:15])
 	recs := c.records(t)
-	require.Len(t, recs, 4)
+	require.Len(t, recs, 5, "the status again at the end: the console ends on the current status")
+	assert.Equal(t, recs[1].Status, recs[4].Status)
 	for _, r := range recs {
 		if r.Kind == guestlog.KindLine && r.Stream == guestlog.Stdout {
 			assert.True(t, r.Truncated)

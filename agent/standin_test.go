@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/inferplane/inferplane/agent/guestlog"
 	"github.com/inferplane/inferplane/agent/runtime"
 	"github.com/inferplane/inferplane/agent/runtime/process"
+	"github.com/inferplane/inferplane/e2e/modelserverstandin/standinbin"
 )
 
 // standinBin is the stand-in model server (e2e/modelserverstandin), built once for the tests.
@@ -26,11 +26,9 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	standinBin = filepath.Join(dir, "modelserverstandin")
-	out, err := exec.Command("go", "build", "-o", standinBin, "github.com/inferplane/inferplane/e2e/modelserverstandin").CombinedOutput()
-	if err != nil {
+	if standinBin, err = standinbin.Build(dir); err != nil {
 		os.RemoveAll(dir)
-		panic("building the stand-in model server: " + err.Error() + "\n" + string(out))
+		panic(err)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

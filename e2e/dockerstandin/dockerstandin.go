@@ -47,6 +47,8 @@ type Options struct {
 	Images map[string]Image // by reference as the agent pulls it ("repo:tag")
 	// APIVersion the daemon reports (default 1.41, Docker 20.10's).
 	APIVersion string
+	// PullStep is the pause between two progress messages of a pull (a download takes time).
+	PullStep time.Duration
 	// Resolution truncates log timestamps (the daemon's are nanoseconds): a coarse one makes
 	// messages share a time, as they may on a real daemon.
 	Resolution time.Duration
@@ -298,13 +300,14 @@ func (s *Server) pull(w http.ResponseWriter, r *http.Request) {
 	tag := ref[strings.LastIndexByte(ref, ':')+1:]
 	_ = enc.Encode(map[string]string{"status": "Pulling from " + r.URL.Query().Get("fromImage"), "id": tag})
 	for i := range img.Layers {
-		_ = enc.Encode(map[string]string{"status": "Pulling fs layer", "progressDetail": "", "id": layerID(i)})
+		_ = enc.Encode(map[string]any{"status": "Pulling fs layer", "progressDetail": map[string]any{}, "id": layerID(i)})
 	}
 	for i, size := range img.Layers {
 		for step := int64(1); step <= 4; step++ {
 			_ = enc.Encode(map[string]any{"status": "Downloading", "progressDetail": map[string]int64{"current": size * step / 4, "total": size},
 				"progress": "[==>    ]", "id": layerID(i)})
 			flush()
+			time.Sleep(s.opts.PullStep)
 		}
 		_ = enc.Encode(map[string]any{"status": "Download complete", "progressDetail": map[string]any{}, "id": layerID(i)})
 		_ = enc.Encode(map[string]any{"status": "Pull complete", "progressDetail": map[string]any{}, "id": layerID(i)})

@@ -140,6 +140,10 @@ func play(o options, steps []transcript.Step, double *replicadouble.Double) int 
 				last = s.At
 			}
 			write(s.Stream, s.Text)
+		case transcript.Sleep:
+			if o.speed > 0 {
+				time.Sleep(time.Duration(float64(s.Pause) / o.speed))
+			}
 		case transcript.Healthy:
 			double.SetHealthy(!o.hang)
 		case transcript.Exit:

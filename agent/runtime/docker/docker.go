@@ -162,10 +162,9 @@ func (r *Runtime) call(ctx context.Context, method, path string, q url.Values, b
 type pullMessage struct {
 	Status         string `json:"status"`
 	ID             string `json:"id"`
-	ProgressDetail struct {
-		Current int64 `json:"current"`
-		Total   int64 `json:"total"`
-	} `json:"progressDetail"`
+	// ProgressDetail is {"current": n, "total": n} while a layer downloads, {} otherwise; it
+	// is read only then, so another shape elsewhere fails nothing.
+	ProgressDetail json.RawMessage `json:"progressDetail"`
 	Error       string `json:"error"`
 	ErrorDetail struct {
 		Message string `json:"message"`
@@ -209,7 +208,10 @@ func (r *Runtime) Pull(ctx context.Context, image string, progress func(runtime.
 		}
 		switch m.Status {
 		case "Downloading":
-			l.done, l.total = m.ProgressDetail.Current, m.ProgressDetail.Total
+			var pd struct{ Current, Total int64 }
+			if json.Unmarshal(m.ProgressDetail, &pd) == nil {
+				l.done, l.total = pd.Current, pd.Total
+			}
 		case "Download complete", "Pull complete", "Already exists":
 			if l.total > 0 {
 				l.done = l.total

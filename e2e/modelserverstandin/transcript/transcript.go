@@ -20,6 +20,7 @@ const (
 	Write   Kind = iota // write Text to Stream
 	Healthy             // /health answers from here on
 	Exit                // exit with Code
+	Sleep               // pause for Pause
 )
 
 // Step is one line of a transcript.
@@ -28,6 +29,7 @@ type Step struct {
 	Stream int    // 1 stdout, 2 stderr
 	Text   string // as written: carriage returns decoded, the newline added unless \c
 	Code   int
+	Pause  time.Duration
 	// At is the timestamp the text carries (vLLM's or NeMo's), zero if none: the stand-in
 	// paces the lines by it.
 	At time.Time
@@ -60,6 +62,12 @@ func Parse(r io.Reader) ([]Step, error) {
 		case line == "" || strings.HasPrefix(line, "#"):
 		case line == "@healthy":
 			steps = append(steps, Step{Kind: Healthy, Line: n})
+		case strings.HasPrefix(line, "@sleep "):
+			d, err := time.ParseDuration(strings.TrimPrefix(line, "@sleep "))
+			if err != nil {
+				return nil, fmt.Errorf("line %d: @sleep wants a duration: %q", n, line)
+			}
+			steps = append(steps, Step{Kind: Sleep, Pause: d, Line: n})
 		case strings.HasPrefix(line, "@exit "):
 			code, err := strconv.Atoi(strings.TrimPrefix(line, "@exit "))
 			if err != nil {
@@ -75,7 +83,7 @@ func Parse(r io.Reader) ([]Step, error) {
 			}
 			steps = append(steps, Step{Kind: Write, Stream: int(line[0] - '0'), Text: text, At: stamp(text), Line: n})
 		default:
-			return nil, fmt.Errorf("line %d: want \"1 text\", \"2 text\", @healthy, @exit N or a # comment: %q", n, line)
+			return nil, fmt.Errorf("line %d: want \"1 text\", \"2 text\", @healthy, @sleep D, @exit N or a # comment: %q", n, line)
 		}
 	}
 	return steps, sc.Err()
