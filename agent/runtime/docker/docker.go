@@ -160,13 +160,13 @@ func (r *Runtime) call(ctx context.Context, method, path string, q url.Values, b
 
 // pullMessage is one message of POST /images/create's stream.
 type pullMessage struct {
-	Status         string `json:"status"`
-	ID             string `json:"id"`
+	Status string `json:"status"`
+	ID     string `json:"id"`
 	// ProgressDetail is {"current": n, "total": n} while a layer downloads, {} otherwise; it
 	// is read only then, so another shape elsewhere fails nothing.
 	ProgressDetail json.RawMessage `json:"progressDetail"`
-	Error       string `json:"error"`
-	ErrorDetail struct {
+	Error          string          `json:"error"`
+	ErrorDetail    struct {
 		Message string `json:"message"`
 	} `json:"errorDetail"`
 }
