@@ -27,7 +27,8 @@ const (
 
 type agentFlags struct {
 	cfg                  agent.Config
-	runtime, dockerHost  string
+	engine, dockerHost   string
+	allGPUs              bool
 	console, hfTokenFile string
 	env, secretEnv       []string
 	entrypoint           string
@@ -40,7 +41,8 @@ func newAgentCmd() *cobra.Command {
 		Use:   "agent [flags] IMAGE [ARG...]",
 		Short: "Run the model server in the guest VM: restart it, stop it gracefully, forward its lines to the serial console",
 		Long: `agent is the inference agent of a replica's VM (docs/agent.md). It runs the model server's
-container, IMAGE with ARGs, as "docker run" would with the same flags, and:
+container, IMAGE with ARGs, as "docker run" would with the flags of the same names (--all-gpus
+for --gpus all, --host-device for --device), and:
 
   - restarts it when it exits, after a backoff that doubles from --restart-backoff up to
     --restart-backoff-max and starts again once the server has served for --healthy-period;
@@ -58,17 +60,18 @@ goes on from where it stopped, with no line twice.
 
 Flags end at IMAGE: every word after it goes to the server unchanged.`,
 		Example: `  # In the guest (the launcher cloud-init writes runs this): vLLM on every GPU
-  inferplane agent --gpus all --ipc host --network host \
+  inferplane agent --all-gpus --ipc host --network host \
     --volume /var/lib/inferplane/model-cache:/root/.cache/huggingface --env HF_TOKEN \
     --entrypoint vllm vllm/vllm-openai:latest serve Qwen/Qwen3-32B --tensor-parallel-size 1
 
   # A worker of a multi-node replica serves no HTTP: no health check
-  inferplane agent --health-url '' --gpus all --network host --entrypoint vllm vllm/vllm-openai:latest \
+  inferplane agent --health-url '' --all-gpus --network host --entrypoint vllm vllm/vllm-openai:latest \
     serve moonshotai/Kimi-K2-Instruct --nnodes 2 --node-rank 1 --headless
 
   # A plain process instead of a container, its records in a file
-  inferplane agent --runtime process --console agent.log --state-dir /tmp/agent ./server --port 8000`,
-		Args: cobra.MinimumNArgs(1),
+  inferplane agent --engine process --console agent.log --state-dir /tmp/agent ./server --port 8000`,
+		Args:        cobra.MinimumNArgs(1),
+		Annotations: map[string]string{flagsEndAtFirstArg: ""},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runAgent(cmd, f, args)
 		},
@@ -76,16 +79,16 @@ Flags end at IMAGE: every word after it goes to the server unchanged.`,
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // IMAGE ends the flags: the server's own flags follow it
 	fl.StringVar(&f.cfg.Spec.Name, "name", agentContainer, "name of the model server's container")
-	fl.StringVar(&f.runtime, "runtime", "docker", "docker (the Docker Engine API at --docker-host) or process (IMAGE is a program to run)")
+	fl.StringVar(&f.engine, "engine", "docker", "what runs the server: docker (the Docker Engine API at --docker-host) or process (IMAGE is a program to run)")
 	fl.StringVar(&f.dockerHost, "docker-host", docker.DefaultHost, "the Docker daemon's socket")
 	fl.StringVar(&f.entrypoint, "entrypoint", "", "the container's entrypoint instead of the image's (as docker run --entrypoint)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "KEY=VALUE in the server's environment, or KEY for the agent's own value (as docker run --env)")
 	fl.StringArrayVar(&f.secretEnv, "secret-env", nil, "KEY=FILE: KEY in the server's environment, its value read from FILE; redacted in every line")
 	fl.StringArrayVarP(&f.cfg.Spec.Binds, "volume", "v", nil, "HOST:CONTAINER[:ro] bind mount")
-	fl.StringVar(&f.cfg.Spec.GPUs, "gpus", "", "GPUs of the container: all, or a count")
+	fl.BoolVar(&f.allGPUs, "all-gpus", false, "give the container every GPU of the VM (docker run --gpus all)")
 	fl.StringVar(&f.cfg.Spec.IPC, "ipc", "", "IPC namespace: host")
 	fl.StringVar(&f.cfg.Spec.Network, "network", "", "network: host")
-	fl.StringArrayVar(&f.cfg.Spec.Devices, "device", nil, "HOST[:CONTAINER[:PERMISSIONS]] device")
+	fl.StringArrayVar(&f.cfg.Spec.Devices, "host-device", nil, "HOST[:CONTAINER[:PERMISSIONS]]: a device of the VM in the container (docker run --device)")
 	fl.StringArrayVar(&f.cfg.Spec.CapAdd, "cap-add", nil, "Linux capability to add (IPC_LOCK)")
 	fl.StringArrayVar(&f.cfg.Spec.Ulimits, "ulimit", nil, "NAME=SOFT[:HARD] (memlock=-1)")
 	fl.StringVar(&f.cfg.HealthURL, "health-url", "http://127.0.0.1:8000/health", "the server's health check; '' on a node that serves no HTTP")
@@ -120,8 +123,11 @@ func runAgent(cmd *cobra.Command, f *agentFlags, args []string) error {
 	if cfg.ConsoleRate < 1 {
 		return usageErr(fmt.Errorf("--console-rate %d: want at least 1 byte a second", cfg.ConsoleRate))
 	}
+	if f.allGPUs {
+		cfg.Spec.GPUs = "all"
+	}
 	var err error
-	switch f.runtime {
+	switch f.engine {
 	case "docker":
 		if cfg.Runtime, err = docker.New(f.dockerHost); err != nil {
 			return usageErr(err)
@@ -129,7 +135,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags, args []string) error {
 	case "process":
 		cfg.Runtime = process.Runtime{}
 	default:
-		return usageErr(fmt.Errorf("--runtime %q: expected docker or process", f.runtime))
+		return usageErr(fmt.Errorf("--engine %q: expected docker or process", f.engine))
 	}
 	secrets, notes, err := agentEnv(&cfg.Spec, f)
 	if err != nil {

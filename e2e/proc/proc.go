@@ -58,6 +58,9 @@ func Start(name, bin string, args, env []string, logDir string) (*Process, error
 	return p, nil
 }
 
+// Pid is the process's id (and its process group's).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Exited says whether the process has ended, and how.
 func (p *Process) Exited() (bool, error) {
 	select {
