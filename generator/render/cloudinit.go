@@ -176,6 +176,11 @@ func launcherHead(t *tenant, j *job, serving bool) string {
 	ln("  --volume "+guestCacheDir+":"+containerCache+` \`,
 		`  --env HF_TOKEN \`)
 	for _, e := range j.p.Env {
+		if e.SecretKey != "" {
+			// Read from the Secret's disk in the guest by the agent, which redacts it.
+			b.WriteString(scriptIndent + "  --secret-env " + shellQuote(e.Name+"="+guestTokenDir+"/"+e.SecretKey) + " \\\n")
+			continue
+		}
 		b.WriteString(scriptIndent + "  --env ")
 		writeIndented(&b, shellQuoteExpandIface(e.Name+"="+e.Value))
 		b.WriteString(" \\\n")

@@ -398,7 +398,7 @@ func TestLauncherQuoting(t *testing.T) {
 	tricky := []string{"--chat-template", "{% if x %}'quoted' \"$(touch /tmp/pwned)\" `id`{% endif %}\n line two",
 		"--served-model-name", "my model", "--x", "*", "--y", "~", "--z", ""}
 	jp.Args = append(jp.Args, tricky...)
-	jp.Env = []v1alpha1.EnvVar{{Name: "A", Value: "$HOME and ${IFACE_NAME} and $IFACE_NAME2 'q'"}}
+	jp.Env = []v1alpha1.EnvVar{{Name: "A", Value: "$HOME and ${IFACE_NAME} and $IFACE_NAME2 'q'"}, {Name: "WANDB_API_KEY", SecretKey: "wandb"}}
 	files := mustRender(t, tp)
 	ud := loadJob(t, files, jp.Job.Name).secrets["qwen-r0-n0-cloud-init"].StringData[render.UserDataKey]
 	var cc struct {
@@ -424,5 +424,9 @@ func TestLauncherQuoting(t *testing.T) {
 	}
 	if !slices.Contains(argv, "A=$HOME and eth9 and $IFACE_NAME2 'q'") {
 		t.Errorf("env not passed as written (with $IFACE_NAME expanded): %q", argv)
+	}
+	// A secret env value is read by the agent in the guest, from the Secret's disk.
+	if i := slices.Index(argv, "--secret-env"); i < 0 || argv[i+1] != "WANDB_API_KEY=/run/inferplane/hf-token/wandb" {
+		t.Errorf("the secret env is not the agent's --secret-env from the Secret's disk: %q", argv)
 	}
 }
