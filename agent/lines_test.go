@@ -9,6 +9,7 @@ import (
 
 	"github.com/inferplane/inferplane/agent/guestlog"
 	"github.com/inferplane/inferplane/agent/runtime"
+	"github.com/inferplane/inferplane/agent/serverlog"
 )
 
 type assembled struct {
@@ -79,4 +80,23 @@ func TestAssemblerBounds(t *testing.T) {
 	assert.False(t, a.lines[1].truncated)
 	assert.Equal(t, time.Unix(1000, 1), a.lines[0].at)
 	assert.Equal(t, time.Unix(1000, 2), a.lines[0].cursor.Time)
+}
+
+// BenchmarkReadLines is the agent's work per line of output before the console: assembling
+// lines from chunks and parsing every segment for its stage (vLLM's lines of a start-up).
+func BenchmarkReadLines(b *testing.B) {
+	var chunkData strings.Builder
+	for range 10 {
+		chunkData.WriteString("(APIServer pid=1) INFO 12-03 07:03:04 [launcher.py:74] Route: /v1/chat/completions, Methods: POST\n")
+		chunkData.WriteString("(EngineCore_DP0 pid=283) \rLoading safetensors checkpoint shards:  53% Completed | 9/17 [00:09<00:08,  1.02s/it]\n")
+		chunkData.WriteString("INFO:     127.0.0.1:53422 - \"GET /health HTTP/1.1\" 200 OK\n")
+	}
+	c := runtime.Chunk{Stream: guestlog.Stdout, Data: []byte(chunkData.String())}
+	lines := 0
+	asm := newAssembler(2*guestlog.MaxLine, func(_ guestlog.Stream, s string) { serverlog.Parse(s) }, func(serverLine) { lines++ })
+	b.SetBytes(int64(len(c.Data)))
+	for b.Loop() {
+		asm.feed(c)
+	}
+	b.ReportMetric(float64(lines)/b.Elapsed().Seconds(), "lines/s")
 }
