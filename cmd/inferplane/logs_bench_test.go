@@ -70,7 +70,9 @@ func quantileOf(d []time.Duration, q float64) time.Duration {
 	return s[max(int(math.Ceil(q*float64(len(s))))-1, 0)]
 }
 
-func msOf(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+func msOf(d time.Duration) string {
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+}
 
 // stamped records when each marked line ("bench-line <n>") was first seen.
 type stamped struct {
