@@ -91,6 +91,20 @@ func agentVerdict(rep *AgentReport, node string) (verdict, bool) {
 	return v, true
 }
 
+// crashDetail is a crash-looping status's detail without what Describe said already: the
+// agent's detail starts "exited with code 1 after 2.4s", which the exit says.
+func crashDetail(s *guestlog.Status) string {
+	if e := s.LastExit; e != nil {
+		if rest, ok := strings.CutPrefix(s.Detail, fmt.Sprintf("exited with code %d after ", e.Code)); ok {
+			if i := strings.IndexAny(rest, ":;"); i >= 0 {
+				return strings.TrimSpace(rest[i+1:])
+			}
+			return ""
+		}
+	}
+	return s.Detail
+}
+
 // Describe says in words what the agent reports, after its stage: `exit 1 after 42 s, 5
 // restarts; last line: "torch.OutOfMemoryError: ..."`, `pulling the image: 3.2 GB of 9.8 GB
 // (33%)`. The log readers show the same words when a VM's stage changes.
@@ -107,8 +121,8 @@ func Describe(s *guestlog.Status) string {
 		if e := s.LastExit; e != nil && len(e.LastLines) > 0 {
 			fmt.Fprintf(&b, "; last line: %q", clip(e.LastLines[len(e.LastLines)-1], 200))
 		}
-		if s.Detail != "" {
-			b.WriteString("; " + s.Detail)
+		if d := crashDetail(s); d != "" {
+			b.WriteString("; " + d)
 		}
 		return b.String()
 	case guestlog.StageStarting:

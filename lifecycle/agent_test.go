@@ -109,6 +109,12 @@ func TestDescribe(t *testing.T) {
 		{guestlog.Status{Stage: guestlog.StageCrashLooping, Restarts: 1}, "the model server keeps exiting, 1 restart"},
 		{guestlog.Status{Stage: guestlog.StageCrashLooping, Restarts: 2, LastExit: &guestlog.Exit{Code: 137, After: 3*time.Minute + 12*time.Second}},
 			"exit 137 after 3 min 12 s, 2 restarts"},
+		{guestlog.Status{Stage: guestlog.StageCrashLooping, Restarts: 12, LastExit: &guestlog.Exit{Code: 1, After: 2377 * time.Millisecond, LastLines: []string{"RuntimeError: Engine core initialization failed."}},
+			Detail: "exited with code 1 after 2.377s: the GPU ran out of memory (CUDA out of memory, trying to allocate 1.96 GiB); restarting in 1s (10 exits in a row)"},
+			`exit 1 after 2 s, 12 restarts; last line: "RuntimeError: Engine core initialization failed."; the GPU ran out of memory (CUDA out of memory, trying to allocate 1.96 GiB); restarting in 1s (10 exits in a row)`},
+		{guestlog.Status{Stage: guestlog.StageCrashLooping, Restarts: 1, LastExit: &guestlog.Exit{Code: 137, After: time.Minute},
+			Detail: "exited with code 137 after 1m0s; restarting in 5s (1 exits in a row)"}, "exit 137 after 1 min 0 s, 1 restart; restarting in 5s (1 exits in a row)"},
+		{guestlog.Status{Stage: guestlog.StageCrashLooping, Restarts: 1, LastExit: &guestlog.Exit{Code: 2}, Detail: "waiting"}, "exit 2 after 0 s, 1 restart; waiting"},
 		{guestlog.Status{Stage: guestlog.StagePullingImage, Progress: &guestlog.Progress{Done: 512_000_000, Unit: "bytes"}}, "pulling the model server's image (512.0 MB)"},
 		{guestlog.Status{Stage: guestlog.StageServing, Restarts: 3}, "the model server is up"},
 	} {
