@@ -106,7 +106,9 @@ func TestJobLogsRealAgentEndToEndKubeletStandIn(t *testing.T) {
 	err, errOut = stopMachine()
 	require.NoError(t, err, errOut)
 	followed := human.String()
-	t.Logf("inferplane jobs logs acme/%s -f (through the product API):\n%s", logsJob, followed)
+	ls := strings.Split(strings.TrimSpace(followed), "\n")
+	t.Logf("inferplane jobs logs acme/%s -f (through the product API), its last 30 of %d lines:\n%s", logsJob, len(ls),
+		strings.Join(ls[max(len(ls)-30, 0):], "\n"))
 
 	// The Seq contract: the console holds the record the killed agent was writing twice (the
 	// same Seq, written again by the agent started after it); the records' numbers go on with
@@ -171,7 +173,7 @@ func newRealAgent(t *testing.T, console string) *realAgent {
 		args: []string{"agent", "--engine", "process", "--console", console, "--state-dir", filepath.Join(dir, "state"),
 			"--hf-token-file", tokenFile, "--env", "HF_TOKEN", "--secret-env", "STANDIN_SECRET=" + secretFile,
 			"--health-url", "http://" + addr + "/health", "--health-interval", "200ms",
-			"--restart-backoff", "500ms", "--restart-backoff-max", "1s", "--stop-grace", "5s",
+			"--restart-backoff", "2s", "--restart-backoff-max", "4s", "--stop-grace", "5s",
 			// The server: numbered lines (to kill the agent while lines flow), the secrets, then
 			// vLLM's own lines of a model too large for the GPU, paced ten times faster than
 			// they were printed (about 2 s from start to exit 1).

@@ -23,7 +23,8 @@ import (
 // is appended to the console; `jobs detail` shows the agent's stages, and a crash record
 // turns the stage to crash-looping with the last line (exit status 4). The operator's files
 // path (jobs logs and jobs detail with the kubeconfig) reads the same. The console's writer is
-// a stand-in for the inference agent; the real agent writes the same file.
+// a stand-in for the inference agent, so that the API server's stop falls between two lines;
+// TestJobLogsRealAgentEndToEndKubeletStandIn runs the real agent.
 func TestJobLogsEndToEndKubeletStandIn(t *testing.T) {
 	w := startLogsWorld(t, false)
 	ctx := context.Background()
@@ -63,11 +64,11 @@ func TestJobLogsEndToEndKubeletStandIn(t *testing.T) {
 	live.waitFor(t, "[r0/n0] Loading safetensors checkpoint shards:  62% Completed | 5/8", 2*time.Minute)
 	w.writer.raw("[   97.211044] nvidia-uvm: Loaded the UVM driver, major device number 236.")
 	w.writer.line(guestlog.Stderr, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB")
-	w.writer.line(guestlog.Agent, "model server exited with code 1 after 42 s; restarting in 10 s (restart 1)")
+	w.writer.line(guestlog.Agent, "the model server exited with code 1 after 42s: the GPU ran out of memory (CUDA out of memory, trying to allocate 2.00 GiB): the model and its KV cache do not fit the GPUs with these arguments; restarting it in 10s")
 	now := time.Now()
 	w.writer.status(guestlog.Status{Stage: guestlog.StageCrashLooping, Since: now, Restarts: 1, LastExit: &guestlog.Exit{Code: 1, After: 42 * time.Second, At: now,
 		LastLines: []string{"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB"}}})
-	live.waitFor(t, "[r0/n0] (agent) model server exited with code 1 after 42 s; restarting in 10 s (restart 1)", 30*time.Second)
+	live.waitFor(t, "[r0/n0] (agent) the model server exited with code 1 after 42s: the GPU ran out of memory (CUDA out of memory, trying to allocate 2.00 GiB): the model and its KV cache do not fit the GPUs with these arguments; restarting it in 10s", 30*time.Second)
 	live.waitFor(t, `[r0/n0] (status) crash-looping: exit 1 after 42 s, 1 restart; last line: "torch.OutOfMemoryError: CUDA out of memory.`, 30*time.Second)
 	err, errOut = stop()
 	require.NoError(t, err, errOut)

@@ -55,7 +55,7 @@ type logsWorld struct {
 	kc      string
 	apiURL  string
 	// console is the VM's serial console as a file: what the inference agent writes (its
-	// records among the kernel's lines). writer writes it; the real agent can take its place
+	// records among the kernel's lines). writer writes it, or the real agent
 	// (`inferplane agent --console FILE`).
 	console string
 	writer  *consoleWriter
@@ -253,10 +253,11 @@ func (w *logsWorld) nodeAndPod(t *testing.T) {
 	require.NoError(t, c.Status().Update(ctx, pod))
 }
 
-// consoleWriter is a STAND-IN for the inference agent (built on another branch): it appends
-// to the VM's console file what the agent writes there, guestlog records among the lines of
-// the guest's kernel and cloud-init. The real agent writes the same format to the same file
-// (`inferplane agent --console FILE`) and can replace it here.
+// consoleWriter is a STAND-IN for the inference agent where a test needs records at moments of
+// its choosing (a stream cut between two lines, a line a second for a benchmark): it appends to
+// the VM's console file what the agent writes there, guestlog records among the lines of the
+// guest's kernel and cloud-init. TestJobLogsRealAgentEndToEndKubeletStandIn runs the real
+// agent (`inferplane agent --console FILE`) on the same file instead.
 type consoleWriter struct {
 	t   testing.TB
 	mu  sync.Mutex
