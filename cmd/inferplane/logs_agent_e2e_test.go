@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -23,8 +19,8 @@ import (
 
 	"github.com/inferplane/inferplane/agent/guestlog"
 	"github.com/inferplane/inferplane/agent/redact"
+	"github.com/inferplane/inferplane/e2e/agentproc"
 	"github.com/inferplane/inferplane/e2e/modelserverstandin/standinbin"
-	"github.com/inferplane/inferplane/e2e/proc"
 	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 )
@@ -145,54 +141,38 @@ func TestJobLogsRealAgentEndToEndKubeletStandIn(t *testing.T) {
 
 // realAgent is `inferplane agent` as the guest's unit runs it, its console a file.
 type realAgent struct {
-	t            *testing.T
-	bin, dir     string
-	console      string
-	args, env    []string
-	p            *proc.Process
-	runs         int
-	stopped      bool
-	consoleCache []guestlog.Record
+	agentproc.Agent
+	t       *testing.T
+	console string
 }
 
 func newRealAgent(t *testing.T, console string) *realAgent {
 	dir := t.TempDir()
 	standin, err := standinbin.Build(dir)
 	require.NoError(t, err)
-	bin := filepath.Join(dir, "inferplane")
-	b, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/inferplane: %s", b)
+	bin, err := agentproc.Build(dir)
+	require.NoError(t, err)
 	tokenFile, secretFile := filepath.Join(dir, "hf-token"), filepath.Join(dir, "wandb-key")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(agentE2EToken+"\n"), 0o600))
 	require.NoError(t, os.WriteFile(secretFile, []byte(agentE2ESecret), 0o600))
 	transcript, err := filepath.Abs("../../agent/serverlog/testdata/vllm-oom.log")
 	require.NoError(t, err)
 	addr := freePort(t)
-	a := &realAgent{t: t, bin: bin, dir: dir, console: console,
-		env: []string{"PATH=" + os.Getenv("PATH"), "HF_TOKEN=" + agentE2EToken},
-		args: []string{"agent", "--engine", "process", "--console", console, "--state-dir", filepath.Join(dir, "state"),
+	a := &realAgent{t: t, console: console, Agent: agentproc.Agent{Bin: bin, Dir: dir,
+		Env: []string{"PATH=" + os.Getenv("PATH"), "HF_TOKEN=" + agentE2EToken},
+		Args: []string{"agent", "--engine", "process", "--console", console, "--state-dir", filepath.Join(dir, "state"),
 			"--hf-token-file", tokenFile, "--env", "HF_TOKEN", "--secret-env", "STANDIN_SECRET=" + secretFile,
 			"--health-url", "http://" + addr + "/health", "--health-interval", "200ms",
 			"--restart-backoff", "2s", "--restart-backoff-max", "4s", "--stop-grace", "5s",
 			// The server: numbered lines (to kill the agent while lines flow), the secrets, then
 			// vLLM's own lines of a model too large for the GPU, paced ten times faster than
 			// they were printed (about 2 s from start to exit 1).
-			standin, "--addr", addr, "--flood", "20", "--every", "30ms", "--print-secret", "--script", transcript, "--speed", "10"}}
-	t.Cleanup(func() {
-		if a.p != nil {
-			a.p.Stop(10 * time.Second)
-		}
-	})
+			standin, "--addr", addr, "--flood", "20", "--every", "30ms", "--print-secret", "--script", transcript, "--speed", "10"}}}
+	t.Cleanup(func() { a.Stop(10 * time.Second) })
 	return a
 }
 
-func (a *realAgent) start() {
-	a.t.Helper()
-	a.runs++
-	p, err := proc.Start("agent-"+strconv.Itoa(a.runs), a.bin, a.args, a.env, a.dir)
-	require.NoError(a.t, err)
-	a.p = p
-}
+func (a *realAgent) start() { require.NoError(a.t, a.Start()) }
 
 // kill sends SIGKILL to the agent alone (its server, a child, dies with it) and waits.
 func (a *realAgent) kill() error { return a.signal(syscall.SIGKILL) }
@@ -202,33 +182,16 @@ func (a *realAgent) stop() error { return a.signal(syscall.SIGTERM) }
 
 func (a *realAgent) signal(sig syscall.Signal) error {
 	a.t.Helper()
-	require.NoError(a.t, syscall.Kill(a.p.Pid(), sig))
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if ok, err := a.p.Exited(); ok {
-			return err
-		}
-	}
-	a.t.Fatalf("the agent did not end on %v; its log:\n%s", sig, a.p.Tail(30))
-	return nil
+	exit, err := a.Signal(sig, time.Minute)
+	require.NoError(a.t, err)
+	return exit
 }
 
-// consoleRecords decodes the agent's records on the console (whole lines only).
+// consoleRecords decodes the agent's records on the console.
 func (a *realAgent) consoleRecords(t *testing.T) []guestlog.Record {
 	t.Helper()
-	b, err := os.ReadFile(a.console)
+	recs, err := agentproc.Records(a.console)
 	require.NoError(t, err)
-	b = b[:bytes.LastIndexByte(b, '\n')+1]
-	var recs []guestlog.Record
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		r, err := guestlog.Decode(sc.Bytes())
-		if errors.Is(err, guestlog.ErrNotRecord) {
-			continue
-		}
-		require.NoError(t, err, "%q", sc.Text())
-		recs = append(recs, r)
-	}
 	return recs
 }
 
@@ -242,7 +205,7 @@ func (a *realAgent) waitFor(what string, afterSeq uint64, ok func(guestlog.Recor
 			}
 		}
 	}
-	a.t.Fatalf("no record %s on the console; the agent's log:\n%s", what, a.p.Tail(30))
+	a.t.Fatalf("no record %s on the console; the agent's log:\n%s", what, a.Tail(30))
 	return guestlog.Record{}
 }
 
