@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"time"
 
 	"google.golang.org/grpc"
@@ -39,33 +40,17 @@ type GRPC struct {
 
 // Over fills b's zero fields from def.
 func (b GRPC) Over(def GRPC) GRPC {
-	pick := func(v, d time.Duration) time.Duration {
-		if v != 0 {
-			return v
-		}
-		return d
-	}
-	if b.MaxRecvMsgSize == 0 {
-		b.MaxRecvMsgSize = def.MaxRecvMsgSize
-	}
-	if b.MaxConcurrentStreams == 0 {
-		b.MaxConcurrentStreams = def.MaxConcurrentStreams
-	}
-	if b.MaxHeaderListSize == 0 {
-		b.MaxHeaderListSize = def.MaxHeaderListSize
-	}
-	b.ConnectionTimeout = pick(b.ConnectionTimeout, def.ConnectionTimeout)
-	b.KeepaliveTime = pick(b.KeepaliveTime, def.KeepaliveTime)
-	b.KeepaliveTimeout = pick(b.KeepaliveTimeout, def.KeepaliveTimeout)
-	b.MinPingInterval = pick(b.MinPingInterval, def.MinPingInterval)
-	b.MaxConnectionIdle = pick(b.MaxConnectionIdle, def.MaxConnectionIdle)
-	b.SendTimeout = pick(b.SendTimeout, def.SendTimeout)
-	if b.WindowSize == 0 {
-		b.WindowSize = def.WindowSize
-	}
-	if b.ConnWindowSize == 0 {
-		b.ConnWindowSize = def.ConnWindowSize
-	}
+	b.MaxRecvMsgSize = cmp.Or(b.MaxRecvMsgSize, def.MaxRecvMsgSize)
+	b.MaxConcurrentStreams = cmp.Or(b.MaxConcurrentStreams, def.MaxConcurrentStreams)
+	b.MaxHeaderListSize = cmp.Or(b.MaxHeaderListSize, def.MaxHeaderListSize)
+	b.ConnectionTimeout = cmp.Or(b.ConnectionTimeout, def.ConnectionTimeout)
+	b.KeepaliveTime = cmp.Or(b.KeepaliveTime, def.KeepaliveTime)
+	b.KeepaliveTimeout = cmp.Or(b.KeepaliveTimeout, def.KeepaliveTimeout)
+	b.MinPingInterval = cmp.Or(b.MinPingInterval, def.MinPingInterval)
+	b.MaxConnectionIdle = cmp.Or(b.MaxConnectionIdle, def.MaxConnectionIdle)
+	b.SendTimeout = cmp.Or(b.SendTimeout, def.SendTimeout)
+	b.WindowSize = cmp.Or(b.WindowSize, def.WindowSize)
+	b.ConnWindowSize = cmp.Or(b.ConnWindowSize, def.ConnWindowSize)
 	b.Conns = b.Conns.Over(def.Conns)
 	return b
 }

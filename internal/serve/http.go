@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"net/http"
 	"time"
 )
@@ -37,23 +38,13 @@ type HTTP struct {
 
 // Over fills b's zero fields from def.
 func (b HTTP) Over(def HTTP) HTTP {
-	pick := func(v, d time.Duration) time.Duration {
-		if v != 0 {
-			return v
-		}
-		return d
-	}
-	b.ReadHeaderTimeout = pick(b.ReadHeaderTimeout, def.ReadHeaderTimeout)
-	b.ReadTimeout = pick(b.ReadTimeout, def.ReadTimeout)
-	b.WriteTimeout = pick(b.WriteTimeout, def.WriteTimeout)
-	b.StreamWriteTimeout = pick(b.StreamWriteTimeout, def.StreamWriteTimeout)
-	b.IdleTimeout = pick(b.IdleTimeout, def.IdleTimeout)
-	if b.MaxHeaderBytes == 0 {
-		b.MaxHeaderBytes = def.MaxHeaderBytes
-	}
-	if b.MaxBodyBytes == 0 {
-		b.MaxBodyBytes = def.MaxBodyBytes
-	}
+	b.ReadHeaderTimeout = cmp.Or(b.ReadHeaderTimeout, def.ReadHeaderTimeout)
+	b.ReadTimeout = cmp.Or(b.ReadTimeout, def.ReadTimeout)
+	b.WriteTimeout = cmp.Or(b.WriteTimeout, def.WriteTimeout)
+	b.StreamWriteTimeout = cmp.Or(b.StreamWriteTimeout, def.StreamWriteTimeout)
+	b.IdleTimeout = cmp.Or(b.IdleTimeout, def.IdleTimeout)
+	b.MaxHeaderBytes = cmp.Or(b.MaxHeaderBytes, def.MaxHeaderBytes)
+	b.MaxBodyBytes = cmp.Or(b.MaxBodyBytes, def.MaxBodyBytes)
 	if b.BodyLimit == nil {
 		b.BodyLimit = def.BodyLimit
 	}
@@ -63,12 +54,7 @@ func (b HTTP) Over(def HTTP) HTTP {
 
 // Over fills c's zero fields from def.
 func (c Conns) Over(def Conns) Conns {
-	if c.Max == 0 {
-		c.Max = def.Max
-	}
-	if c.MaxPerClient == 0 {
-		c.MaxPerClient = def.MaxPerClient
-	}
+	c.Max, c.MaxPerClient = cmp.Or(c.Max, def.Max), cmp.Or(c.MaxPerClient, def.MaxPerClient)
 	return c
 }
 
@@ -104,6 +90,10 @@ func (b HTTP) Handler(next http.Handler) http.Handler {
 			}
 		}
 		if limit > 0 && r.Body != nil && r.Body != http.NoBody {
+			// On a copy of the request: net/http looks at its own request's body after the
+			// handler (what is left unread, whether to read it or close the connection), and
+			// would read on through a body it does not know.
+			r = r.WithContext(r.Context())
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
 		}
 		next.ServeHTTP(&boundedWriter{ResponseWriter: w, rc: http.NewResponseController(w),

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,12 +32,11 @@ func short() serve.HTTP {
 		Conns: serve.Conns{Max: 1000, MaxPerClient: 50}}.Over(serve.AdminHTTP())
 }
 
-// jsonServer serves POST /json (decodes the body), GET /stream (writes until the client stops
-// reading; streamCut is closed when a write fails) and GET /ok, within b.
-func jsonServer(t *testing.T, b serve.HTTP) (addr string, streamCut <-chan struct{}) {
+// jsonServer serves POST /json (decodes the body), GET /stream (a servetest.Flood) and GET /ok,
+// within b.
+func jsonServer(t *testing.T, b serve.HTTP) (addr string, stream *servetest.Flood) {
 	t.Helper()
-	cut := make(chan struct{})
-	var once atomic.Bool
+	stream = servetest.NewFlood()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /json", func(w http.ResponseWriter, r *http.Request) {
 		var v any
@@ -54,66 +51,31 @@ func jsonServer(t *testing.T, b serve.HTTP) (addr string, streamCut <-chan struc
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /stream", func(w http.ResponseWriter, r *http.Request) {
-		chunk := []byte("data: " + strings.Repeat("x", 32<<10) + "\n\n")
-		for {
-			if _, err := w.Write(chunk); err != nil {
-				if once.CompareAndSwap(false, true) {
-					close(cut)
-				}
-				return
-			}
-			w.(http.Flusher).Flush()
-		}
-	})
+	mux.Handle("GET /stream", stream)
 	mux.HandleFunc("GET /ok", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	l, err := b.Listen("127.0.0.1:0")
 	require.NoError(t, err)
 	srv := b.Server(mux)
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return l.Addr().String(), cut
-}
-
-func normalGet(url string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
-		return nil
-	}
+	return l.Addr().String(), stream
 }
 
 // TestHTTPBoundsHoldAgainstHostileClients runs every HTTP attack against a server built with
 // Server, Listen and Handler.
 func TestHTTPBoundsHoldAgainstHostileClients(t *testing.T) {
-	addr, streamCut := jsonServer(t, short())
+	addr, stream := jsonServer(t, short())
 	target := servetest.Target{Addr: addr, Method: http.MethodPost, Path: "/json", ContentType: "application/json",
-		Normal: normalGet("http://" + addr + "/ok")}
-	waitCut := func(ctx context.Context) error {
-		select {
-		case <-streamCut:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+		Normal: servetest.Get("http://" + addr + "/ok")}
 	servetest.Run(t, target, servetest.Options{}, []servetest.Case{
 		{Name: "slow header", Attack: servetest.SlowHeader(200 * time.Millisecond), Status: []int{400, 408}, Cut: true},
 		{Name: "slow body", Attack: servetest.SlowBody(200 * time.Millisecond), Status: []int{400, 408}, Cut: true},
 		{Name: "500 idle connections from another client", Attack: servetest.IdleConns(500), Cut: true,
-			Target: func(t servetest.Target) servetest.Target { t.From = "127.0.0.2"; return t }},
+			Target: servetest.From("127.0.0.2")},
 		{Name: "1 MiB header", Attack: servetest.BigHeader(1 << 20), Status: []int{431}, Cut: true},
 		{Name: "10 MB bodies, four at once", Attack: servetest.BigBody(10_000_000, 4), Status: []int{413}, Cut: true},
 		{Name: "JSON nested 20,000 deep (encoding/json stops at 10,000)", Attack: servetest.DeepJSON("a", 20_000), Status: []int{400}},
-		{Name: "a stream the client stops reading", Attack: servetest.NeverReadStream(waitCut), Cut: true,
+		{Name: "a stream the client stops reading", Attack: servetest.NeverReadStream(stream.Cut), Cut: true,
 			Target: func(t servetest.Target) servetest.Target { t.Method, t.Path = http.MethodGet, "/stream"; return t }},
 	})
 }
@@ -215,20 +177,14 @@ func TestGRPCBoundsHoldAgainstHostileClients(t *testing.T) {
 		_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 		return err
 	}
-	from2 := func(t servetest.Target) servetest.Target { t.From = "127.0.0.2"; return t }
-	servetest.Run(t, servetest.Target{Addr: l.Addr().String(), Normal: normal}, servetest.Options{}, []servetest.Case{
+	servetest.Run(t, servetest.Target{Addr: l.Addr().String(), Normal: normal}, servetest.Options{}, append([]servetest.Case{
 		{Name: "oversized message", Attack: servetest.OversizedMessage("/grpc.health.v1.Health/Check",
 			wrapperspb.Bytes(make([]byte, 2<<20))), Codes: []string{"ResourceExhausted"}},
 		{Name: "a stream that never reads", Attack: servetest.NeverRead(servetest.Stream{Method: "/test.Flood/Flood",
 			ClientStreams: true, Messages: []proto.Message{wrapperspb.Bytes(nil)}}, false), Cut: true},
 		{Name: "a watch that never reads", Attack: servetest.NeverRead(servetest.Stream{Method: "/grpc.health.v1.Health/Watch",
 			Messages: []proto.Message{&healthpb.HealthCheckRequest{}}}, true), Held: true},
-		{Name: "slow preface", Attack: servetest.SlowPreface(200 * time.Millisecond), Cut: true},
-		{Name: "500 idle connections from another client", Attack: servetest.IdleConns(500), Cut: true, Target: from2},
-		{Name: "an idle HTTP/2 connection", Attack: servetest.IdleH2(), Cut: true},
-		{Name: "1 MiB of metadata", Attack: servetest.BigMetadata("/grpc.health.v1.Health/Check", 1<<20),
-			Codes: []string{"RST_STREAM FRAME_SIZE_ERROR", "RST_STREAM PROTOCOL_ERROR"}, Cut: true},
-	})
+	}, servetest.GRPCConnCases("/grpc.health.v1.Health/Check")...))
 	assert.Positive(t, l.Stats().Cut, "the stream that never read was cut by SendTimeout")
 	assert.Positive(t, l.Stats().Refused, "the idle client's connections past 50 were refused")
 }

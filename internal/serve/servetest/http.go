@@ -159,11 +159,12 @@ func SlowHeader(every time.Duration) Attack {
 	}
 }
 
-// SlowBody sends a request's headers, announcing a 1 MB body, then the body a byte every
-// interval.
+// SlowBody sends a request's headers, announcing a 100 kB body, then the body a byte every
+// interval. The size is under the 256 KiB that net/http reads on its own of a body its handler
+// left unread, before it reuses the connection: a server must bound that read too.
 func SlowBody(every time.Duration) Attack {
 	return func(ctx context.Context, t Target) Result {
-		return trickle(ctx, t, head(t, "Content-Length: 1000000")+"\r\n", "{", every)
+		return trickle(ctx, t, head(t, "Content-Length: 100000")+"\r\n", "{", every)
 	}
 }
 
@@ -300,5 +301,38 @@ func NeverReadStream(cut func(ctx context.Context) error) Attack {
 		case <-ctx.Done():
 			return Result{Took: took, Err: fmt.Errorf("the connection stayed open after the failed write: %w", ctx.Err())}
 		}
+	}
+}
+
+// Flood is a streaming route that writes without pause, flushing every write, until a write
+// fails: its client stopped reading and the server's bound cut it. It stands in for a
+// streaming route whose writes are too rare to fill a socket's buffers in a test's time.
+type Flood struct {
+	once sync.Once
+	cut  chan struct{}
+}
+
+// NewFlood is a Flood whose writes have not failed yet.
+func NewFlood() *Flood { return &Flood{cut: make(chan struct{})} }
+
+func (f *Flood) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	chunk := []byte("data: " + strings.Repeat("x", 32<<10) + "\n\n")
+	for {
+		if _, err := w.Write(chunk); err != nil {
+			f.once.Do(func() { close(f.cut) })
+			return
+		}
+		w.(http.Flusher).Flush()
+	}
+}
+
+// Cut waits until a write has failed (NeverReadStream's cut).
+func (f *Flood) Cut(ctx context.Context) error {
+	select {
+	case <-f.cut:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

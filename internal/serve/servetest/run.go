@@ -3,6 +3,9 @@ package servetest
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -137,5 +140,63 @@ func keepServing(ctx context.Context, target Target) func() (int, error) {
 		close(stop)
 		o := <-done
 		return o.n, o.err
+	}
+}
+
+// Get is a normal request: GET url, answered 200.
+func Get(url string) func(ctx context.Context) error {
+	return Request(http.MethodGet, url, nil, http.StatusOK)
+}
+
+// Request is a normal request: method url with header, answered with status want.
+func Request(method, url string, header http.Header, want int) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, method, url, nil)
+		if err != nil {
+			return err
+		}
+		maps.Copy(req.Header, header)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != want {
+			return fmt.Errorf("%s %s: %s, want %d", method, url, resp.Status, want)
+		}
+		return nil
+	}
+}
+
+// From makes a case's attack connect from another client address (a bound per client is then
+// what refuses it, while Normal, from 127.0.0.1, is served).
+func From(ip string) func(Target) Target {
+	return func(t Target) Target { t.From = ip; return t }
+}
+
+// AdminCases are the attacks on an HTTP server none of whose routes reads a body (an admin
+// port): a body is answered (405 for a POST) without being read, or cut. The idle connections
+// come from 127.0.0.2.
+func AdminCases() []Case {
+	return []Case{
+		{Name: "admin: slow header", Attack: SlowHeader(200 * time.Millisecond), Status: []int{400, 408}, Cut: true},
+		{Name: "admin: slow body", Attack: SlowBody(200 * time.Millisecond), Status: []int{405}, Cut: true},
+		{Name: "admin: 500 idle connections from another client", Attack: IdleConns(500), Cut: true, Target: From("127.0.0.2")},
+		{Name: "admin: 1 MiB header", Attack: BigHeader(1 << 20), Status: []int{431}, Cut: true},
+		{Name: "admin: 10 MB bodies, four at once", Attack: BigBody(10_000_000, 4), Status: []int{405}, Cut: true},
+	}
+}
+
+// GRPCConnCases are the attacks on a gRPC server's connections: its preface sent slowly, 500
+// idle connections from 127.0.0.2, an HTTP/2 connection that opens no call, and 1 MiB of
+// metadata on a call of method.
+func GRPCConnCases(method string) []Case {
+	return []Case{
+		{Name: "slow preface", Attack: SlowPreface(200 * time.Millisecond), Cut: true},
+		{Name: "500 idle connections from another client", Attack: IdleConns(500), Cut: true, Target: From("127.0.0.2")},
+		{Name: "an idle HTTP/2 connection", Attack: IdleH2(), Cut: true},
+		{Name: "1 MiB of metadata", Attack: BigMetadata(method, 1<<20),
+			Codes: []string{"RST_STREAM FRAME_SIZE_ERROR", "RST_STREAM PROTOCOL_ERROR"}, Cut: true},
 	}
 }
