@@ -26,6 +26,7 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/serve"
 	"github.com/inferplane/inferplane/policy"
 	"github.com/inferplane/inferplane/webhook/install"
 )
@@ -69,7 +70,11 @@ type ServeOptions struct {
 	// (configured with a client certificate for the webhook, docs/webhook.md) reaches the port.
 	ClientCAFile string
 	// Guard bounds what the webhook reads and decodes at once (zero: the defaults).
-	Guard  GuardOptions
+	Guard GuardOptions
+	// Bounds bound each request to the webhook and to /metrics against slow and hostile
+	// clients where controller-runtime lets them be set (zero fields: serve.WebhookHTTP; the
+	// servers' own timeouts are controller-runtime's: docs/servers.md).
+	Bounds serve.HTTP
 	Logger logr.Logger
 }
 
@@ -116,10 +121,14 @@ func Serve(ctx context.Context, cfg *rest.Config, o ServeOptions) error {
 	if err != nil {
 		return err
 	}
+	o.Bounds = o.Bounds.Over(serve.WebhookHTTP())
+	if o.Guard.MaxRequestBytes > 0 {
+		o.Bounds.MaxBodyBytes = o.Guard.MaxRequestBytes
+	}
 	mgr, err := manager.New(cfg, manager.Options{
 		Scheme:                  scheme,
 		Logger:                  o.Logger,
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr, FilterProvider: boundsFilter(o.Bounds)},
 		HealthProbeBindAddress:  o.ProbeAddr,
 		GracefulShutdownTimeout: &o.ShutdownTimeout,
 		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
@@ -161,7 +170,7 @@ func setUp(ctx context.Context, mgr manager.Manager, o ServeOptions) error {
 		return err
 	}
 	for path, h := range handlers {
-		mgr.GetWebhookServer().Register(path, h)
+		mgr.GetWebhookServer().Register(path, o.Bounds.Handler(h))
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
@@ -209,6 +218,14 @@ func clientAuth(caFile string) ([]func(*tls.Config), error) {
 		c.ClientCAs = pool
 		c.ClientAuth = tls.RequireAndVerifyClientCert
 	}}, nil
+}
+
+// boundsFilter puts b's per-request bounds in front of /metrics: controller-runtime's filter is
+// the one place its metrics server lets a handler be wrapped.
+func boundsFilter(b serve.HTTP) func(*rest.Config, *http.Client) (metricsserver.Filter, error) {
+	return func(*rest.Config, *http.Client) (metricsserver.Filter, error) {
+		return func(_ logr.Logger, h http.Handler) (http.Handler, error) { return b.Handler(h), nil }, nil
+	}
 }
 
 func cacheSynced(c cache.Cache) healthz.Checker {
