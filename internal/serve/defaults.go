@@ -33,7 +33,8 @@ func PublicHTTP() HTTP {
 }
 
 // AdminHTTP bounds an admin port (xds serve's and keys serve's /healthz, /readyz, /metrics,
-// /debug/endpoints, usage): the kubelet, Prometheus, the product API and the CLI, in the cluster.
+// /debug/endpoints, usage; webhook serve's /metrics and probes): the kubelet, Prometheus, the
+// product API and the CLI, in the cluster.
 func AdminHTTP() HTTP {
 	return HTTP{
 		ReadHeaderTimeout:  10 * time.Second,
@@ -64,7 +65,7 @@ func LoopbackHTTP() HTTP {
 }
 
 // WebhookHTTP bounds the admission webhook's requests where controller-runtime lets them be set
-// (its handlers and /metrics' filter; its servers' own timeouts are fixed: docs/servers.md).
+// (in front of its handlers; its server's own timeouts are fixed: docs/servers.md).
 func WebhookHTTP() HTTP {
 	return HTTP{
 		// The API server waits at most 30 s for an answer (10 s by default).
