@@ -168,8 +168,8 @@ func checkQuota(t *v1alpha1.Tenant, a quotaAsk) field.ErrorList {
 			list = " (" + describeClaims(a.others) + ")"
 		}
 		out = append(out, field.Invalid(a.gpus, a.gpusValue, fmt.Sprintf(
-			"needs %d GPUs (%s), but Tenant %s's GPU quota is %d and its other %s use %d%s: %d left",
-			a.after.GPUs, a.need, t.Name, q.GPUs, a.noun, used, list, max(0, int64(q.GPUs)-used))))
+			"needs %s (%s), but Tenant %s's GPU quota is %d and its other %s use %d%s: %d left",
+			count(a.after.GPUs, "GPU"), a.need, t.Name, q.GPUs, a.noun, used, list, max(0, int64(q.GPUs)-used))))
 	}
 	return out
 }
