@@ -96,6 +96,11 @@ func (s *Server) applyCreate(ctx context.Context, t *inputsrepo.Tree, tenant str
 		Strategy: b.Strategy, NodeType: b.NodeType, GPUCount: b.GPUCount, Replicas: max(b.Replicas, 1),
 		ModelCacheSize: b.ModelCacheSize, Features: b.Features, RequireAPIKey: b.RequireAPIKey}
 	jobfile.Complete(&spec, tp.Inputs, tp.Book, tenant)
+	job := &v1alpha1.ManagedInferenceJob{Spec: spec}
+	job.Name = b.Name
+	if err := checkQuota(tp, tenant, job, p); err != nil {
+		return err
+	}
 	data, err := jobfile.EncodeInput(v1alpha1.KindManagedInferenceJob, b.Name, spec,
 		"# Written by the product API (POST /api/v1/tenants/"+tenant+"/jobs); edit it like any job file.\n")
 	if err != nil {
@@ -162,6 +167,9 @@ func (s *Server) setReplicas(ctx context.Context, in *replicasInput) (*body[apiv
 			if err != nil {
 				return err
 			}
+			if err := s.checkReplicasQuota(ctx, t, in.Tenant, in.Job, n, p); err != nil {
+				return err
+			}
 			data, err := t.ReadFile(p)
 			if err != nil {
 				return err
@@ -181,6 +189,24 @@ func (s *Server) setReplicas(ctx context.Context, in *replicasInput) (*body[apiv
 		return nil, err
 	}
 	return &body[apiv1.JobWritten]{Body: apiv1.JobWritten{Job: s.jobView(jp, s.stages(ctx, tp, in.Job)[in.Job]), Write: w}}, nil
+}
+
+// checkReplicasQuota refuses, before anything is written, a replica change that would take
+// the tenant past its quota (checkQuota): the job at file p of tree t, with n replicas.
+func (s *Server) checkReplicasQuota(ctx context.Context, t *inputsrepo.Tree, tenant, job string, n int32, p string) error {
+	tp, err := s.plan(ctx, &view{tree: t}, tenant)
+	if err != nil {
+		return err
+	}
+	if tn := plannedInputs(tp, tenant); tn != nil {
+		for i := range tn.Jobs {
+			if j := tn.Jobs[i].Object.DeepCopy(); j.Name == job {
+				j.Spec.Replicas = n
+				return checkQuota(tp, tenant, j, p)
+			}
+		}
+	}
+	return nil
 }
 
 // setReplicasYAML sets spec.replicas in a job file, keeping its comments and the rest as
