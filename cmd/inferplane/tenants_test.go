@@ -82,10 +82,10 @@ func TestTenantsCommands(t *testing.T) {
 
 	for _, args := range [][]string{
 		{"tenants", "set-quota", "acme", "--gpu-quota", "32"},                          // no reason
-		{"tenants", "set-quota", "acme", "--reason", "why"},                       // no figure
+		{"tenants", "set-quota", "acme", "--reason", "why"},                            // no figure
 		{"tenants", "set-quota", "acme", "--gpu-quota", "-1", "--reason", "why"},       // negative
 		{"tenants", "set-quota", "acme", "--gpu-quota", "1", "--reason", "two\nlines"}, // not one line
-		{"tenants", "set-tier", "acme", "--reason", "why"},                        // no tier
+		{"tenants", "set-tier", "acme", "--reason", "why"},                             // no tier
 		{"tenants", "quota", "-o", "name"},
 	} {
 		_, _, err := execCLI(ctx, args...)
