@@ -120,7 +120,7 @@ func ApplyTier(t *v1alpha1.Tenant, tier *v1alpha1.Tier) (*v1alpha1.Tenant, field
 	var merrs field.ErrorList
 	s.Models, merrs = narrow(specPath.Child("models"), t.Spec.Models, ts.Models, tier.Name, "model", ModelOffered)
 	s.Quota = mergeQuota(ts.Quota, t.Spec.Quota)
-	s.Limits = mergeLimits(ts.Limits, t.Spec.Limits)
+	s.Limits = t.Spec.Limits.Over(ts.Limits)
 	return out, append(errs, merrs...)
 }
 
@@ -177,33 +177,4 @@ func pick(own, tier int32) int32 {
 		return own
 	}
 	return tier
-}
-
-// mergeLimits is the tier's tenant limits with each one the tenant sets in its place.
-func mergeLimits(tier, own *v1alpha1.TenantLimits) *v1alpha1.TenantLimits {
-	switch {
-	case tier == nil && own == nil:
-		return nil
-	case tier == nil:
-		return own.DeepCopy()
-	case own == nil:
-		return tier.DeepCopy()
-	}
-	out := tier.DeepCopy()
-	o := own.DeepCopy()
-	for _, f := range []struct{ dst, src **v1alpha1.Limit }{
-		{&out.RequestsPerMinute, &o.RequestsPerMinute}, {&out.TokensPerMinute, &o.TokensPerMinute},
-		{&out.TokensPerDay, &o.TokensPerDay}, {&out.TokensPerWeek, &o.TokensPerWeek}, {&out.TokensPerMonth, &o.TokensPerMonth},
-	} {
-		if *f.src != nil {
-			*f.dst = *f.src
-		}
-	}
-	if o.TimeZone != "" {
-		out.TimeZone = o.TimeZone
-	}
-	if o.OnStoreDown != "" {
-		out.OnStoreDown = o.OnStoreDown
-	}
-	return out
 }
