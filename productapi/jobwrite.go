@@ -1,10 +1,8 @@
 package productapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -212,37 +210,8 @@ func (s *Server) checkReplicasQuota(ctx context.Context, t *inputsrepo.Tree, ten
 // setReplicasYAML sets spec.replicas in a job file, keeping its comments and the rest as
 // written.
 func setReplicasYAML(data []byte, n int32) ([]byte, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, err
-	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
-		return nil, errors.New("not a YAML object")
-	}
-	spec := mapValue(doc.Content[0], "spec")
-	if spec == nil || spec.Kind != yaml.MappingNode {
-		return nil, errors.New("no spec")
-	}
-	val := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprint(n)}
-	if old := mapValue(spec, "replicas"); old != nil {
-		*old = *val
-	} else {
-		spec.Content = append(spec.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "replicas"}, val)
-	}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), enc.Close()
-}
-
-func mapValue(m *yaml.Node, key string) *yaml.Node {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-	return nil
+	return editSpecYAML(data, func(spec *yaml.Node) error {
+		setScalar(spec, "replicas", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprint(n)})
+		return nil
+	})
 }

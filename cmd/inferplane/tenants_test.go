@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -15,17 +14,6 @@ import (
 	"github.com/inferplane/inferplane/productapi/apitest"
 	"github.com/inferplane/inferplane/productapi/clientconfig"
 )
-
-// staticTokens verifies made-up tokens: the tests of what the CLI does once signed in (the
-// sign-in itself is login's test, with a real Dex).
-type staticTokens map[string]access.Identity
-
-func (v staticTokens) Verify(_ context.Context, raw string) (access.Identity, error) {
-	if id, ok := v[raw]; ok {
-		return id, nil
-	}
-	return access.Identity{}, &access.TokenError{Kind: access.BadSignature, Err: errors.New("unknown test token")}
-}
 
 // signedIn makes a CLI context for server, signed in with token, the current one.
 func signedIn(t *testing.T, server, token, tenant string) {
@@ -49,7 +37,7 @@ func TestTenantsCommands(t *testing.T) {
 	ctx := context.Background()
 	r := apitest.Remotes{Dir: t.TempDir()}
 	inputs := apitest.BundledInputs(t, r)
-	rep := apitest.StartReplica(t, r, inputs, staticTokens{
+	rep := apitest.StartReplica(t, r, inputs, apitest.Tokens{
 		"pat":  {Issuer: "https://idp.test", Subject: "pat", Email: "pat@platform.example", EmailVerified: true, Name: "Pat", Groups: []string{"platform"}},
 		"dana": {Issuer: "https://idp.test", Subject: "dana", Email: "dana@acme.example", EmailVerified: true, Name: "Dana", Groups: []string{"acme-ml"}},
 	}, productapi.Options{Policy: access.Policy{AdminGroups: []string{"platform"}}})
