@@ -6,9 +6,7 @@ import (
 	"io"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
-	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
 )
@@ -20,8 +18,8 @@ import (
 //
 // go-git's Push is not used: it works out what to send by walking every object reachable from
 // the remote's head, so each push would cost the size of the repository's history; here the
-// write knows what it made.
-func (r *Repo) push(ctx context.Context, old, commit plumbing.Hash, objs []plumbing.Hash) (err error) {
+// write knows what it made. Large trees go as deltas against the ones they replace (bases).
+func (r *Repo) push(ctx context.Context, old, commit plumbing.Hash, objs []plumbing.Hash, bases map[plumbing.Hash]plumbing.Hash) (err error) {
 	ep, err := transport.NewEndpoint(r.opts.URL)
 	if err != nil {
 		return r.remoteErr(ctx, "push", err)
@@ -59,11 +57,7 @@ func (r *Repo) push(ctx context.Context, old, commit plumbing.Hash, objs []plumb
 	rd, wr := io.Pipe()
 	req.Packfile = rd
 	done := make(chan error, 1)
-	go func() {
-		enc := packfile.NewEncoder(wr, r.objects(), !adv.Capabilities.Supports(capability.OFSDelta))
-		_, err := enc.Encode(objs, 0) // a handful of small new objects: deltas would save nothing
-		done <- wr.CloseWithError(err)
-	}()
+	go func() { done <- wr.CloseWithError(writePack(wr, r.objects(), objs, bases)) }()
 	status, err := sess.ReceivePack(ctx, req)
 	if err != nil {
 		_ = rd.CloseWithError(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 
@@ -111,15 +112,20 @@ func (o onlyTenant) ReadDir(name string) ([]fs.DirEntry, error) {
 	if !fs.ValidPath(name) || !o.allowed(name) {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrNotExist}
 	}
-	entries, err := fs.ReadDir(o.fsys, name)
-	if err != nil || name != "." {
-		return entries, err
+	if name != "." {
+		return fs.ReadDir(o.fsys, name)
 	}
+	// The root is listed by looking its three names up, never by listing every tenant.
 	var out []fs.DirEntry
-	for _, e := range entries {
-		if o.allowed(e.Name()) {
-			out = append(out, e)
+	for _, n := range slices.Compact(slices.Sorted(slices.Values([]string{inputs.NodeTypesDir, inputs.MastersDir, o.tenant}))) {
+		info, err := fs.Stat(o.fsys, n)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
 		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fs.FileInfoToDirEntry(info))
 	}
 	return out, nil
 }

@@ -28,9 +28,9 @@ type change struct {
 }
 
 // write commits one change to the inputs as the caller, checked by the generator for that
-// tenant alone, then renders and pushes the tenant's repository. The render is not undone by
-// the caller giving up: it runs to its end (bounded), and what it could not do the reconcile
-// loop does.
+// tenant alone (precommit), then renders and pushes the tenant's repository. The render is not
+// undone by the caller giving up: it runs to its end (bounded), and what it could not do the
+// reconcile loop does.
 func (s *Server) write(ctx context.Context, ch change) (apiv1.Write, error) {
 	id := identity(ctx)
 	name, email := id.Author()
@@ -43,12 +43,15 @@ func (s *Server) write(ctx context.Context, ch change) (apiv1.Write, error) {
 		Message: ch.message,
 		Apply:   func(t *inputsrepo.Tree) error { return ch.apply(ctx, t) },
 		Check: func(ctx context.Context, t *inputsrepo.Tree) error {
-			r, err := s.render(ctx, t, ch.tenant)
+			r, err := s.precommit(ctx, t, ch.tenant)
 			mu.Lock()
 			rendered = r
 			mu.Unlock()
 			return err
 		},
+		// A race with another replica's write to another tenant carries this one over as it is:
+		// neither its change nor its check read anything but these.
+		Reads: tenantReads(ch.tenant),
 	}
 	if ch.idemKey != "" {
 		// Scoped to the caller and the tenant: another caller's key never replays this one.
@@ -65,8 +68,11 @@ func (s *Server) write(ctx context.Context, ch change) (apiv1.Write, error) {
 	}
 	w := apiv1.Write{InputsCommit: res.Commit, Replayed: res.Replayed, Unchanged: res.Unchanged}
 	s.metrics.writes.WithLabelValues(map[bool]string{true: "replayed", false: "committed"}[res.Replayed]).Inc()
+	if res.Batch > 0 {
+		s.metrics.writeBatch.Observe(float64(res.Batch))
+	}
 	s.log.Info("inputs committed", "tenant", ch.tenant, "by", id.Subject, "message", ch.message, "commit", short(res.Commit),
-		"attempts", res.Attempts, "replayed", res.Replayed, "unchanged", res.Unchanged)
+		"attempts", res.Attempts, "batch", res.Batch, "replayed", res.Replayed, "unchanged", res.Unchanged)
 	if err := s.advance(ctx, res.Snapshot); err != nil {
 		s.log.Warn("inputs: fetch after a write failed", "error", err)
 	}
@@ -75,12 +81,10 @@ func (s *Server) write(ctx context.Context, ch change) (apiv1.Write, error) {
 		w.Rendered = true
 		return w, nil
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer cancel()
 	mu.Lock()
 	r := rendered
 	mu.Unlock()
-	w.TenantCommit, err = s.publish.push(rctx, *r, res.Commit)
+	w.TenantCommit, err = s.publish.push(ctx, *r, res.Commit)
 	s.metrics.writeSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		w.RenderError = fmt.Sprintf("the inputs are committed (%s), but pushing tenant %s's repository failed; the reconcile loop retries it: %v", short(res.Commit), ch.tenant, err)
@@ -89,6 +93,22 @@ func (s *Server) write(ctx context.Context, ch change) (apiv1.Write, error) {
 	}
 	w.Rendered = true
 	return w, nil
+}
+
+// tenantReads are the paths of the inputs a write to tenant reads: its change and its
+// precommit check read nothing else. A check that reads more (a tier or quota kept outside the
+// tenant's folder) must be named here, or a race with another replica's write to that path
+// would carry a stale decision over.
+func tenantReads(tenant string) []string { return inputsrepo.DefaultDeps(tenant) }
+
+// precommit is the check of a tenant's inputs as a write would leave them, before anything is
+// committed: the generator for that tenant alone (load, plan with the policy's rules and the
+// tenant's GPU quota, render, and the admission policy generate applies), over the tenant's
+// whole folder. Its refusal is the write's 422, with generate's file, field and words; what it
+// renders is what the write publishes. Checks of the whole tenant's inputs (quota, tiers) go
+// here.
+func (s *Server) precommit(ctx context.Context, t *inputsrepo.Tree, tenant string) (*generator.Rendered, error) {
+	return s.render(ctx, t, tenant)
 }
 
 func writeResult(err error) string {
@@ -142,36 +162,93 @@ func (s *Server) bookOf(t *inputsrepo.Tree) (*recipe.Book, error) {
 	return s.book(&view{tree: t})
 }
 
-// publisher pushes rendered tenants, one at a time per tenant in this replica (its work tree
-// is one folder).
+// publisher pushes rendered tenants. Writes to one tenant publish one at a time (the work tree
+// is one folder), and those that queue behind a publish go together: the newest render waiting
+// is published once for all of them, since its inputs commit holds every older one's change
+// (the inputs branch is one line of commits).
 type publisher struct {
-	s     *Server
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	s       *Server
+	mu      sync.Mutex
+	tenants map[string]*tenantQueue
 }
 
-func (p *publisher) lock(tenant string) func() {
+type tenantQueue struct {
+	running bool
+	waiting []*pubRequest
+}
+
+type pubRequest struct {
+	r      generator.Rendered
+	inputs string
+	done   chan pubResult
+}
+
+type pubResult struct {
+	commit string
+	err    error
+}
+
+// publishTimeout bounds one publish: it runs to its end even when the caller hangs up.
+const publishTimeout = 2 * time.Minute
+
+// push publishes a tenant rendered from inputs commit `inputs` (or a newer render that holds
+// it), and returns the tenant repository's commit ("" when there was nothing to commit).
+func (p *publisher) push(ctx context.Context, r generator.Rendered, inputs string) (string, error) {
+	req := &pubRequest{r: r, inputs: inputs, done: make(chan pubResult, 1)}
 	p.mu.Lock()
-	if p.locks == nil {
-		p.locks = map[string]*sync.Mutex{}
+	if p.tenants == nil {
+		p.tenants = map[string]*tenantQueue{}
 	}
-	l := p.locks[tenant]
-	if l == nil {
-		l = &sync.Mutex{}
-		p.locks[tenant] = l
+	q := p.tenants[r.Tenant]
+	if q == nil {
+		q = &tenantQueue{}
+		p.tenants[r.Tenant] = q
+	}
+	q.waiting = append(q.waiting, req)
+	if !q.running {
+		q.running = true
+		go p.run(r.Tenant, q)
 	}
 	p.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	res := <-req.done
+	return res.commit, res.err
 }
 
-// push publishes a tenant rendered from inputs commit `inputs`, recording it as the commit's
-// trailer. When another replica pushed first, the repository is read again: if it was
-// rendered from these inputs or newer ones there is nothing left to do; otherwise the push is
-// tried again on the new head (publish fetches before committing).
-func (p *publisher) push(ctx context.Context, r generator.Rendered, inputs string) (string, error) {
-	defer p.lock(r.Tenant)()
+// run publishes a tenant's queue until it is empty.
+func (p *publisher) run(tenant string, q *tenantQueue) {
+	for {
+		p.mu.Lock()
+		batch := q.waiting
+		q.waiting = nil
+		if len(batch) == 0 {
+			q.running = false
+			delete(p.tenants, tenant)
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		newest := batch[0]
+		for _, req := range batch[1:] {
+			if p.s.follows(newest.inputs, req.inputs) {
+				newest = req
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		commit, err := p.publish(ctx, newest.r, newest.inputs)
+		cancel()
+		for _, req := range batch {
+			req.done <- pubResult{commit, err}
+		}
+	}
+}
+
+// publish publishes one render, recording its inputs commit as the commit's trailer. A
+// repository already rendered from these inputs or newer ones is left as it is (another
+// replica got there first). When another replica's push wins the race, the repository is read
+// again and the push tried again on it.
+func (p *publisher) publish(ctx context.Context, r generator.Rendered, inputs string) (string, error) {
 	opts := generator.PublishOptions(generator.Options{Now: p.s.opts.Now, Trailers: []string{inputsrepo.InputsTrailer(inputs)}})
+	opts.Skip = func(message string) bool { return p.s.renderedFromNewer(inputs, message) }
 	var last error
 	for attempt := 1; attempt <= 5; attempt++ {
 		start := time.Now()
@@ -181,18 +258,28 @@ func (p *publisher) push(ctx context.Context, r generator.Rendered, inputs strin
 			return res.Commit, nil
 		}
 		last = err
-		_, from, rerr := inputsrepo.RenderedFrom(ctx, r.Target)
-		if rerr == nil && from != "" {
-			if newer, aerr := p.s.opts.Inputs.IsAncestor(inputs, from); aerr == nil && newer {
-				return "", nil
-			}
-		}
 		if ctx.Err() != nil {
 			break
 		}
 		time.Sleep(time.Duration(attempt*attempt) * 20 * time.Millisecond)
 	}
 	return "", last
+}
+
+// renderedFromNewer says whether a tenant repository's commit (its message) was rendered from
+// inputs commit `inputs` or a newer one. A commit this replica has not fetched is newer: every
+// older one is an ancestor of `inputs`, and so is here. A commit without the trailer (generate
+// run by hand) is not.
+func (s *Server) renderedFromNewer(inputs, message string) bool {
+	from := inputsrepo.Trailers(message)[inputsrepo.TrailerInputs]
+	switch {
+	case from == "":
+		return false
+	case from == inputs:
+		return true
+	}
+	older, err := s.opts.Inputs.IsAncestor(from, inputs)
+	return err != nil || !older
 }
 
 // reconcileTenants lists a snapshot's tenants with where each is published.

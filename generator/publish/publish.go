@@ -76,6 +76,11 @@ type Options struct {
 	// Trailers are "Key: value" lines that end the commit message (e.g. the inputs commit a
 	// render came from, which the product API's reconcile reads back).
 	Trailers []string
+	// Skip, when set, is asked about the message of the branch's current commit once it is
+	// fetched: true publishes nothing (Result.Skipped). The product API skips a render whose
+	// inputs are older than those the repository was rendered from already, so that a slow
+	// replica never puts an older state back.
+	Skip func(message string) bool
 }
 
 // Op is what happened to a file.
@@ -114,6 +119,8 @@ type Result struct {
 	Changes []Change
 	// Pushed is true when the commit was pushed to the remote.
 	Pushed bool
+	// Skipped: Options.Skip said so; nothing was compared, committed or pushed.
+	Skipped bool
 }
 
 // Publish makes the target's branch hold exactly files, committing and (with a URL) pushing
@@ -129,6 +136,9 @@ func Publish(ctx context.Context, t Target, files map[string][]byte, opts Option
 	base, err := baseCommit(repo, t)
 	if err != nil {
 		return Result{}, fmt.Errorf("tenant %s: %s: %w", t.Name, t.Dir, err)
+	}
+	if opts.Skip != nil && base != nil && opts.Skip(base.Message) {
+		return Result{Status: Unchanged, Skipped: true}, nil
 	}
 	old, err := treeHashes(base)
 	if err != nil {
