@@ -25,6 +25,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -73,6 +74,9 @@ type Options struct {
 	// MaxBatch bounds the writes one push carries (group commit; default 64). 1 pushes every
 	// write on its own.
 	MaxBatch int
+	// CheckAgain applies and checks a write again on every new head, even where its Reads did
+	// not change: what a race costs without carry-over, for the benchmarks that compare the two.
+	CheckAgain bool
 }
 
 // Repo is one replica's clone of the inputs. Its writes run one at a time (a replica's
@@ -96,6 +100,9 @@ type Repo struct {
 	queue   []*pending
 	writing bool
 	stats   stats
+	// pushTime is how long a push takes (nanoseconds, a moving average), for the pause after a
+	// refused one.
+	pushTime atomic.Int64
 }
 
 // objects is the storage as snapshots and writes use it. Callers hold mu.

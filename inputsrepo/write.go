@@ -180,12 +180,15 @@ func (r *Repo) movedFrom(old plumbing.Hash) bool {
 	return ref.Hash() != old
 }
 
-// backoff is the pause after a refused push: doubling from Options.Backoff up to 1 s, drawn
-// between half and all of it so that writers that collided do not collide again in step.
+// backoff is the pause after a refused push: doubling from Options.Backoff, and at least as
+// long as a push takes (another writer's push that is under way when ours is refused lands only
+// at its end: retrying sooner loses again, and costs the remote a whole push each time), up to
+// 2 s; drawn between half and all of one and a half of it so that writers that collided do not
+// collide again in step.
 func (r *Repo) backoff(attempt int) time.Duration {
 	d := r.opts.Backoff << min(attempt-1, 10)
-	d = min(d, time.Second)
-	return d/2 + rand.N(d/2+1)
+	d = min(max(d, time.Duration(r.pushTime.Load())), 2*time.Second)
+	return d/2 + rand.N(d+1)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

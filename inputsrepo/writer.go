@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -169,7 +170,9 @@ func (r *Repo) runBatch(batch []*pending) {
 		return
 	}
 	for attempt := 1; ; attempt++ {
+		built := time.Now()
 		chain := r.build(head, live)
+		r.opts.Logger.Debug("inputs: writes put on the head", "writes", len(live), "took", time.Since(built), "attempt", attempt)
 		for {
 			// What needs no push is answered; a caller that gave up meanwhile (the checks take
 			// time) is left out, and the chain built again without it (its edits carried over).
@@ -248,7 +251,13 @@ func (r *Repo) knownHead(ctx context.Context) (head *object.Commit, fresh bool, 
 // pushChain pushes the chain, and when the push failed without saying how, reads the remote
 // to learn whether it landed all the same (the connection broke after the remote took it).
 func (r *Repo) pushChain(ctx context.Context, old, tip plumbing.Hash, objs []plumbing.Hash, bases map[plumbing.Hash]plumbing.Hash) error {
+	start := time.Now()
 	err := r.push(ctx, old, tip, objs, bases)
+	r.opts.Logger.Debug("inputs: pushed", "objects", len(objs), "took", time.Since(start), "error", err)
+	if d := int64(time.Since(start)); err == nil || errors.Is(err, errStale) {
+		prev := r.pushTime.Load()
+		r.pushTime.Store(prev + (d-prev)/4)
+	}
 	if err == nil || errors.Is(err, errStale) {
 		return err
 	}
@@ -405,7 +414,7 @@ func (r *Repo) put(l *link, root plumbing.Hash) {
 		deps[i] = entryHash(r.trees, root, path)
 	}
 	t := newTree(r.trees, root)
-	same := p.root == root || p.ch.Reads != nil && slices.Equal(deps, p.deps)
+	same := p.root == root || p.ch.Reads != nil && !r.opts.CheckAgain && slices.Equal(deps, p.deps)
 	carried := p.built && same && (p.err != nil || replay(t, p.edits) == nil)
 	if carried && p.err != nil {
 		l.err = p.err

@@ -157,7 +157,7 @@ func (s *Server) genOptions(ctx context.Context, tree fs.FS, tenant string, book
 	return generator.Options{
 		Recipes: recipes, Tenants: onlyTenant{fsys: tenants, tenant: tenant}, Book: book,
 		RecipesDir: recipesDir, TenantsDir: tenantsDir, OutDir: s.opts.WorkDir, Tenant: tenant,
-		Check: generator.AdmissionCheck(ctx), Render: s.opts.Render, RepoURL: s.opts.RepoURL,
+		Check: generator.AdmissionCheckWith(ctx, s.decoded), Render: s.opts.Render, RepoURL: s.opts.RepoURL,
 		Getenv: s.opts.Getenv, Now: s.opts.Now,
 	}, nil
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/inputsrepo"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
+	"github.com/inferplane/inferplane/policy"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 )
 
@@ -123,6 +124,7 @@ type Server struct {
 	gw      *gatewayCache
 	recon   *inputsrepo.Reconciler
 	keyIdem *idemCache
+	decoded *policy.DecodeCache // the rendered files the admission check decoded
 
 	refreshMu sync.Mutex
 }
@@ -157,7 +159,7 @@ func New(o Options) (*Server, error) {
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{opts: o, log: o.Logger, cache: newTenantCache(), gw: newGatewayCache(o.Gateways), keyIdem: newIdemCache(10 * time.Minute)}
+	s := &Server{opts: o, log: o.Logger, cache: newTenantCache(), gw: newGatewayCache(o.Gateways), keyIdem: newIdemCache(10 * time.Minute), decoded: &policy.DecodeCache{}}
 	s.publish = &publisher{s: s}
 	s.recon = &inputsrepo.Reconciler{Inputs: o.Inputs, Tenants: s.reconcileTenants, Render: s.reconcileRender}
 	m, err := newMetrics(o.Registry)
@@ -264,3 +266,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	}
 	fmt.Fprintln(w, "ok: inputs at", short(s.view.Load().commit))
 }
+
+// InputsStats are the counts of this replica's inputs writer (batches, pushes, refusals,
+// commits), for the benchmarks.
+func (s *Server) InputsStats() inputsrepo.Stats { return s.opts.Inputs.Stats() }

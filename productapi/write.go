@@ -168,6 +168,7 @@ func (s *Server) bookOf(t *inputsrepo.Tree) (*recipe.Book, error) {
 // (the inputs branch is one line of commits).
 type publisher struct {
 	s       *Server
+	remote  publish.Remote
 	mu      sync.Mutex
 	tenants map[string]*tenantQueue
 }
@@ -252,7 +253,11 @@ func (p *publisher) publish(ctx context.Context, r generator.Rendered, inputs st
 	var last error
 	for attempt := 1; attempt <= 5; attempt++ {
 		start := time.Now()
-		res, err := publish.Publish(ctx, r.Target, r.Files, opts)
+		publishTo := publish.Publish
+		if r.Target.URL != "" {
+			publishTo = p.remote.Publish // no work tree: only what the remote lacks is sent
+		}
+		res, err := publishTo(ctx, r.Target, r.Files, opts)
 		p.s.metrics.pushSeconds.Observe(time.Since(start).Seconds())
 		if err == nil {
 			return res.Commit, nil

@@ -512,19 +512,7 @@ type dirNode struct {
 func writeTree(repo *git.Repository, files map[string][]byte) (plumbing.Hash, error) {
 	root := &dirNode{files: map[string]plumbing.Hash{}, dirs: map[string]*dirNode{}}
 	for p, data := range files {
-		obj := repo.Storer.NewEncodedObject()
-		obj.SetType(plumbing.BlobObject)
-		w, err := obj.Writer()
-		if err != nil {
-			return plumbing.ZeroHash, err
-		}
-		if _, err := w.Write(data); err != nil {
-			return plumbing.ZeroHash, err
-		}
-		if err := w.Close(); err != nil {
-			return plumbing.ZeroHash, err
-		}
-		h, err := repo.Storer.SetEncodedObject(obj)
+		h, err := storeObject(repo, plumbing.BlobObject, data)
 		if err != nil {
 			return plumbing.ZeroHash, err
 		}
@@ -564,8 +552,34 @@ func storeDir(repo *git.Repository, n *dirNode) (plumbing.Hash, error) {
 	}
 	slices.SortFunc(entries, func(a, b object.TreeEntry) int { return strings.Compare(key(a), key(b)) })
 	tree := &object.Tree{Entries: entries}
-	obj := repo.Storer.NewEncodedObject()
+	obj := &plumbing.MemoryObject{}
 	if err := tree.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if repo.Storer.HasEncodedObject(obj.Hash()) == nil {
+		return obj.Hash(), nil
+	}
+	return repo.Storer.SetEncodedObject(obj)
+}
+
+// storeObject stores an object unless the repository has it already: a render writes every
+// file of the tenant, and most of them are what the last commit holds (with a work tree on
+// disk, each stored object would be a file written again).
+func storeObject(repo *git.Repository, t plumbing.ObjectType, data []byte) (plumbing.Hash, error) {
+	h := plumbing.ComputeHash(t, data)
+	if repo.Storer.HasEncodedObject(h) == nil {
+		return h, nil
+	}
+	obj := repo.Storer.NewEncodedObject()
+	obj.SetType(t)
+	w, err := obj.Writer()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if _, err := w.Write(data); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if err := w.Close(); err != nil {
 		return plumbing.ZeroHash, err
 	}
 	return repo.Storer.SetEncodedObject(obj)

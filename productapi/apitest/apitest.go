@@ -189,7 +189,13 @@ type Replica struct {
 // says so (tests call Reconcile).
 func StartReplica(t testing.TB, r Remotes, inputsURL string, v productapi.Verifier, o productapi.Options) Replica {
 	t.Helper()
-	opts := inputsrepo.Options{URL: inputsURL}
+	return StartReplicaWith(t, r, inputsrepo.Options{URL: inputsURL}, v, o)
+}
+
+// StartReplicaWith is StartReplica with inputs options of its own (the benchmarks' group commit
+// settings); the credentials file is written here.
+func StartReplicaWith(t testing.TB, r Remotes, opts inputsrepo.Options, v productapi.Verifier, o productapi.Options) Replica {
+	t.Helper()
 	if r.Server != nil {
 		opts.CredentialsFile = filepath.Join(t.TempDir(), "credentials")
 		if err := os.WriteFile(opts.CredentialsFile, []byte(r.Server.Token), 0o600); err != nil {

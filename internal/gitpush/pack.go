@@ -1,4 +1,4 @@
-package inputsrepo
+package gitpush
 
 import (
 	"bytes"
@@ -13,11 +13,11 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 )
 
-// writePack writes a packfile (version 2) of objs. An object with an entry in bases is sent as
+// WritePack writes a packfile (version 2) of objs. An object with an entry in bases is sent as
 // a delta against that base (REF_DELTA: a thin pack, which git's receive-pack completes from its
 // own objects), when the delta is smaller; every object is compressed at zlib's fastest level,
 // since a push crosses a network where CPU, not bytes, is what a large tree costs.
-func writePack(w io.Writer, s storer.EncodedObjectStorer, objs []plumbing.Hash, bases map[plumbing.Hash]plumbing.Hash) error {
+func WritePack(w io.Writer, s storer.EncodedObjectStorer, objs []plumbing.Hash, bases map[plumbing.Hash]plumbing.Hash) error {
 	sum := sha1.New()
 	pw := &packWriter{w: io.MultiWriter(w, sum), sum: sum}
 	var hdr [12]byte
