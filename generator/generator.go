@@ -122,7 +122,7 @@ func Generate(ctx context.Context, opts Options) (*Report, error) {
 	opts.TenantsDir = cmp.Or(opts.TenantsDir, "tenants")
 	opts.OutDir = cmp.Or(opts.OutDir, "out")
 
-	runs, warnings, err := prepare(opts)
+	_, runs, warnings, err := prepare(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -176,18 +176,25 @@ type Rendered struct {
 // publishes nothing: for a caller that commits the inputs first and publishes afterwards (the
 // product API), with publish.Publish and the same Group (PublishOptions).
 func Render(opts Options) ([]Rendered, error) {
+	_, out, err := RenderPlanned(opts)
+	return out, err
+}
+
+// RenderPlanned is Render that also returns the plan it rendered: for a caller that answers
+// with the jobs it just checked (the product API's write) without planning them again.
+func RenderPlanned(opts Options) (*Planned, []Rendered, error) {
 	opts.RecipesDir = cmp.Or(opts.RecipesDir, "recipes")
 	opts.TenantsDir = cmp.Or(opts.TenantsDir, "tenants")
 	opts.OutDir = cmp.Or(opts.OutDir, "out")
-	runs, _, err := prepare(opts)
+	planned, runs, _, err := prepare(opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]Rendered, len(runs))
 	for i, r := range runs {
 		out[i] = Rendered{Tenant: r.target.Name, Files: r.files, Target: r.target}
 	}
-	return out, nil
+	return planned, out, nil
 }
 
 // PublishOptions are the publish options Generate uses, so that a caller publishing what
@@ -266,14 +273,14 @@ func load(opts Options) (*inputs.Inputs, *recipe.Book, error) {
 
 // prepare is everything before the first write: load, plan, render, credentials, check. It
 // also returns the warnings about the recipes the planned jobs use.
-func prepare(opts Options) ([]tenantRun, []string, error) {
+func prepare(opts Options) (*Planned, []tenantRun, []string, error) {
 	planned, err := Plan(opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	runs, err := renderAll(opts, planned.Inputs, planned.Plan)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var warnings []string
 	if planned.Book != nil {
@@ -287,7 +294,7 @@ func prepare(opts Options) ([]tenantRun, []string, error) {
 			}
 		}
 	}
-	return runs, warnings, nil
+	return planned, runs, warnings, nil
 }
 
 // renderAll renders and checks every tenant of the plan (in parallel) and finds where each is

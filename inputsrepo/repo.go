@@ -74,6 +74,9 @@ type Options struct {
 	// MaxBatch bounds the writes one push carries (group commit; default 64). 1 pushes every
 	// write on its own.
 	MaxBatch int
+	// WriterID names this replica's writer in the commits it pushes (TrailerWriter), so that
+	// other replicas can hand it their writes (Submit). Empty: no trailer.
+	WriterID string
 	// CheckAgain applies and checks a write again on every new head, even where its Reads did
 	// not change: what a race costs without carry-over, for the benchmarks that compare the two.
 	CheckAgain bool
@@ -100,6 +103,9 @@ type Repo struct {
 	queue   []*pending
 	writing bool
 	stats   stats
+	// The writers of the commits fetched or pushed, and their last commit's time (guarded by
+	// objMu).
+	writers map[string]time.Time
 	// pushTime is how long a push takes (nanoseconds, a moving average), for the pause after a
 	// refused one.
 	pushTime atomic.Int64
@@ -238,7 +244,7 @@ func (r *Repo) fetch(ctx context.Context) (*object.Commit, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.keys.update(head, r.opts.Now().Add(-r.opts.IdempotencyWindow)); err != nil {
+	if err := r.keys.update(head, r.opts.Now().Add(-r.opts.IdempotencyWindow), r.noteWriter); err != nil {
 		return nil, err
 	}
 	return head, nil

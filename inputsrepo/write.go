@@ -104,16 +104,15 @@ var ErrBusy = errors.New("the inputs branch kept moving: other writers pushed fi
 // while the push is under way the change may have landed: a retry with the same
 // IdempotencyKey says which.
 func (r *Repo) Write(ctx context.Context, ch Change) (Result, error) {
-	if ch.Apply == nil || strings.TrimSpace(ch.Message) == "" || ch.Author.Name == "" || ch.Author.Email == "" {
-		return Result{}, errors.New("inputsrepo: a change needs Apply, a Message and an Author with a name and an email")
+	if err := checkChange(ch); err != nil {
+		return Result{}, err
 	}
-	p := &pending{ctx: ctx, ch: ch, done: make(chan outcome, 1)}
-	if ch.IdempotencyKey != "" {
-		p.key = hashKey(ch.IdempotencyKey)
-		if ch.Request != "" {
-			p.request = hashKey(ch.Request)
-		}
-	}
+	key, request := hashKeys(ch)
+	return r.wait(ctx, &pending{ctx: ctx, ch: ch, key: key, request: request, done: make(chan outcome, 1)})
+}
+
+// wait hands a write to the writer and waits for its answer.
+func (r *Repo) wait(ctx context.Context, p *pending) (Result, error) {
 	r.enqueue(p)
 	select {
 	case o := <-p.done:
@@ -134,8 +133,15 @@ func (r *Repo) commit(ch Change, request string, parent, tree plumbing.Hash) (pl
 	committer := r.opts.Committer
 	committer.When = now
 	msg := strings.TrimRight(ch.Message, "\n") + "\n"
+	var trailers []string
 	if request != "" {
-		msg += "\n" + TrailerRequest + ": " + request + "\n"
+		trailers = append(trailers, TrailerRequest+": "+request)
+	}
+	if r.opts.WriterID != "" {
+		trailers = append(trailers, TrailerWriter+": "+r.opts.WriterID)
+	}
+	if len(trailers) > 0 {
+		msg += "\n" + strings.Join(trailers, "\n") + "\n"
 	}
 	c := &object.Commit{Author: author, Committer: committer, Message: msg, TreeHash: tree}
 	if !parent.IsZero() {

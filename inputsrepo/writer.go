@@ -209,6 +209,9 @@ func (r *Repo) runBatch(batch []*pending) {
 		switch {
 		case err == nil:
 			r.stats.commits.Add(int64(count))
+			if r.opts.WriterID != "" {
+				r.noteWriter(r.opts.WriterID, r.opts.Now())
+			}
 			r.answerAll(chain, head, count)
 			return
 		case !errors.Is(err, errStale):

@@ -37,6 +37,21 @@ type view struct {
 func (s *Server) Refresh(ctx context.Context) error {
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
+	return s.refreshLocked(ctx)
+}
+
+// catchUp makes reads see commit, made by another replica's writer for this one: one fetch,
+// unless a fetch since (for another write) brought it already.
+func (s *Server) catchUp(ctx context.Context, commit string) error {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	if cur := s.view.Load(); cur != nil && cur.commit != "" && s.follows(commit, cur.commit) {
+		return nil
+	}
+	return s.refreshLocked(ctx)
+}
+
+func (s *Server) refreshLocked(ctx context.Context) error {
 	snap, err := s.opts.Inputs.Head(ctx)
 	if err != nil {
 		return err

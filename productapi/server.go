@@ -102,6 +102,11 @@ type Options struct {
 	RefreshInterval   time.Duration
 	ReconcileInterval time.Duration
 
+	// PeerURL is where the other replicas reach this one (e.g. http://<pod IP>:8080), and
+	// PeerToken the secret the replicas share: with both, writes are handed to the replica that
+	// pushed last (peers.go). Empty: every write is pushed by the replica that got it.
+	PeerURL, PeerToken string
+
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
 	Now      func() time.Time
@@ -127,6 +132,9 @@ type Server struct {
 	decoded *policy.DecodeCache // the rendered files the admission check decoded
 
 	refreshMu sync.Mutex
+
+	peerHTTP      *http.Client
+	noFollowUntil atomic.Int64 // unix nanoseconds: the writer peer is not followed before
 }
 
 // New checks the options and builds the handlers; it reaches no network (Run does).
@@ -140,6 +148,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.WorkDir == "" {
 		errs = append(errs, errors.New("productapi: no work folder for the tenant repositories (--work-dir)"))
+	}
+	if (o.PeerURL == "") != (o.PeerToken == "") {
+		errs = append(errs, errors.New("productapi: a peer URL needs the peer token the replicas share, and the other way round (--peer-url, --peer-token-file)"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -161,6 +172,10 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{opts: o, log: o.Logger, cache: newTenantCache(), gw: newGatewayCache(o.Gateways), keyIdem: newIdemCache(10 * time.Minute), decoded: &policy.DecodeCache{}}
 	s.publish = &publisher{s: s}
+	s.peerHTTP = &http.Client{Timeout: 2 * time.Minute}
+	if o.PeerURL != "" {
+		o.Inputs.SetWriterID(writerID(o.PeerURL, o.PeerToken))
+	}
 	s.recon = &inputsrepo.Reconciler{Inputs: o.Inputs, Tenants: s.reconcileTenants, Render: s.reconcileRender}
 	m, err := newMetrics(o.Registry)
 	if err != nil {
@@ -183,7 +198,7 @@ func (s *Server) Handler() http.Handler { return s.metrics.wrap(s.mux) }
 // Mount adds the API's routes to mux (which may serve a console at /).
 func (s *Server) Mount(mux *http.ServeMux) {
 	mux.Handle(Prefix+"/", s.Handler())
-	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", peerPath} {
 		mux.Handle(p, s.Handler())
 	}
 }

@@ -213,14 +213,21 @@ func StartReplicaWith(t testing.TB, r Remotes, opts inputsrepo.Options, v produc
 	if o.NoClusterReason == "" {
 		o.NoClusterReason = "this API server runs without a host cluster (api serve without --kubeconfig)"
 	}
+	hs := httptest.NewUnstartedServer(nil)
+	if o.PeerToken != "" && o.PeerURL == "" { // its peers reach it where it listens
+		o.PeerURL = "http://" + hs.Listener.Addr().String()
+	}
 	s, err := productapi.New(o)
 	if err != nil {
+		hs.Close()
 		t.Fatal(err)
 	}
 	if err := s.Refresh(context.Background()); err != nil {
+		hs.Close()
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(s.Handler())
+	hs.Config.Handler = s.Handler()
+	hs.Start()
 	t.Cleanup(hs.Close)
 	return Replica{Server: s, URL: hs.URL}
 }

@@ -147,7 +147,7 @@ func (m measured) String() string {
 // measureCreates runs the load against `replicas` replicas (each its own clone) over a fleet of
 // size tenants x 10 jobs served over smart HTTP, and times each create from its request until
 // its answer, which comes after the inputs' push and the tenant's push.
-func measureCreates(t *testing.T, size, replicas int, l createLoad, inputs inputsrepo.Options) measured {
+func measureCreates(t *testing.T, size, replicas int, l createLoad, inputs inputsrepo.Options, race bool) measured {
 	gs := gitserver.Start(t, "bench-token")
 	r := apitest.Remotes{Server: gs}
 	url, tenants := apitest.FleetFromCache(t, r, size, 10, l.tenants)
@@ -156,10 +156,19 @@ func measureCreates(t *testing.T, size, replicas int, l createLoad, inputs input
 		inputs.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	var reps []apitest.Replica
-	for range replicas {
-		reps = append(reps, apitest.StartReplicaWith(t, r, inputs, fleetTokens{}, productapi.Options{}))
+	o := productapi.Options{PeerToken: "bench-peer-token"} // writes handed to the last writer
+	if race {
+		o = productapi.Options{} // every replica pushes its own writes
 	}
 	ctx := context.Background()
+	runCtx, stop := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	t.Cleanup(func() { stop(); running.Wait() })
+	for range replicas {
+		rep := apitest.StartReplicaWith(t, r, inputs, fleetTokens{}, o)
+		running.Go(func() { _ = rep.Server.Run(runCtx) }) // its refresh loop, as api serve runs it
+		reps = append(reps, rep)
+	}
 	for i, rep := range reps { // warm: each replica has loaded the recipes and rendered once
 		_, err := client.New(rep.URL, client.StaticToken("dev-"+tenants[i])).CreateJob(ctx, tenants[i],
 			apiv1.JobCreate{Name: fmt.Sprintf("warm-%d", i), Model: "Qwen/Qwen3-32B"}, client.WriteOptions{})
@@ -247,10 +256,10 @@ func TestBenchCreates(t *testing.T) {
 			report(t, "the fixture of %d tenants x 10 jobs built into the cache in %s (once)", size, d.Round(time.Second))
 		}
 		for _, replicas := range []int{1, 3} {
-			if os.Getenv("ONLY1") != "" && replicas == 3 {
+			if os.Getenv("ONLY") != "" && os.Getenv("ONLY") != strconv.Itoa(replicas) {
 				continue
 			}
-			m := measureCreates(t, size, replicas, benchLoad, inputsrepo.Options{})
+			m := measureCreates(t, size, replicas, benchLoad, inputsrepo.Options{}, false)
 			res[[2]int{size, replicas}] = m
 			report(t, "%s", m)
 		}
@@ -269,10 +278,11 @@ func TestBenchCreates(t *testing.T) {
 		float64(p99(20000, 3))/float64(p99(200, 3)), ms(p99(20000, 3)), ms(p99(200, 3)))
 }
 
-// The write designs measured side by side (docs/design.md): each write its own push and checked
-// again on every new head (as before group commit), group commit checking again on every new
-// head, and group commit carrying a write over when its tenant did not change (the design
-// chosen); through 1 and 3 replicas at 2,000 tenants x 10 jobs. make bench-api-designs.
+// The write designs measured side by side (docs/design.md): every replica pushing its own writes
+// (each write its own push and checked again on every new head, as before group commit; group
+// commit checking again on every new head; group commit carrying a write over when its tenant
+// did not change), and writes handed to the replica that pushed last (the design chosen);
+// through 1 and 3 replicas at 2,000 tenants x 10 jobs. make bench-api-designs.
 func TestBenchWriteDesigns(t *testing.T) {
 	if os.Getenv("INFERPLANE_BENCH_API_DESIGNS") != "1" {
 		t.Skip("SKIPPED: a benchmark; run it with make bench-api-designs (INFERPLANE_BENCH_API_DESIGNS=1)")
@@ -280,15 +290,17 @@ func TestBenchWriteDesigns(t *testing.T) {
 	designs := []struct {
 		name string
 		opts inputsrepo.Options
+		race bool
 	}{
-		{"one write a push, checked again on a new head", inputsrepo.Options{MaxBatch: 1, CheckAgain: true}},
-		{"group commit, checked again on a new head", inputsrepo.Options{CheckAgain: true}},
-		{"group commit, carried over (chosen)", inputsrepo.Options{}},
+		{"every replica pushes, one write a push, checked again on a new head", inputsrepo.Options{MaxBatch: 1, CheckAgain: true}, true},
+		{"every replica pushes, group commit, checked again on a new head", inputsrepo.Options{CheckAgain: true}, true},
+		{"every replica pushes, group commit, carried over", inputsrepo.Options{}, true},
+		{"writes handed to the last writer, group commit, carried over (chosen)", inputsrepo.Options{}, false},
 	}
 	for _, d := range designs {
 		var rate [2]float64
 		for i, replicas := range []int{1, 3} {
-			m := measureCreates(t, 2000, replicas, benchLoad, d.opts)
+			m := measureCreates(t, 2000, replicas, benchLoad, d.opts, d.race)
 			rate[i] = m.rate()
 			report(t, "%s: %s", d.name, m)
 		}
