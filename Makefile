@@ -111,10 +111,14 @@ console-screenshots:
 
 # 1,000 tenants x 5 jobs rendered by generator/render and by Helm's engine (same objects,
 # checked on a sample first), in one run; prints both times and the ratio. Helm lives in the
-# hack/bench module only: it never reaches inferplane's own build.
+# hack/bench module only: it never reaches inferplane's own build. Then one job's change
+# (`jobs create` on a checkout) at 200, 2,000 and 20,000 tenants x 10 jobs: flat, since only
+# its tenant is read (the 20,000-tenant fixture is built once into $INFERPLANE_CACHE/bench-api).
 bench-generator:
 	cd hack/bench && $(GO) test -count=1 ./ && $(GO) run ./report
 	cd hack/bench && $(GO) test ./ -run '^$$' -bench . -benchtime 2s -benchmem | $(GO) run ./ratio RenderTenant=HelmTenant
+	$(GO) test ./cmd/inferplane/ -run '^$$' -bench 'BenchmarkJobsCreateOnCheckout' -benchtime 5x -count 1 -timeout 30m
+	@echo "bench-generator: machine load while measuring: $$(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) on $$(nproc) CPUs"
 
 # Recipes (docs/recipes.md): `recipe show` and `recipe list` on the bundled corpus (173 recipes)
 # as whole processes beside the floor of any inferplane process (`recipe --help`), then their

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -49,9 +50,10 @@ type Options struct {
 	// renders one tenant per request (the product API) loads them once per recipes commit.
 	Book *recipe.Book
 
-	// Tenant, when set, limits the run to that tenant: the whole tenants tree is still loaded
-	// and checked file by file, but only this tenant is planned, rendered and published (the
-	// `jobs` commands change one tenant and must not commit the others).
+	// Tenant, when set, limits the run to that tenant: only its folder, the node types and the
+	// hand-written masters are read (OnlyTenant), and only this tenant is planned, rendered and
+	// published (the `jobs` commands change one tenant and must not commit the others): one
+	// job's change costs what its tenant holds, whatever the size of the fleet.
 	Tenant string
 
 	// DryRun computes what would change, as unified diffs in the report, and writes nothing.
@@ -245,12 +247,16 @@ func load(opts Options) (*inputs.Inputs, *recipe.Book, error) {
 		}
 		tenantsFS = os.DirFS(opts.TenantsDir)
 	}
-	in, err := inputs.Load(tenantsFS, opts.TenantsDir)
+	loadFS := tenantsFS
+	if opts.Tenant != "" {
+		loadFS = OnlyTenant(tenantsFS, opts.Tenant)
+	}
+	in, err := inputs.Load(loadFS, opts.TenantsDir)
 	if err != nil {
 		return nil, nil, err
 	}
 	if opts.Tenant != "" {
-		if err := onlyTenant(in, opts.Tenant, opts.TenantsDir); err != nil {
+		if err := onlyTenant(in, opts.Tenant, opts.TenantsDir, tenantsFS); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -339,15 +345,21 @@ func renderAll(opts Options, in *inputs.Inputs, p *plan.Plan) ([]tenantRun, erro
 	return runs, nil
 }
 
-// onlyTenant drops every tenant but name from in; a name no tenant has is a problem.
-func onlyTenant(in *inputs.Inputs, name, dir string) error {
-	var names []string
+// onlyTenant drops every tenant but name from in; a name no tenant has is a problem, which
+// names the tenants of the whole tree (read only then).
+func onlyTenant(in *inputs.Inputs, name, dir string, tree fs.FS) error {
 	for _, t := range in.Tenants {
 		if t.Object.Name == name {
 			in.Tenants = []inputs.Tenant{t}
 			return nil
 		}
-		names = append(names, t.Object.Name)
+	}
+	var names []string
+	entries, _ := fs.ReadDir(tree, ".")
+	for _, e := range entries {
+		if _, err := fs.Stat(tree, path.Join(e.Name(), inputs.TenantFile)); e.IsDir() && err == nil {
+			names = append(names, e.Name())
+		}
 	}
 	var probs problem.List
 	probs.Add(filepath.Join(dir, name, inputs.TenantFile), nil, "one of the tenants: "+strings.Join(names, ", "),
