@@ -74,4 +74,3 @@ func (o onlyTenantFS) Stat(name string) (fs.FileInfo, error) {
 	}
 	return fs.Stat(o.fsys, name)
 }
-
