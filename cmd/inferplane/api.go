@@ -119,6 +119,8 @@ Prometheus. SIGTERM finishes requests in flight (--shutdown-timeout).`,
 	deprecatedAlias(fl, "gateway", "server")
 	fl.DurationVar(&f.c.RefreshInterval, "refresh-interval", 2*time.Second, "how often the inputs are fetched for reads")
 	fl.DurationVar(&f.c.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often every tenant repository is compared with the inputs and rendered when behind")
+	fl.StringVar(&f.c.PeerURL, "peer-url", "", "where the other API replicas reach this one (e.g. http://$(POD_IP):8080): with --peer-token-file, writes are handed to the replica that pushed last (docs/design.md)")
+	fl.StringVar(&f.c.PeerTokenFile, "peer-token-file", "", "file with the secret the API replicas share to hand writes to each other (with --peer-url)")
 	fl.DurationVar(&f.c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long in-flight requests may take to finish after SIGINT or SIGTERM")
 	f.console.register(fl)
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
