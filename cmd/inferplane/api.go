@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -139,6 +140,7 @@ func runAPIServe(cmd *cobra.Command, f *apiServeFlags) error {
 	if f.inCluster && (f.kube.Path != "" || f.kube.HostContext != "") {
 		errs = append(errs, errors.New("--in-cluster reads no kubeconfig: drop --kubeconfig and --context"))
 	}
+	errs = append(errs, checkPeer(f.c.PeerURL, f.c.PeerTokenFile)...)
 	reg, err := f.registry.options()
 	if err != nil {
 		errs = append(errs, err)
@@ -223,4 +225,19 @@ in them (the header says how to create them).`,
 // apiInstallWanted says whether generate was asked to write the API's install.
 func apiInstallWanted(o apiinstall.Options) bool {
 	return strings.TrimSpace(o.Issuer+o.ClientID+o.InputsRepo) != ""
+}
+
+// checkPeer checks the write hand-over's flags: both or neither, and a URL the other replicas
+// can post to.
+func checkPeer(peerURL, tokenFile string) []error {
+	if (peerURL == "") != (tokenFile == "") {
+		return []error{errors.New("--peer-url and --peer-token-file go together: give both to hand writes to the replica that pushed last, or neither")}
+	}
+	if peerURL == "" {
+		return nil
+	}
+	if u, err := url.Parse(peerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return []error{fmt.Errorf("--peer-url %q: expected http(s)://host:port where the other replicas reach this one, without credentials", peerURL)}
+	}
+	return nil
 }
