@@ -10,7 +10,7 @@ import (
 )
 
 // OnlyTenant is a tenants tree as one tenant's run reads it (Options.Tenant): the node types,
-// the hand-written masters and that tenant's folder, nothing else. One tenant's load then costs
+// the hand-written masters, the tiers and that tenant's folder, nothing else. One tenant's load then costs
 // what that tenant holds, at 20 tenants as at 20,000: the other tenants' folders are not read.
 // Nothing the loader checks spans tenants (a tenant's name is its folder's), so that tenant
 // loads, plans and renders exactly as in a run over the whole tree.
@@ -26,7 +26,12 @@ func (o onlyTenantFS) allowed(name string) bool {
 		return true
 	}
 	first, _, _ := strings.Cut(name, "/")
-	return first == inputs.NodeTypesDir || first == inputs.MastersDir || first == o.tenant
+	return slices.Contains(o.tops(), first)
+}
+
+// tops are the root's entries the tenant's run reads.
+func (o onlyTenantFS) tops() []string {
+	return []string{inputs.NodeTypesDir, inputs.MastersDir, inputs.TiersDir, o.tenant}
 }
 
 func (o onlyTenantFS) Open(name string) (fs.File, error) {
@@ -46,9 +51,9 @@ func (o onlyTenantFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	if name != "." {
 		return fs.ReadDir(o.fsys, name)
 	}
-	// The root is listed by looking its three names up, never by listing every tenant.
+	// The root is listed by looking its few names up, never by listing every tenant.
 	var out []fs.DirEntry
-	for _, n := range slices.Compact(slices.Sorted(slices.Values([]string{inputs.NodeTypesDir, inputs.MastersDir, o.tenant}))) {
+	for _, n := range slices.Compact(slices.Sorted(slices.Values(o.tops()))) {
 		info, err := fs.Stat(o.fsys, n)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue

@@ -110,6 +110,10 @@ func (s *Server) genOptions(ctx context.Context, tree fs.FS, tenant string, book
 		RecipesDir: recipesDir, TenantsDir: tenantsDir, OutDir: s.opts.WorkDir, Tenant: tenant,
 		Check: generator.AdmissionCheckWith(ctx, s.decoded), Render: s.opts.Render, RepoURL: s.opts.RepoURL,
 		Getenv: s.opts.Getenv, Now: s.opts.Now,
+		// What the inputs hold is what runs: the render of a write never refuses a job for
+		// quota (a quota lowered below what runs keeps it); the writes that grow a job are held
+		// to the quota before they commit (checkQuota).
+		Running: plan.AsRunning,
 	}, nil
 }
 
@@ -203,7 +207,7 @@ func (s *Server) tenants(v *view) ([]*v1alpha1.Tenant, error) {
 	}
 	var out []*v1alpha1.Tenant
 	for _, e := range entries {
-		if !e.IsDir() || e.Name() == inputs.NodeTypesDir || e.Name() == inputs.MastersDir {
+		if !e.IsDir() || e.Name() == inputs.NodeTypesDir || e.Name() == inputs.MastersDir || e.Name() == inputs.TiersDir {
 			continue
 		}
 		t, err := s.tenantObject(v, e.Name())
@@ -220,7 +224,7 @@ func (s *Server) tenants(v *view) ([]*v1alpha1.Tenant, error) {
 // planKey names what a tenant's plan is computed from.
 func planKey(v *view, tenant string) string {
 	return strings.Join([]string{tenant, v.tree.Hash(path.Join(tenantsDir, tenant)), v.tree.Hash(path.Join(tenantsDir, inputs.NodeTypesDir)),
-		v.tree.Hash(path.Join(tenantsDir, inputs.MastersDir)), v.tree.Hash(recipesDir)}, "/")
+		v.tree.Hash(path.Join(tenantsDir, inputs.MastersDir)), v.tree.Hash(path.Join(tenantsDir, inputs.TiersDir)), v.tree.Hash(recipesDir)}, "/")
 }
 
 // plan is the tenant's inputs loaded and planned exactly as generate plans them, once per

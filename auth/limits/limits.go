@@ -76,6 +76,17 @@ type Set [NumKinds]Rule
 // Empty reports whether no limit is set.
 func (s Set) Empty() bool { return s == Set{} }
 
+// Or is s with each kind it does not set taken from d: a key's own limits over the default
+// limits of its tenant's tier.
+func (s Set) Or(d Set) Set {
+	for k := range s {
+		if s[k].Value == 0 {
+			s[k] = d[k]
+		}
+	}
+	return s
+}
+
 // FromSpec turns the API's limits into a Set (nil: none).
 func FromSpec(r *v1alpha1.RateLimits) Set {
 	var s Set
@@ -88,6 +99,25 @@ func FromSpec(r *v1alpha1.RateLimits) Set {
 		}
 	}
 	return s
+}
+
+// String says the limits in words: "60 requests per minute, 1000 tokens per day (soft)", or
+// "none".
+func (s Set) String() string {
+	var parts []string
+	for k := range NumKinds {
+		if v := s[k]; v.Value > 0 {
+			p := fmt.Sprintf("%d %s", v.Value, k.Words())
+			if v.Soft {
+				p += " (soft)"
+			}
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Spec turns a Set back into the API's form (nil when empty).
@@ -110,6 +140,26 @@ func (s Set) Spec() *v1alpha1.RateLimits {
 
 func specFields(r *v1alpha1.RateLimits) [NumKinds]**v1alpha1.Limit {
 	return [NumKinds]**v1alpha1.Limit{&r.RequestsPerMinute, &r.TokensPerMinute, &r.TokensPerDay, &r.TokensPerWeek, &r.TokensPerMonth}
+}
+
+// Excess is a key's limit above its tenant's of the same kind.
+type Excess struct {
+	Kind        Kind
+	Key, Tenant int64
+}
+
+// Above lists the key's limits that are higher than its tenant's of the same kind (a kind the
+// tenant does not limit bounds nothing). Every request passes the key's limits and the
+// tenant's, so a key's own can only narrow the tenant's: one above it promises what the key
+// never gets.
+func Above(key, tenant Set) []Excess {
+	var out []Excess
+	for k := range NumKinds {
+		if t := tenant[k].Value; t > 0 && key[k].Value > t {
+			out = append(out, Excess{Kind: k, Key: key[k].Value, Tenant: t})
+		}
+	}
+	return out
 }
 
 // Problem is one thing wrong with limits: the field, what was expected, what was found.
@@ -153,7 +203,10 @@ func Problems(prefix string, r *v1alpha1.RateLimits) []Problem {
 // Tenant is what the check needs of a tenant: its own limits (all its keys together), the
 // time zone its days, weeks and months start in, and what to do when the store is down.
 type Tenant struct {
-	Limits      Set
+	Limits Set
+	// KeyDefaults are the limits of each of the tenant's keys where the key sets none of that
+	// kind (its tier's spec.keyLimits).
+	KeyDefaults Set
 	Location    *time.Location // nil: UTC
 	OnStoreDown v1alpha1.StoreDownMode
 }

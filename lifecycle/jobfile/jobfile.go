@@ -116,12 +116,12 @@ func GPUs(in *inputs.Inputs, book *recipe.Book, spec *v1alpha1.ManagedInferenceJ
 
 // Tree is what one tenant's run reads of the tenants folder (generator.OnlyTenant), read into
 // memory, hidden entries left out as the loader leaves them out, so a change can be checked
-// before anything is written: the node types, the hand-written masters and the tenant's own
-// folder. The other tenants' folders are not read: a job's change costs what its tenant holds.
+// before anything is written: the node types, the hand-written masters, the tiers and the
+// tenant's own folder. The other tenants' folders are not read: a job's change costs what its tenant holds.
 func Tree(dir, tenant string) (fstest.MapFS, error) {
 	out := fstest.MapFS{}
 	src := os.DirFS(dir)
-	for _, top := range []string{inputs.NodeTypesDir, inputs.MastersDir, tenant} {
+	for _, top := range []string{inputs.NodeTypesDir, inputs.MastersDir, inputs.TiersDir, tenant} {
 		if _, err := fs.Stat(src, top); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

@@ -212,6 +212,7 @@ type JobDeleted struct {
 // replica needs there and why.
 type ModelList struct {
 	Tenant       string     `json:"tenant"`
+	Tier         string     `json:"tier" doc:"The tenant's tier, whose catalogue (narrowed by the tenant's own list, if any) the models are"`
 	InputsCommit string     `json:"inputsCommit"`
 	NodeTypes    []NodeType `json:"nodeTypes" doc:"The tenant's allowed node types"`
 	Models       []Model    `json:"models"`
@@ -268,6 +269,13 @@ type Key struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 	// Limits are the key's own limits (absent: only its tenant's).
+	Limits *v1alpha1.RateLimits `json:"limits,omitempty"`
+}
+
+// KeyLimits replaces a key's own limits.
+type KeyLimits struct {
+	// Limits are the key's new limits, each at most its tenant's of the same kind; absent or
+	// null: none of its own (the tenant's still apply).
 	Limits *v1alpha1.RateLimits `json:"limits,omitempty"`
 }
 
