@@ -5,7 +5,7 @@ GO       ?= go
 BIN      := bin/inferplane
 
 .PHONY: all build demo image test test-argocd vet fmt unit kubebin testbins bench bench-generator bench-webhook bench-xds \
-        bench-keys bench-recipes bench-api bench-console bench-logs console console-screenshots generate verify-generate clean
+        bench-keys bench-recipes bench-api bench-api-designs bench-console bench-logs console console-screenshots generate verify-generate clean
 
 all: build
 
@@ -113,10 +113,14 @@ console-screenshots:
 
 # 1,000 tenants x 5 jobs rendered by generator/render and by Helm's engine (same objects,
 # checked on a sample first), in one run; prints both times and the ratio. Helm lives in the
-# hack/bench module only: it never reaches inferplane's own build.
+# hack/bench module only: it never reaches inferplane's own build. Then one job's change
+# (`jobs create` on a checkout) at 200, 2,000 and 20,000 tenants x 10 jobs: flat, since only
+# its tenant is read (the 20,000-tenant fixture is built once into $INFERPLANE_CACHE/bench-api).
 bench-generator:
 	cd hack/bench && $(GO) test -count=1 ./ && $(GO) run ./report
 	cd hack/bench && $(GO) test ./ -run '^$$' -bench . -benchtime 2s -benchmem | $(GO) run ./ratio RenderTenant=HelmTenant
+	$(GO) test ./cmd/inferplane/ -run '^$$' -bench 'BenchmarkJobsCreateOnCheckout' -benchtime 5x -count 1 -timeout 30m
+	@echo "bench-generator: machine load while measuring: $$(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) on $$(nproc) CPUs"
 
 # Recipes (docs/recipes.md): `recipe show` and `recipe list` on the bundled corpus (173 recipes)
 # as whole processes beside the floor of any inferplane process (`recipe --help`), then their
@@ -166,14 +170,18 @@ bench-keys:
 	else echo "bench-keys: luajit is not installed (apt-get install luajit): the LuaJIT figures for the usage filter were not measured"; fi
 	@echo "bench-keys: machine load while measuring: $$(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) on $$(nproc) CPUs"
 
-# Product API (docs/api.md): a job create until both pushes are done, p50/p99, at 200 and at
-# 2,000 tenants x 10 jobs, beside `jobs create`'s work on a checkout; GET jobs of a tenant with
-# 50 jobs from the watch caches beside reading the clusters per request (real API servers);
-# 100 concurrent creates over 3 replicas beside 1 (throughput, pushes refused and retried).
+# Product API (docs/api.md, docs/design.md): job creates until both pushes are done, from 8
+# clients at once through 1 and 3 replicas at 200, 2,000 and 20,000 tenants x 10 jobs (creates
+# per second, p50/p99, pushes, CPU a create), then the ratios on the last lines (3 replicas / 1;
+# p99 at 20,000 / 200); GET jobs of a tenant with 50 jobs from the watch caches beside reading
+# the clusters per request (real API servers). The fleets are built once into
+# $INFERPLANE_CACHE/bench-api.
 bench-api:
 	@bins=$$(mktemp) && trap 'rm -f $$bins' EXIT && hack/testbins.sh > $$bins && \
-	env $$(cat $$bins) INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_BENCH_API=1 $(GO) test -count=1 -timeout 60m -run '^TestBench' -v ./productapi/bench/ \
-		| grep -E '^(bench-api:|ok|FAIL|--- |panic)'
+	for t in GetJobs Creates; do \
+		env $$(cat $$bins) INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_BENCH_API=1 $(GO) test -count=1 -timeout 60m -run "^TestBench$$t\$$" -v ./productapi/bench/ \
+			| grep -E '^(bench-api:|ok|FAIL|--- |panic)' || exit 1; \
+	done
 	@echo "bench-api: machine load while measuring: $$(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) on $$(nproc) CPUs"
 
 # Jobs' logs (docs/logs.md): a line appended to a VM's console until `inferplane jobs logs -f`
@@ -186,6 +194,16 @@ bench-logs:
 	@kube=$$(hack/kubebin.sh) && INFERPLANE_KUBEBIN=$$kube INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_BENCH_LOGS=1 \
 		$(GO) test -count=1 -timeout 30m -run '^TestBenchLogs$$' -v ./cmd/inferplane/ | grep -E '^(bench-logs:|ok|FAIL|--- |panic)'
 	@echo "bench-logs: machine load while measuring: $$(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) on $$(nproc) CPUs"
+
+# The write designs of docs/design.md side by side (productapi/bench TestBenchWriteDesigns):
+# every replica pushing its own writes (one write a push, or group commit, checked again on a
+# new head or carried over) and writes handed to the replica that pushed last, through 1 and 3
+# replicas at 2,000 tenants x 10 jobs.
+bench-api-designs:
+	@bins=$$(mktemp) && trap 'rm -f $$bins' EXIT && hack/testbins.sh > $$bins && \
+	env $$(cat $$bins) INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_BENCH_API_DESIGNS=1 $(GO) test -count=1 -timeout 60m -run '^TestBenchWriteDesigns$$' -v ./productapi/bench/ \
+		| grep -E '^(bench-api:|ok|FAIL|--- |panic)'
+	@echo "bench-api-designs: machine load while measuring: $$(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) on $$(nproc) CPUs"
 
 # Regenerates deepcopy functions and CRDs from api/v1alpha1 with the pinned controller-gen.
 CONTROLLER_GEN := .cache/bin/controller-gen

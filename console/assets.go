@@ -59,7 +59,30 @@ func loadAssets() (*assets, error) {
 		}
 		return a.add(name, ct)
 	})
-	return a, err
+	if err != nil {
+		return nil, err
+	}
+	return a, a.join(htmxBundle, "vendor/htmx.min.js", "vendor/hx-sse.min.js")
+}
+
+// htmxBundle is htmx and its SSE extension in one file, so that pages can load it deferred
+// (off the first render's path): htmx run deferred finds the page parsed and starts at its
+// next task, which may come before a separate extension script has arrived (the jobs list then
+// never connects its stream); in one file, the extension registers in the same task as htmx.
+const htmxBundle = "vendor/htmx+hx-sse.js"
+
+// join serves the named files one after the other as one more file, name.
+func (a *assets) join(name string, parts ...string) error {
+	var body []byte
+	for _, p := range parts {
+		f, ok := a.files[p]
+		if !ok {
+			return fmt.Errorf("console: no static file %q to put in %s", p, name)
+		}
+		body = append(append(body, f.body...), ";\n"...)
+	}
+	a.addBody(name, a.files[parts[0]].contentType, body)
+	return nil
 }
 
 func (a *assets) add(name, ct string) error {
@@ -67,6 +90,11 @@ func (a *assets) add(name, ct string) error {
 	if err != nil {
 		return err
 	}
+	a.addBody(name, ct, body)
+	return nil
+}
+
+func (a *assets) addBody(name, ct string, body []byte) {
 	sum := sha256.Sum256(body)
 	f := &assetFile{body: body, contentType: ct, version: hex.EncodeToString(sum[:6])}
 	if strings.HasPrefix(ct, "text/") || ct == "image/svg+xml" {
@@ -79,7 +107,6 @@ func (a *assets) add(name, ct string) error {
 		}
 	}
 	a.files[name] = f
-	return nil
 }
 
 // URL is the versioned URL of an embedded file (what templates link to).

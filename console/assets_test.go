@@ -113,3 +113,23 @@ func TestAssetsReproduce(t *testing.T) {
 	}
 	t.Logf("ran hack/console-assets.sh (node and npm installed): its %d files equal the committed ones", len(sums))
 }
+
+// TestHTMXBundle: htmx and its SSE extension are served as one file, htmx first, so that the
+// extension registers in the task htmx is run in, whenever the (deferred) file arrives.
+func TestHTMXBundle(t *testing.T) {
+	a, err := loadAssets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	htmx, sse, bundle := a.files["vendor/htmx.min.js"], a.files["vendor/hx-sse.min.js"], a.files[htmxBundle]
+	if bundle == nil {
+		t.Fatalf("no %s", htmxBundle)
+	}
+	i, j := bytes.Index(bundle.body, htmx.body), bytes.Index(bundle.body, sse.body)
+	if i != 0 || j <= i {
+		t.Errorf("%s: htmx at %d, its extension at %d: want htmx first, then the extension", htmxBundle, i, j)
+	}
+	if bundle.contentType != htmx.contentType || bundle.gz == nil {
+		t.Errorf("%s: served as %q (gzipped: %v), want %q gzipped", htmxBundle, bundle.contentType, bundle.gz != nil, htmx.contentType)
+	}
+}

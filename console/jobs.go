@@ -66,7 +66,7 @@ func (h *Handler) jobs(c *call) {
 		Live   jobsData
 		Events string
 	}{d, "/t/" + url.PathEscape(c.tenant) + "/jobs/events?since=" + tag})
-	v.Scripts = []string{"vendor/htmx.min.js", "vendor/hx-sse.min.js"}
+	v.Scripts = []string{htmxBundle}
 	h.render(c.w, c.r, http.StatusOK, "jobs", v)
 }
 

@@ -28,7 +28,7 @@ func TestBundledExamplesPassTheAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	runs, _, err := prepare(options(gentest.Copy(t, "../tenants"), t.TempDir()))
+	_, runs, _, err := prepare(options(gentest.Copy(t, "../tenants"), t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

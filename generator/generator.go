@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -51,9 +52,10 @@ type Options struct {
 	// renders one tenant per request (the product API) loads them once per recipes commit.
 	Book *recipe.Book
 
-	// Tenant, when set, limits the run to that tenant: the whole tenants tree is still loaded
-	// and checked file by file, but only this tenant is planned, rendered and published (the
-	// `jobs` commands change one tenant and must not commit the others).
+	// Tenant, when set, limits the run to that tenant: only its folder, the node types and the
+	// hand-written masters are read (OnlyTenant), and only this tenant is planned, rendered and
+	// published (the `jobs` commands change one tenant and must not commit the others): one
+	// job's change costs what its tenant holds, whatever the size of the fleet.
 	Tenant string
 
 	// DryRun computes what would change, as unified diffs in the report, and writes nothing.
@@ -130,7 +132,7 @@ func Generate(ctx context.Context, opts Options) (*Report, error) {
 	opts.TenantsDir = cmp.Or(opts.TenantsDir, "tenants")
 	opts.OutDir = cmp.Or(opts.OutDir, "out")
 
-	runs, warnings, err := prepare(opts)
+	_, runs, warnings, err := prepare(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -184,18 +186,25 @@ type Rendered struct {
 // publishes nothing: for a caller that commits the inputs first and publishes afterwards (the
 // product API), with publish.Publish and the same Group (PublishOptions).
 func Render(opts Options) ([]Rendered, error) {
+	_, out, err := RenderPlanned(opts)
+	return out, err
+}
+
+// RenderPlanned is Render that also returns the plan it rendered: for a caller that answers
+// with the jobs it just checked (the product API's write) without planning them again.
+func RenderPlanned(opts Options) (*Planned, []Rendered, error) {
 	opts.RecipesDir = cmp.Or(opts.RecipesDir, "recipes")
 	opts.TenantsDir = cmp.Or(opts.TenantsDir, "tenants")
 	opts.OutDir = cmp.Or(opts.OutDir, "out")
-	runs, _, err := prepare(opts)
+	planned, runs, _, err := prepare(opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]Rendered, len(runs))
 	for i, r := range runs {
 		out[i] = Rendered{Tenant: r.target.Name, Files: r.files, Target: r.target}
 	}
-	return out, nil
+	return planned, out, nil
 }
 
 // PublishOptions are the publish options Generate uses, so that a caller publishing what
@@ -276,12 +285,16 @@ func load(opts Options) (*inputs.Inputs, *recipe.Book, error) {
 		}
 		tenantsFS = os.DirFS(opts.TenantsDir)
 	}
-	in, err := inputs.Load(tenantsFS, opts.TenantsDir)
+	loadFS := tenantsFS
+	if opts.Tenant != "" {
+		loadFS = OnlyTenant(tenantsFS, opts.Tenant)
+	}
+	in, err := inputs.Load(loadFS, opts.TenantsDir)
 	if err != nil {
 		return nil, nil, err
 	}
 	if opts.Tenant != "" {
-		if err := onlyTenant(in, opts.Tenant, opts.TenantsDir); err != nil {
+		if err := onlyTenant(in, opts.Tenant, opts.TenantsDir, tenantsFS); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -304,14 +317,14 @@ func load(opts Options) (*inputs.Inputs, *recipe.Book, error) {
 
 // prepare is everything before the first write: load, plan, render, credentials, check. It
 // also returns the warnings about the recipes the planned jobs use.
-func prepare(opts Options) ([]tenantRun, []string, error) {
+func prepare(opts Options) (*Planned, []tenantRun, []string, error) {
 	planned, err := Plan(opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	runs, err := renderAll(opts, planned.Inputs, planned.Plan)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var warnings []string
 	if planned.Book != nil {
@@ -325,7 +338,7 @@ func prepare(opts Options) ([]tenantRun, []string, error) {
 			}
 		}
 	}
-	return runs, warnings, nil
+	return planned, runs, warnings, nil
 }
 
 // renderAll renders and checks every tenant of the plan (in parallel) and finds where each is
@@ -370,15 +383,21 @@ func renderAll(opts Options, in *inputs.Inputs, p *plan.Plan) ([]tenantRun, erro
 	return runs, nil
 }
 
-// onlyTenant drops every tenant but name from in; a name no tenant has is a problem.
-func onlyTenant(in *inputs.Inputs, name, dir string) error {
-	var names []string
+// onlyTenant drops every tenant but name from in; a name no tenant has is a problem, which
+// names the tenants of the whole tree (read only then).
+func onlyTenant(in *inputs.Inputs, name, dir string, tree fs.FS) error {
 	for _, t := range in.Tenants {
 		if t.Object.Name == name {
 			in.Tenants = []inputs.Tenant{t}
 			return nil
 		}
-		names = append(names, t.Object.Name)
+	}
+	var names []string
+	entries, _ := fs.ReadDir(tree, ".")
+	for _, e := range entries {
+		if _, err := fs.Stat(tree, path.Join(e.Name(), inputs.TenantFile)); e.IsDir() && err == nil {
+			names = append(names, e.Name())
+		}
 	}
 	var probs problem.List
 	probs.Add(filepath.Join(dir, name, inputs.TenantFile), nil, "one of the tenants: "+strings.Join(names, ", "),

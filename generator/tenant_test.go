@@ -30,13 +30,26 @@ func TestGenerateOneTenant(t *testing.T) {
 	assert.Contains(t, err.Error(), `tenants/acmee/tenant.yaml: unknown tenant "acmee"`)
 	assert.Contains(t, err.Error(), "expected one of the tenants: acme, globex, initech")
 
+	// The other tenants' folders are not read: a broken file in acme does not stop a run of
+	// globex (a run of every tenant refuses it), and one in globex does.
 	in := gentest.Copy(t, "../tenants")
 	gentest.Edit(t, in, "acme/jobs/qwen3-32b.yaml", "replicas: 2", "replicas: 2\n  gpuCont: 1")
+	opts = options(in, out)
+	opts.Tenant = "globex"
+	_, err = Generate(context.Background(), opts)
+	require.NoError(t, err)
+	opts.Tenant = ""
+	_, err = Generate(context.Background(), opts)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "tenants/acme/jobs/qwen3-32b.yaml")
+
+	in = gentest.Copy(t, "../tenants")
+	gentest.Edit(t, in, "globex/jobs/kimi-k2.yaml", "replicas: 1", "replicas: 1\n  gpuCont: 1")
 	before := gentest.Snapshot(t, out)
 	opts = options(in, out)
 	opts.Tenant = "globex"
 	_, err = Generate(context.Background(), opts)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "tenants/acme/jobs/qwen3-32b.yaml")
+	assert.Contains(t, err.Error(), "tenants/globex/jobs/kimi-k2.yaml")
 	assert.Equal(t, before, gentest.Snapshot(t, out), "nothing written")
 }

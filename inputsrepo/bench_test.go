@@ -100,7 +100,7 @@ func goGitPushWrite(r *Repo, job string) error {
 	if err != nil {
 		return err
 	}
-	commit, err := r.commit(Change{Author: dana, Message: "create"}, "", head, tree)
+	commit, err := r.commit(Change{Author: dana, Message: "create"}, "", head.Hash, tree)
 	if err != nil {
 		return err
 	}

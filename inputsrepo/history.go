@@ -23,10 +23,11 @@ type Entry struct {
 // trailer key has value value (e.g. the commits of one tenant's quota and tier changes), at most
 // max of them. The walk is bounded like every walk of the history; from must be fetched.
 func (r *Repo) History(from, key, value string, max int) ([]Entry, error) {
-	objs, err := r.fetched()
+	trees, err := r.fetched()
 	if err != nil {
 		return nil, err
 	}
+	objs := trees.s
 	if from == "" {
 		return nil, nil // an empty repository
 	}

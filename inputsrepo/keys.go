@@ -65,7 +65,8 @@ func newKeyIndex() *keyIndex { return &keyIndex{commits: map[string]keyed{}} }
 // update indexes the commits from head back to the last indexed head; when that is not found
 // (the first fetch, a rewritten branch) the history back to since (and at most maxScan
 // commits) is indexed afresh.
-func (k *keyIndex) update(head *object.Commit, since time.Time) error {
+// Each new commit's writer (TrailerWriter) is told to writer.
+func (k *keyIndex) update(head *object.Commit, since time.Time, writer func(id string, at time.Time)) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if head.Hash == k.head {
@@ -83,7 +84,9 @@ func (k *keyIndex) update(head *object.Commit, since time.Time) error {
 		if when.Before(since) {
 			break
 		}
-		if v := Trailers(c.Message)[TrailerRequest]; v != "" {
+		trailers := Trailers(c.Message)
+		writer(trailers[TrailerWriter], when)
+		if v := trailers[TrailerRequest]; v != "" {
 			key, request, _ := strings.Cut(v, " ")
 			found[key] = keyed{commit: c.Hash, when: when, request: request} // walking back: the oldest wins
 		}

@@ -257,38 +257,39 @@ func fetchCommit(ctx context.Context, t publish.Target) (*object.Commit, error) 
 // already fetched: each path's tree entry is compared by hash, so the cost is the paths' depth,
 // not the size of the inputs.
 func (r *Repo) Changed(from, to string, paths []string) (bool, error) {
-	objs, err := r.fetched()
+	trees, err := r.fetched()
 	if err != nil {
 		return true, err
 	}
-	a, err := commitTree(objs, from)
+	a, err := commitTree(trees, from)
 	if err != nil {
 		return true, err
 	}
-	b, err := commitTree(objs, to)
+	b, err := commitTree(trees, to)
 	if err != nil {
 		return true, err
 	}
 	for _, p := range paths {
-		if entryHash(a, p) != entryHash(b, p) {
+		if entryHash(trees, a, p) != entryHash(trees, b, p) {
 			return true, nil
 		}
 	}
 	return false, nil
 }
 
-func commitTree(objs guarded, h string) (*object.Tree, error) {
-	c, err := object.GetCommit(objs, plumbing.NewHash(h))
+// commitTree is the root tree of a commit.
+func commitTree(trees *trees, h string) (plumbing.Hash, error) {
+	c, err := object.GetCommit(trees.s, plumbing.NewHash(h))
 	if err != nil {
-		return nil, fmt.Errorf("inputs commit %s: %w", h, err)
+		return plumbing.ZeroHash, fmt.Errorf("inputs commit %s: %w", h, err)
 	}
-	return object.GetTree(objs, c.TreeHash)
+	return c.TreeHash, nil
 }
 
-// entryHash is the hash of the file or folder at p (zero when absent).
-func entryHash(t *object.Tree, p string) plumbing.Hash {
-	e, err := t.FindEntry(p)
-	if err != nil {
+// entryHash is the hash of the file or folder at p below the tree root (zero when absent).
+func entryHash(trees *trees, root plumbing.Hash, p string) plumbing.Hash {
+	e, ok := trees.entry(root, p)
+	if !ok {
 		return plumbing.ZeroHash
 	}
 	return e.Hash
@@ -298,10 +299,11 @@ func entryHash(t *object.Tree, p string) plumbing.Hash {
 // render that finds its tenant's repository already rendered from a newer inputs commit than
 // its own, and so has nothing to do. The walk is bounded like every walk of the history.
 func (r *Repo) IsAncestor(a, b string) (bool, error) {
-	objs, err := r.fetched()
+	trees, err := r.fetched()
 	if err != nil {
 		return false, err
 	}
+	objs := trees.s
 	want := plumbing.NewHash(a)
 	c, err := object.GetCommit(objs, plumbing.NewHash(b))
 	if err != nil {

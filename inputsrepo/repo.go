@@ -25,6 +25,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -70,6 +71,15 @@ type Options struct {
 	// RecloneAfter bounds the memory a clone takes: after this many writes (default 10,000)
 	// the next one clones afresh, dropping the objects of every commit it fetched and made.
 	RecloneAfter int
+	// MaxBatch bounds the writes one push carries (group commit; default 64). 1 pushes every
+	// write on its own.
+	MaxBatch int
+	// WriterID names this replica's writer in the commits it pushes (TrailerWriter), so that
+	// other replicas can hand it their writes (Submit). Empty: no trailer.
+	WriterID string
+	// CheckAgain applies and checks a write again on every new head, even where its Reads did
+	// not change: what a race costs without carry-over, for the benchmarks that compare the two.
+	CheckAgain bool
 }
 
 // Repo is one replica's clone of the inputs. Its writes run one at a time (a replica's
@@ -80,34 +90,50 @@ type Repo struct {
 	branch plumbing.ReferenceName
 	remote plumbing.ReferenceName
 
-	mu     sync.Mutex // one write (or fetch) at a time
+	mu     sync.Mutex // one fetch or batch of writes at a time
 	repo   *git.Repository
-	writes int // since the last clone
+	trees  *trees // the decoded trees of repo's storage
+	writes int    // since the last clone
 	keys   *keyIndex
 	// objMu guards the object storage between a fetch or a write and the snapshots being read.
 	objMu sync.RWMutex
+
+	// The writes waiting for the writer (group commit: writer.go).
+	qmu     sync.Mutex
+	queue   []*pending
+	writing bool
+	stats   stats
+	// The writers of the commits fetched or pushed, and their last commit's time (guarded by
+	// objMu).
+	writers map[string]time.Time
+	// pushTime is how long a push takes (nanoseconds, a moving average), for the pause after a
+	// refused one.
+	pushTime atomic.Int64
 }
 
 // objects is the storage as snapshots and writes use it. Callers hold mu.
 func (r *Repo) objects() guarded { return guarded{mu: &r.objMu, s: r.repo.Storer} }
 
-// fetched is the storage for reads that do not hold mu (a write may reclone meanwhile: it
-// replaces r.repo under objMu).
-func (r *Repo) fetched() (guarded, error) {
+// fetched is the storage and its decoded trees, for reads that do not hold mu (a write may
+// reclone meanwhile: it replaces r.repo under objMu).
+func (r *Repo) fetched() (*trees, error) {
 	r.objMu.RLock()
-	repo := r.repo
+	repo, trees := r.repo, r.trees
 	r.objMu.RUnlock()
 	if repo == nil {
-		return guarded{}, errors.New("inputsrepo: nothing fetched yet")
+		return nil, errors.New("inputsrepo: nothing fetched yet")
 	}
-	return guarded{mu: &r.objMu, s: repo.Storer}, nil
+	return trees, nil
 }
 
 // setRepo replaces the clone (nil: clone afresh on the next fetch). Callers hold mu.
 func (r *Repo) setRepo(repo *git.Repository) {
 	r.objMu.Lock()
-	r.repo = repo
-	r.objMu.Unlock()
+	defer r.objMu.Unlock()
+	r.repo, r.trees = repo, nil
+	if repo != nil {
+		r.trees = newTrees(guarded{mu: &r.objMu, s: repo.Storer})
+	}
 }
 
 // Open checks the options and reads the credentials; it reaches no network (the first Fetch or
@@ -137,6 +163,7 @@ func Open(opts Options) (*Repo, error) {
 	opts.Backoff = cmp.Or(opts.Backoff, 20*time.Millisecond)
 	opts.IdempotencyWindow = cmp.Or(opts.IdempotencyWindow, 24*time.Hour)
 	opts.RecloneAfter = cmp.Or(opts.RecloneAfter, 10000)
+	opts.MaxBatch = max(cmp.Or(opts.MaxBatch, 64), 1)
 	r := &Repo{
 		opts:   opts,
 		branch: plumbing.NewBranchReferenceName(opts.Branch),
@@ -217,7 +244,7 @@ func (r *Repo) fetch(ctx context.Context) (*object.Commit, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.keys.update(head, r.opts.Now().Add(-r.opts.IdempotencyWindow)); err != nil {
+	if err := r.keys.update(head, r.opts.Now().Add(-r.opts.IdempotencyWindow), r.noteWriter); err != nil {
 		return nil, err
 	}
 	return head, nil
@@ -261,13 +288,12 @@ func (r *Repo) Head(ctx context.Context) (Snapshot, error) {
 
 func (r *Repo) snapshot(c *object.Commit) (Snapshot, error) {
 	if c == nil {
-		return Snapshot{Files: newTree(r.objects(), nil)}, nil
+		return Snapshot{Files: newTree(r.trees, plumbing.ZeroHash)}, nil
 	}
-	root, err := object.GetTree(r.objects(), c.TreeHash)
-	if err != nil {
+	if _, err := r.trees.get(c.TreeHash); err != nil {
 		return Snapshot{}, err
 	}
-	return Snapshot{Commit: c.Hash.String(), Files: newTree(r.objects(), root)}, nil
+	return Snapshot{Commit: c.Hash.String(), Files: newTree(r.trees, c.TreeHash)}, nil
 }
 
 // snapshotAt is the inputs at a commit already in memory. Callers hold mu.

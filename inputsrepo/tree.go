@@ -10,13 +10,11 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/plumbing/storer"
 )
 
 // Tree is the inputs at one commit with a change applied on top, as a change function sees
@@ -25,16 +23,17 @@ import (
 // are kept beside them until the write turns them into a commit. Reads are safe for concurrent
 // use (the generator reads files in parallel); changes are not, nor reads beside them.
 type Tree struct {
-	s storer.EncodedObjectStorer
-	// lookups guards root: go-git's trees cache their lookups in a map of their own.
-	lookups sync.Mutex
-	root    *object.Tree // nil for a repository without a commit yet
+	c    *trees
+	root plumbing.Hash // zero for a repository without a commit yet
 	// changes: path -> new content, or nil for a deleted file.
 	changes map[string][]byte
+	// bases maps each large tree the write made to the tree it replaced, for the push
+	// (a delta against the remote's copy instead of the whole tree).
+	bases map[plumbing.Hash]plumbing.Hash
 }
 
-func newTree(s storer.EncodedObjectStorer, root *object.Tree) *Tree {
-	return &Tree{s: s, root: root, changes: map[string][]byte{}}
+func newTree(c *trees, root plumbing.Hash) *Tree {
+	return &Tree{c: c, root: root, changes: map[string][]byte{}}
 }
 
 // checkPath refuses what is not a clean relative path of a file in the repository.
@@ -104,11 +103,18 @@ func (t *Tree) ReadFile(name string) ([]byte, error) {
 		}
 		return bytes.Clone(data), nil
 	}
-	f, err := t.baseFile(name)
+	if !fs.ValidPath(name) || name == "." {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fs.ErrNotExist}
+	}
+	e, ok := t.c.entry(t.root, name)
+	if !ok || !e.Mode.IsFile() {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fs.ErrNotExist}
+	}
+	obj, err := t.c.s.EncodedObject(plumbing.BlobObject, e.Hash)
 	if err != nil {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
 	}
-	r, err := f.Reader()
+	r, err := obj.Reader()
 	if err != nil {
 		return nil, err
 	}
@@ -116,36 +122,8 @@ func (t *Tree) ReadFile(name string) ([]byte, error) {
 	return io.ReadAll(r)
 }
 
-// baseFile finds a regular file of the commit's tree.
-func (t *Tree) baseFile(name string) (*object.File, error) {
-	if t.root == nil || !fs.ValidPath(name) || name == "." {
-		return nil, fs.ErrNotExist
-	}
-	t.lookups.Lock()
-	defer t.lookups.Unlock()
-	f, err := t.root.File(name)
-	if err != nil {
-		return nil, fs.ErrNotExist
-	}
-	return f, nil
-}
-
 // baseDir finds a folder of the commit's tree (the root for ".").
-func (t *Tree) baseDir(name string) *object.Tree {
-	if t.root == nil {
-		return nil
-	}
-	if name == "." {
-		return t.root
-	}
-	t.lookups.Lock()
-	defer t.lookups.Unlock()
-	sub, err := t.root.Tree(name)
-	if err != nil {
-		return nil
-	}
-	return sub
-}
+func (t *Tree) baseDir(name string) *dtree { return t.c.dir(t.root, name) }
 
 // ReadDir lists a folder as changed so far, sorted by name; a folder whose every file was
 // removed no longer exists, as in git.
@@ -155,7 +133,7 @@ func (t *Tree) ReadDir(name string) ([]fs.DirEntry, error) {
 	}
 	entries := map[string]fs.DirEntry{}
 	if base := t.baseDir(name); base != nil {
-		for _, e := range base.Entries {
+		for _, e := range base.entries {
 			if e.Mode == filemode.Dir {
 				entries[e.Name] = dirEntry{name: e.Name, dir: true}
 			} else if e.Mode.IsFile() {
@@ -223,15 +201,10 @@ func (t *Tree) isDir(name string) (bool, error) {
 		return false, nil
 	}
 	// A folder of the commit is still one while a file in it was not removed.
-	found := false
-	err := base.Files().ForEach(func(f *object.File) error {
-		if data, ok := t.changes[prefix+f.Name]; !ok || data != nil {
-			found = true
-			return storer.ErrStop
-		}
-		return nil
-	})
-	return found, err
+	return t.c.hasFile(base.hash, prefix, func(p string) bool {
+		data, ok := t.changes[p]
+		return !ok || data != nil
+	}), nil
 }
 
 // Open implements fs.FS.
@@ -344,92 +317,118 @@ func (d *dir) ReadDir(n int) ([]fs.DirEntry, error) {
 // it touches, not the size of the repository. An empty result (every file removed) is an
 // error: a commit of nothing is never what a change meant.
 func (t *Tree) write() (plumbing.Hash, []plumbing.Hash, error) {
-	t.lookups.Lock()
-	defer t.lookups.Unlock()
-	w := &treeWriter{s: t.s}
-	h, empty, err := w.dir(t.root, "", t.changes)
+	w := &treeWriter{c: t.c, bases: map[plumbing.Hash]plumbing.Hash{}}
+	h, empty, err := w.dir(t.c.dir(t.root, "."), "", t.changes)
 	if err != nil {
 		return plumbing.ZeroHash, nil, err
 	}
 	if empty {
 		return plumbing.ZeroHash, nil, errors.New("the change removes every file of the repository")
 	}
+	t.bases = w.bases
 	return h, w.written, nil
 }
 
 type treeWriter struct {
-	s       storer.EncodedObjectStorer
+	c       *trees
 	written []plumbing.Hash // every object stored, for the push
+	bases   map[plumbing.Hash]plumbing.Hash
 }
 
-// dir rebuilds one folder (base may be nil) with the changes under prefix.
-func (w *treeWriter) dir(base *object.Tree, prefix string, changes map[string][]byte) (plumbing.Hash, bool, error) {
-	entries := map[string]object.TreeEntry{}
-	if base != nil {
-		for _, e := range base.Entries {
-			entries[e.Name] = e
-		}
-	}
+// deltaMin is the size from which a tree a write makes is pushed as a delta against the one it
+// replaces (the remote has it): the tenants/ folder of a large fleet, where the whole tree
+// would cost its 38 bytes per tenant on every write.
+const deltaMin = 4 << 10
+
+// dir rebuilds one folder (base may be nil) with the changes under prefix. The base's entries
+// are in git's order already: the few that change are replaced, removed or inserted in place,
+// so a folder of 20,000 entries is copied once, never sorted.
+func (w *treeWriter) dir(base *dtree, prefix string, changes map[string][]byte) (plumbing.Hash, bool, error) {
 	// Group the changes by the child of this folder they fall in.
-	files := map[string][]byte{}
-	deleted := map[string]bool{}
+	files := map[string][]byte{} // nil: removed
 	sub := map[string]map[string][]byte{}
 	for p, data := range changes {
 		rest, ok := strings.CutPrefix(p, prefix)
 		if !ok {
 			continue
 		}
-		child, deeper, isDeeper := strings.Cut(rest, "/")
+		child, _, isDeeper := strings.Cut(rest, "/")
 		if !isDeeper {
-			if data == nil {
-				deleted[child] = true
-			} else {
-				files[child] = data
-			}
+			files[child] = data
 			continue
 		}
 		if sub[child] == nil {
 			sub[child] = map[string][]byte{}
 		}
-		sub[child][prefix+child+"/"+deeper] = data
+		sub[child][p] = data
 	}
-	for name := range deleted {
-		delete(entries, name)
+	var entries []object.TreeEntry
+	if base != nil {
+		entries = slices.Clone(base.entries)
 	}
-	for name, data := range files {
+	set := func(e object.TreeEntry, remove bool) {
+		i := findEntry(entries, e.Name)
+		if i >= 0 && (remove || compareEntry(entries[i], e) != 0) {
+			entries = slices.Delete(entries, i, i+1)
+			i = -1
+		}
+		if remove {
+			return
+		}
+		if i >= 0 {
+			entries[i] = e
+			return
+		}
+		j, _ := slices.BinarySearchFunc(entries, e, compareEntry)
+		entries = slices.Insert(entries, j, e)
+	}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		data := files[name]
+		if data == nil {
+			set(object.TreeEntry{Name: name}, true)
+			continue
+		}
 		h, err := w.blob(data)
 		if err != nil {
 			return plumbing.ZeroHash, false, err
 		}
-		entries[name] = object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: h}
+		set(object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: h}, false)
 	}
-	for name, ch := range sub {
-		var childBase *object.Tree
-		if e, ok := entries[name]; ok && e.Mode == filemode.Dir && base != nil {
-			var err error
-			if childBase, err = base.Tree(name); err != nil {
-				return plumbing.ZeroHash, false, err
+	for _, name := range slices.Sorted(maps.Keys(sub)) {
+		var childBase *dtree
+		if base != nil {
+			if i := base.find(name); i >= 0 && base.entries[i].Mode == filemode.Dir {
+				var err error
+				if childBase, err = w.c.get(base.entries[i].Hash); err != nil {
+					return plumbing.ZeroHash, false, err
+				}
 			}
 		}
-		h, empty, err := w.dir(childBase, prefix+name+"/", ch)
+		h, empty, err := w.dir(childBase, prefix+name+"/", sub[name])
 		if err != nil {
 			return plumbing.ZeroHash, false, err
 		}
-		if empty {
-			delete(entries, name)
-		} else {
-			entries[name] = object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h}
-		}
+		set(object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h}, empty)
 	}
 	if len(entries) == 0 {
 		return plumbing.ZeroHash, true, nil
 	}
-	h, err := w.tree(entries)
-	return h, false, err
+	if base != nil && slices.Equal(entries, base.entries) {
+		return base.hash, false, nil
+	}
+	h, err := w.c.store(entries)
+	if err != nil {
+		return plumbing.ZeroHash, false, err
+	}
+	w.written = append(w.written, h)
+	if base != nil && len(entries)*28 >= deltaMin {
+		w.bases[h] = base.hash
+	}
+	return h, false, nil
 }
 
 func (w *treeWriter) blob(data []byte) (plumbing.Hash, error) {
-	obj := w.s.NewEncodedObject()
+	obj := w.c.s.NewEncodedObject()
 	obj.SetType(plumbing.BlobObject)
 	wr, err := obj.Writer()
 	if err != nil {
@@ -441,28 +440,7 @@ func (w *treeWriter) blob(data []byte) (plumbing.Hash, error) {
 	if err := wr.Close(); err != nil {
 		return plumbing.ZeroHash, err
 	}
-	return w.store(obj)
-}
-
-func (w *treeWriter) tree(entries map[string]object.TreeEntry) (plumbing.Hash, error) {
-	list := slices.Collect(maps.Values(entries))
-	// Git orders tree entries by name, a folder's name compared as if it ended in "/".
-	key := func(e object.TreeEntry) string {
-		if e.Mode == filemode.Dir {
-			return e.Name + "/"
-		}
-		return e.Name
-	}
-	slices.SortFunc(list, func(a, b object.TreeEntry) int { return strings.Compare(key(a), key(b)) })
-	obj := w.s.NewEncodedObject()
-	if err := (&object.Tree{Entries: list}).Encode(obj); err != nil {
-		return plumbing.ZeroHash, err
-	}
-	return w.store(obj)
-}
-
-func (w *treeWriter) store(obj plumbing.EncodedObject) (plumbing.Hash, error) {
-	h, err := w.s.SetEncodedObject(obj)
+	h, err := w.c.s.SetEncodedObject(obj)
 	if err == nil {
 		w.written = append(w.written, h)
 	}
@@ -474,16 +452,14 @@ func (w *treeWriter) store(obj plumbing.EncodedObject) (plumbing.Hash, error) {
 // caches a tenant's parsed inputs by the hashes of the paths it reads). Changes made to this
 // Tree are not reflected: a snapshot's Tree has none.
 func (t *Tree) Hash(name string) string {
-	if t.root == nil || !fs.ValidPath(name) {
+	if t.root.IsZero() || !fs.ValidPath(name) {
 		return ""
 	}
 	if name == "." {
-		return t.root.Hash.String()
+		return t.root.String()
 	}
-	t.lookups.Lock()
-	defer t.lookups.Unlock()
-	e, err := t.root.FindEntry(name)
-	if err != nil {
+	e, ok := t.c.entry(t.root, name)
+	if !ok {
 		return ""
 	}
 	return e.Hash.String()

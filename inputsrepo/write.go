@@ -40,6 +40,12 @@ type Change struct {
 	// Request, with a key, is what the request asked (e.g. its method, path and body): a key
 	// found with another request is a *KeyReusedError, not a replay. It is hashed too.
 	Request string
+	// Reads are the paths (files or folders) Apply and Check read, e.g. the tenant's folder and
+	// what its render reads. When set, a change whose push was refused because another writer
+	// pushed first is not applied and checked again on the new head when none of them differ
+	// there: its edits (or its refusal) carry over as they are, so a race costs a fetch and a
+	// push, not a check. Nil: applied and checked again on every new head.
+	Reads []string
 }
 
 // Result is what a write did.
@@ -52,8 +58,12 @@ type Result struct {
 	Unchanged bool
 	// Changed lists the paths written or removed.
 	Changed []string
-	// Attempts is how many times the change was applied (1 without a race).
+	// Attempts is how many heads the change was put on: 1 unless another writer pushed while it
+	// was being written.
 	Attempts int
+	// Batch is how many writes the push that carried this one held (group commit: 1 when it
+	// went alone; 0 when nothing was pushed).
+	Batch int
 	// Snapshot is the inputs at Commit, to read the write's result without a fetch (empty
 	// when the write failed, or when reading the commit back did).
 	Snapshot Snapshot
@@ -88,137 +98,54 @@ func (e *KeyReusedError) Error() string {
 // HTTP 503 with Retry-After): nothing of it was pushed.
 var ErrBusy = errors.New("the inputs branch kept moving: other writers pushed first on every attempt")
 
-// Write applies one change as one commit on the branch (see the package comment). Errors:
-// the change's own, *ConflictError, *CheckError, ErrBusy, or a fetch or push failure (the
-// remote named without credentials). When the context ends while the push is under way the
-// change may have landed: a retry with the same IdempotencyKey says which.
+// Write applies one change as one commit on the branch (see the package comment and
+// writer.go). Errors: the change's own, *ConflictError, *CheckError, *KeyReusedError, ErrBusy,
+// or a fetch or push failure (the remote named without credentials). When the context ends
+// while the push is under way the change may have landed: a retry with the same
+// IdempotencyKey says which.
 func (r *Repo) Write(ctx context.Context, ch Change) (Result, error) {
-	if ch.Apply == nil || strings.TrimSpace(ch.Message) == "" || ch.Author.Name == "" || ch.Author.Email == "" {
-		return Result{}, errors.New("inputsrepo: a change needs Apply, a Message and an Author with a name and an email")
+	if err := checkChange(ch); err != nil {
+		return Result{}, err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.writes >= r.opts.RecloneAfter {
-		// Snapshots handed out before keep reading the old storage, which they hold.
-		r.setRepo(nil)
-		r.writes = 0
-	}
-	r.writes++
-	key, request := "", ""
-	if ch.IdempotencyKey != "" {
-		key = hashKey(ch.IdempotencyKey)
-		if ch.Request != "" {
-			request = hashKey(ch.Request)
-		}
-	}
-	for attempt := 1; ; attempt++ {
-		res, err := r.attempt(ctx, ch, key, request)
-		res.Attempts = attempt
-		if err == nil && res.Commit != "" {
-			// The change is written whatever this says: without a snapshot the caller fetches.
-			snap, serr := r.snapshotAt(res.Commit)
-			if serr != nil {
-				r.opts.Logger.Warn("inputs: reading the commit just written failed", "commit", res.Commit, "error", serr)
-			}
-			res.Snapshot = snap
-		}
-		if !errors.Is(err, errStale) {
-			return res, err
-		}
-		if attempt >= r.opts.Attempts {
-			return Result{Attempts: attempt}, ErrBusy
-		}
-		r.opts.Logger.Info("inputs push refused: another writer pushed first; applying the change again on the new head",
-			"attempt", attempt, "branch", r.opts.Branch)
-		if err := sleep(ctx, r.backoff(attempt)); err != nil {
-			return Result{Attempts: attempt}, err
-		}
+	key, request := hashKeys(ch)
+	return r.wait(ctx, &pending{ctx: ctx, ch: ch, key: key, request: request, done: make(chan outcome, 1)})
+}
+
+// wait hands a write to the writer and waits for its answer.
+func (r *Repo) wait(ctx context.Context, p *pending) (Result, error) {
+	r.enqueue(p)
+	select {
+	case o := <-p.done:
+		return o.res, o.err
+	case <-ctx.Done():
+		// The writer drops the change unless its push is under way; then it may land.
+		return Result{}, ctx.Err()
 	}
 }
 
-// errStale: the branch moved since the fetch; the change is applied again.
+// errStale: the branch moved since the head a chain was built on; it is built again.
 var errStale = errors.New("the branch moved")
 
-// attempt is one fetch, apply, check, commit and push.
-func (r *Repo) attempt(ctx context.Context, ch Change, key, request string) (Result, error) {
-	head, err := r.fetch(ctx)
-	if err != nil {
-		return Result{}, err
-	}
-	if key != "" {
-		if k, ok := r.keys.find(key, r.opts.Now().Add(-r.opts.IdempotencyWindow)); ok {
-			if k.request != "" && request != "" && k.request != request {
-				return Result{}, &KeyReusedError{Commit: k.commit.String()}
-			}
-			return Result{Commit: k.commit.String(), Replayed: true}, nil
-		}
-	}
-	snap, err := r.snapshot(head)
-	if err != nil {
-		return Result{}, err
-	}
-	t := snap.Files
-	if err := ch.Apply(t); err != nil {
-		return Result{}, err
-	}
-	if len(t.changes) == 0 {
-		return Result{Commit: snap.Commit, Unchanged: true}, nil
-	}
-	treeHash, objs, err := t.write()
-	if err != nil {
-		return Result{}, fmt.Errorf("inputsrepo: %w", err)
-	}
-	if head != nil && treeHash == head.TreeHash {
-		return Result{Commit: snap.Commit, Unchanged: true, Changed: t.Changed()}, nil
-	}
-	if ch.Check != nil {
-		if err := ch.Check(ctx, t); err != nil {
-			return Result{}, &CheckError{Err: err}
-		}
-	}
-	commit, err := r.commit(ch, strings.TrimSpace(key+" "+request), head, treeHash)
-	if err != nil {
-		return Result{}, err
-	}
-	// Nothing is pushed after the caller gave up: what was not pushed was not written.
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
-	}
-	res := Result{Commit: commit.String(), Changed: t.Changed()}
-	old := plumbing.ZeroHash
-	if head != nil {
-		old = head.Hash
-	}
-	err = r.push(ctx, old, commit, append(objs, commit))
-	if err == nil || errors.Is(err, errStale) {
-		return res, err
-	}
-	// The push failed without saying how: it may have landed all the same (the connection
-	// broke after the remote took it). The remote's history says.
-	if landed, lerr := r.landed(context.WithoutCancel(ctx), old, commit); lerr == nil {
-		switch {
-		case landed:
-			return res, nil
-		case ctx.Err() == nil && r.movedFrom(old):
-			return Result{}, errStale
-		}
-	}
-	return Result{}, err
-}
-
 // commit stores the commit object of a change; request is the TrailerRequest value ("" none).
-func (r *Repo) commit(ch Change, request string, head *object.Commit, tree plumbing.Hash) (plumbing.Hash, error) {
+func (r *Repo) commit(ch Change, request string, parent, tree plumbing.Hash) (plumbing.Hash, error) {
 	now := r.opts.Now()
 	author := object.Signature{Name: ch.Author.Name, Email: ch.Author.Email, When: now}
 	committer := r.opts.Committer
 	committer.When = now
 	msg := strings.TrimRight(ch.Message, "\n") + "\n"
+	var trailers []string
 	if request != "" {
-		msg += "\n" + TrailerRequest + ": " + request + "\n"
+		trailers = append(trailers, TrailerRequest+": "+request)
+	}
+	if r.opts.WriterID != "" {
+		trailers = append(trailers, TrailerWriter+": "+r.opts.WriterID)
+	}
+	if len(trailers) > 0 {
+		msg += "\n" + strings.Join(trailers, "\n") + "\n"
 	}
 	c := &object.Commit{Author: author, Committer: committer, Message: msg, TreeHash: tree}
-	if head != nil {
-		c.ParentHashes = []plumbing.Hash{head.Hash}
+	if !parent.IsZero() {
+		c.ParentHashes = []plumbing.Hash{parent}
 	}
 	obj := r.objects().NewEncodedObject()
 	if err := c.Encode(obj); err != nil {
@@ -259,12 +186,15 @@ func (r *Repo) movedFrom(old plumbing.Hash) bool {
 	return ref.Hash() != old
 }
 
-// backoff is the pause after a refused push: doubling from Options.Backoff up to 1 s, drawn
-// between half and all of it so that writers that collided do not collide again in step.
+// backoff is the pause after a refused push: doubling from Options.Backoff, and at least as
+// long as a push takes (another writer's push that is under way when ours is refused lands only
+// at its end: retrying sooner loses again, and costs the remote a whole push each time), up to
+// 2 s; drawn between half and all of one and a half of it so that writers that collided do not
+// collide again in step.
 func (r *Repo) backoff(attempt int) time.Duration {
 	d := r.opts.Backoff << min(attempt-1, 10)
-	d = min(d, time.Second)
-	return d/2 + rand.N(d/2+1)
+	d = min(max(d, time.Duration(r.pushTime.Load())), 2*time.Second)
+	return d/2 + rand.N(d+1)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -72,6 +72,7 @@ func (s *Server) newAPI(mux *http.ServeMux) huma.API {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.HandleFunc("POST "+peerPath, s.takeSubmit)
 	return api
 }
 

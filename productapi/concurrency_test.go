@@ -1,7 +1,6 @@
 package productapi_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io/fs"
@@ -9,14 +8,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -226,97 +222,6 @@ func TestHelperReplica(t *testing.T) {
 		}(),
 	})
 	t.Fatal(err)
-}
-
-// A replica killed (SIGKILL) while 20 creates are in flight through it loses nothing and
-// half-applies nothing: each client retries its create with the same Idempotency-Key on a
-// surviving replica and gets 2xx; each job is in exactly one commit; after the survivor's
-// reconcile every tenant repository is what generate renders.
-func TestReplicaKilledMidWrite(t *testing.T) {
-	ctx := context.Background()
-	gs := gitserver.Start(t, "kill-token")
-	r := apitest.Remotes{Server: gs}
-	inputs, tenants := apitest.Fleet(t, r, 4, 0, 4)
-	creds := filepath.Join(t.TempDir(), "credentials")
-	require.NoError(t, os.WriteFile(creds, []byte(gs.Token), 0o600))
-	listen := freeAddr(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperReplica$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envHelperInputs+"="+inputs, envHelperCreds+"="+creds, envHelperToken+"="+gs.Token, envHelperListen+"="+listen)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	require.True(t, sc.Scan(), "the replica process starts")
-	require.True(t, strings.HasPrefix(sc.Text(), "LISTENING"), sc.Text())
-	victim := "http://" + listen
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(victim + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == 200
-	}, 30*time.Second, 50*time.Millisecond)
-	survivor := startReplica(t, r, inputs, fleetTokens{}, productapi.Options{})
-
-	// Kill the replica once a few of its pushes (inputs and tenants) have landed.
-	before := gs.Pushes.Load()
-	killed := make(chan struct{})
-	go func() {
-		for gs.Pushes.Load() < before+5 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		_ = cmd.Process.Kill()
-		close(killed)
-	}()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	firstTry := map[int]int{}
-	for c := range 20 {
-		wg.Go(func() {
-			tenant := tenants[c%4]
-			job := apiv1.JobCreate{Name: fmt.Sprintf("k%02d", c), Model: "Qwen/Qwen3-32B"}
-			key := client.WriteOptions{IdempotencyKey: "kill-" + job.Name}
-			_, err := client.New(victim, client.StaticToken("dev-"+tenant)).CreateJob(ctx, tenant, job, key)
-			status := 200
-			if err != nil {
-				status = -1
-				var e *client.Error
-				if errorsAs(err, &e) {
-					status = e.Status
-				}
-				// The client retries with the same key on another replica.
-				_, err = client.New(survivor.url, client.StaticToken("dev-"+tenant)).CreateJob(ctx, tenant, job, key)
-				assert.NoError(t, err, "retry of %s/%s", tenant, job.Name)
-			}
-			mu.Lock()
-			firstTry[status]++
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	<-killed
-	t.Logf("first tries: %v (-1: the connection broke)", firstTry)
-	assert.NotZero(t, firstTry[-1], "some requests were cut by the kill")
-
-	// Each job is in exactly one commit.
-	log := gitserver.Git(t, r.Path("inputs"), "log", "--format=%s", "main")
-	for c := range 20 {
-		assert.Equal(t, 1, strings.Count(log, fmt.Sprintf("create job k%02d ", c)), "job k%02d:\n%s", c, log)
-	}
-	inputsDir := filepath.Join(t.TempDir(), "inputs")
-	gitserver.Git(t, "", "clone", "-q", r.Path("inputs"), inputsDir)
-	for c := range 20 {
-		assert.FileExists(t, filepath.Join(inputsDir, "tenants", tenants[c%4], "jobs", fmt.Sprintf("k%02d.yaml", c)))
-	}
-	assert.Equal(t, "", strings.TrimSpace(gitserver.Git(t, r.Path("inputs"), "fsck", "--strict", "--no-progress")), "the remote is whole")
-	// A tenant the dead replica committed but did not render heals in the survivor's reconcile.
-	for _, o := range survivor.srv.Reconcile(ctx) {
-		assert.NoError(t, o.Err, o.Tenant)
-	}
-	assertRepositoriesAsGenerated(t, r, inputsDir, tenants)
 }
 
 func freeAddr(t *testing.T) string {

@@ -36,6 +36,21 @@ type view struct {
 func (s *Server) Refresh(ctx context.Context) error {
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
+	return s.refreshLocked(ctx)
+}
+
+// catchUp makes reads see commit, made by another replica's writer for this one: one fetch,
+// unless a fetch since (for another write) brought it already.
+func (s *Server) catchUp(ctx context.Context, commit string) error {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	if cur := s.view.Load(); cur != nil && cur.commit != "" && s.follows(commit, cur.commit) {
+		return nil
+	}
+	return s.refreshLocked(ctx)
+}
+
+func (s *Server) refreshLocked(ctx context.Context) error {
 	snap, err := s.opts.Inputs.Head(ctx)
 	if err != nil {
 		return err
@@ -80,64 +95,6 @@ func (s *Server) follows(a, b string) bool {
 // current is the last fetched view; nil before the first fetch.
 func (s *Server) current() *view { return s.view.Load() }
 
-// onlyTenant is the tenants tree as one tenant's render reads it: the node types, the
-// hand-written masters, the tiers and that tenant's folder. What the generator loads for one tenant then
-// costs the same at 20 tenants as at 2,000: the other tenants' folders are not there. (The API
-// writes a tenant's jobs only; the checks across tenants, of tenant.yaml files, are generate's.)
-type onlyTenant struct {
-	fsys   fs.FS // the tenants folder
-	tenant string
-}
-
-func (o onlyTenant) allowed(name string) bool {
-	if name == "." {
-		return true
-	}
-	first, _, _ := strings.Cut(name, "/")
-	return first == inputs.NodeTypesDir || first == inputs.MastersDir || first == inputs.TiersDir || first == o.tenant
-}
-
-func (o onlyTenant) Open(name string) (fs.File, error) {
-	if !fs.ValidPath(name) || !o.allowed(name) {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
-	}
-	if name == "." {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: errors.New("read the root with ReadDir")}
-	}
-	return o.fsys.Open(name)
-}
-
-func (o onlyTenant) ReadDir(name string) ([]fs.DirEntry, error) {
-	if !fs.ValidPath(name) || !o.allowed(name) {
-		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrNotExist}
-	}
-	entries, err := fs.ReadDir(o.fsys, name)
-	if err != nil || name != "." {
-		return entries, err
-	}
-	var out []fs.DirEntry
-	for _, e := range entries {
-		if o.allowed(e.Name()) {
-			out = append(out, e)
-		}
-	}
-	return out, nil
-}
-
-func (o onlyTenant) ReadFile(name string) ([]byte, error) {
-	if !fs.ValidPath(name) || !o.allowed(name) || name == "." {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: fs.ErrNotExist}
-	}
-	return fs.ReadFile(o.fsys, name)
-}
-
-func (o onlyTenant) Stat(name string) (fs.FileInfo, error) {
-	if !fs.ValidPath(name) || !o.allowed(name) {
-		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrNotExist}
-	}
-	return fs.Stat(o.fsys, name)
-}
-
 // genOptions are generate's options for one tenant over a tree of the inputs.
 func (s *Server) genOptions(ctx context.Context, tree fs.FS, tenant string, book *recipe.Book) (generator.Options, error) {
 	tenants, err := fs.Sub(tree, tenantsDir)
@@ -149,9 +106,9 @@ func (s *Server) genOptions(ctx context.Context, tree fs.FS, tenant string, book
 		return generator.Options{}, err
 	}
 	return generator.Options{
-		Recipes: recipes, Tenants: onlyTenant{fsys: tenants, tenant: tenant}, Book: book,
+		Recipes: recipes, Tenants: tenants, Book: book,
 		RecipesDir: recipesDir, TenantsDir: tenantsDir, OutDir: s.opts.WorkDir, Tenant: tenant,
-		Check: generator.AdmissionCheck(ctx), Render: s.opts.Render, RepoURL: s.opts.RepoURL,
+		Check: generator.AdmissionCheckWith(ctx, s.decoded), Render: s.opts.Render, RepoURL: s.opts.RepoURL,
 		Getenv: s.opts.Getenv, Now: s.opts.Now,
 		// What the inputs hold is what runs: the render of a write never refuses a job for
 		// quota (a quota lowered below what runs keeps it); the writes that grow a job are held

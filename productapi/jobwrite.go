@@ -13,6 +13,7 @@ import (
 
 	"github.com/inferplane/inferplane/access"
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/inputsrepo"
 	"github.com/inferplane/inferplane/lifecycle/jobfile"
 	"github.com/inferplane/inferplane/policy"
@@ -59,8 +60,12 @@ func (s *Server) createJob(ctx context.Context, in *createJobInput) (*createJobO
 		return nil, err
 	}
 	out := &createJobOutput{Status: http.StatusCreated, Location: Prefix + "/tenants/" + in.Tenant + "/jobs/" + b.Name}
-	out.Body.Write = w
-	if tp, err := s.plannedTenant(ctx, v, in.Tenant); err == nil {
+	out.Body.Write = w.w
+	tp := w.tp // the tenant as the write's check planned it
+	if tp == nil {
+		tp, err = s.plannedTenant(ctx, v, in.Tenant)
+	}
+	if err == nil {
 		if jp := findJob(tp, b.Name); jp != nil {
 			out.Body.Job = s.jobView(jp, s.stages(ctx, tp, b.Name)[b.Name])
 			return out, nil
@@ -127,7 +132,7 @@ func (s *Server) deleteJob(ctx context.Context, in *deleteJobInput) (*body[apiv1
 	if err != nil {
 		return nil, err
 	}
-	return &body[apiv1.JobDeleted]{Body: apiv1.JobDeleted{Tenant: in.Tenant, Name: in.Job, Write: w}}, nil
+	return &body[apiv1.JobDeleted]{Body: apiv1.JobDeleted{Tenant: in.Tenant, Name: in.Job, Write: w.w}}, nil
 }
 
 // jobFileIn is the file that defines a job in a tree; a job that is not there (deleted
@@ -182,11 +187,16 @@ func (s *Server) setReplicas(ctx context.Context, in *replicasInput) (*body[apiv
 	if err != nil {
 		return nil, err
 	}
-	_, tp, jp, err := s.jobAt(ctx, in.Tenant, in.Job, access.Read)
-	if err != nil {
-		return nil, err
+	tp, jp := w.tp, (*plan.JobPlan)(nil) // the tenant as the write's check planned it
+	if tp != nil {
+		jp = findJob(tp, in.Job)
 	}
-	return &body[apiv1.JobWritten]{Body: apiv1.JobWritten{Job: s.jobView(jp, s.stages(ctx, tp, in.Job)[in.Job]), Write: w}}, nil
+	if jp == nil {
+		if _, tp, jp, err = s.jobAt(ctx, in.Tenant, in.Job, access.Read); err != nil {
+			return nil, err
+		}
+	}
+	return &body[apiv1.JobWritten]{Body: apiv1.JobWritten{Job: s.jobView(jp, s.stages(ctx, tp, in.Job)[in.Job]), Write: w.w}}, nil
 }
 
 // checkReplicasQuota refuses, before anything is written, a replica change that would take

@@ -15,6 +15,8 @@ type metrics struct {
 	refusals      *prometheus.CounterVec
 	writes        *prometheus.CounterVec
 	writeAttempts prometheus.Histogram
+	writeBatch    prometheus.Histogram
+	handedOver    prometheus.Counter
 	writeSeconds  prometheus.Histogram
 	pushSeconds   prometheus.Histogram
 	reconciles    *prometheus.CounterVec
@@ -31,6 +33,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Writes of the inputs by result (committed, replayed, conflict, refused, busy, error)."}, []string{"result"}),
 		writeAttempts: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "inferplane_api_write_attempts",
 			Help: "Attempts per write (more than 1: another replica pushed first).", Buckets: []float64{1, 2, 3, 4, 6, 8}}),
+		writeBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "inferplane_api_write_batch",
+			Help: "How many writes the inputs push that carried a write held (group commit).", Buckets: []float64{1, 2, 4, 8, 16, 32, 64}}),
+		handedOver: prometheus.NewCounter(prometheus.CounterOpts{Name: "inferplane_api_writes_taken_total",
+			Help: "Writes other replicas prepared and this replica's writer pushed."}),
 		writeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "inferplane_api_write_seconds",
 			Help: "A write from its start until the tenant's repository is pushed.", Buckets: prometheus.DefBuckets}),
 		pushSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "inferplane_api_tenant_push_seconds",
@@ -38,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "inferplane_api_reconciles_total",
 			Help: "Reconcile runs by result."}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.writes, m.writeAttempts, m.writeSeconds, m.pushSeconds, m.reconciles} {
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.writes, m.writeAttempts, m.writeBatch, m.handedOver, m.writeSeconds, m.pushSeconds, m.reconciles} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -67,6 +67,9 @@ type Config struct {
 	Gateways []string
 
 	RefreshInterval, ReconcileInterval time.Duration
+	// PeerURL is where the other replicas reach this one, PeerTokenFile a file with the secret
+	// they share: with both, writes are handed to the replica that pushed last (Options.PeerURL).
+	PeerURL, PeerTokenFile string
 	// ShutdownTimeout is how long in-flight requests get after SIGTERM (default 20 s).
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -207,6 +210,16 @@ func (c Config) options(ctx context.Context, log *slog.Logger) (Options, func(),
 		Logger: log, Registry: reg, Version: cmp.Or(c.Version, "dev"), NoClusterReason: c.HostMissing,
 		SignIn: apiv1.SignIn{Issuer: c.OIDC.Issuer, ClientID: c.OIDC.ClientID, GroupsClaim: cmp.Or(c.OIDC.GroupsClaim, access.DefaultGroupsClaim)},
 	}
+	if c.PeerTokenFile != "" {
+		b, err := os.ReadFile(c.PeerTokenFile)
+		if err != nil {
+			return Options{}, cleanup, fmt.Errorf("--peer-token-file: %w", err)
+		}
+		if o.PeerToken = strings.TrimSpace(string(b)); o.PeerToken == "" {
+			return Options{}, cleanup, fmt.Errorf("--peer-token-file %s: the file is empty, expected the replicas' shared secret", c.PeerTokenFile)
+		}
+	}
+	o.PeerURL = c.PeerURL
 	if c.Host != nil {
 		w := &clusterwatch.Watcher{Host: c.Host, Registry: c.Registry, Logger: log}
 		if err := w.Start(ctx); err != nil {

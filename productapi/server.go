@@ -37,6 +37,7 @@ import (
 	"github.com/inferplane/inferplane/inputsrepo"
 	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
+	"github.com/inferplane/inferplane/policy"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 )
 
@@ -103,6 +104,11 @@ type Options struct {
 	RefreshInterval   time.Duration
 	ReconcileInterval time.Duration
 
+	// PeerURL is where the other replicas reach this one (e.g. http://<pod IP>:8080), and
+	// PeerToken the secret the replicas share: with both, writes are handed to the replica that
+	// pushed last (peers.go). Empty: every write is pushed by the replica that got it.
+	PeerURL, PeerToken string
+
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
 	Now      func() time.Time
@@ -130,8 +136,12 @@ type Server struct {
 	// logRate bounds the console lines all log follows read a second (logLimit).
 	logRate     *rate.Limiter
 	logRateOnce sync.Once
+	decoded     *policy.DecodeCache // the rendered files the admission check decoded
 
 	refreshMu sync.Mutex
+
+	peerHTTP      *http.Client
+	noFollowUntil atomic.Int64 // unix nanoseconds: the writer peer is not followed before
 }
 
 // New checks the options and builds the handlers; it reaches no network (Run does).
@@ -145,6 +155,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.WorkDir == "" {
 		errs = append(errs, errors.New("productapi: no work folder for the tenant repositories (--work-dir)"))
+	}
+	if (o.PeerURL == "") != (o.PeerToken == "") {
+		errs = append(errs, errors.New("productapi: a peer URL needs the peer token the replicas share, and the other way round (--peer-url, --peer-token-file)"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -164,8 +177,12 @@ func New(o Options) (*Server, error) {
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{opts: o, log: o.Logger, cache: newTenantCache(), gw: newGatewayCache(o.Gateways), keyIdem: newIdemCache(10 * time.Minute)}
+	s := &Server{opts: o, log: o.Logger, cache: newTenantCache(), gw: newGatewayCache(o.Gateways), keyIdem: newIdemCache(10 * time.Minute), decoded: &policy.DecodeCache{}}
 	s.publish = &publisher{s: s}
+	s.peerHTTP = &http.Client{Timeout: 2 * time.Minute}
+	if o.PeerURL != "" {
+		o.Inputs.SetWriterID(writerID(o.PeerURL, o.PeerToken))
+	}
 	s.recon = &inputsrepo.Reconciler{Inputs: o.Inputs, Tenants: s.reconcileTenants, Render: s.reconcileRender}
 	m, err := newMetrics(o.Registry)
 	if err != nil {
@@ -189,7 +206,7 @@ func (s *Server) Handler() http.Handler { return securityHeaders(s.metrics.wrap(
 // Mount adds the API's routes to mux (which may serve a console at /).
 func (s *Server) Mount(mux *http.ServeMux) {
 	mux.Handle(Prefix+"/", s.Handler())
-	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", peerPath} {
 		mux.Handle(p, s.Handler())
 	}
 }
@@ -272,3 +289,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	}
 	fmt.Fprintln(w, "ok: inputs at", short(s.view.Load().commit))
 }
+
+// InputsStats are the counts of this replica's inputs writer (batches, pushes, refusals,
+// commits), for the benchmarks.
+func (s *Server) InputsStats() inputsrepo.Stats { return s.opts.Inputs.Stats() }

@@ -224,7 +224,7 @@ func (s *Server) changeTenant(ctx context.Context, tenant, kind, summary, reason
 	if err != nil {
 		return nil, err
 	}
-	return &body[apiv1.TenantChanged]{Body: apiv1.TenantChanged{Quota: q, Write: w}}, nil
+	return &body[apiv1.TenantChanged]{Body: apiv1.TenantChanged{Quota: q, Write: w.w}}, nil
 }
 
 func (s *Server) tenantHistory(ctx context.Context, in *TenantParam) (*body[apiv1.TenantHistory], error) {

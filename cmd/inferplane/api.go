@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -119,6 +120,8 @@ Prometheus. SIGTERM finishes requests in flight (--shutdown-timeout).`,
 	deprecatedAlias(fl, "gateway", "server")
 	fl.DurationVar(&f.c.RefreshInterval, "refresh-interval", 2*time.Second, "how often the inputs are fetched for reads")
 	fl.DurationVar(&f.c.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often every tenant repository is compared with the inputs and rendered when behind")
+	fl.StringVar(&f.c.PeerURL, "peer-url", "", "where the other API replicas reach this one (e.g. http://$(POD_IP):8080): with --peer-token-file, writes are handed to the replica that pushed last (docs/design.md)")
+	fl.StringVar(&f.c.PeerTokenFile, "peer-token-file", "", "file with the secret the API replicas share to hand writes to each other (with --peer-url)")
 	fl.DurationVar(&f.c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long in-flight requests may take to finish after SIGINT or SIGTERM")
 	fl.IntVar(&f.c.Bounds.Conns.MaxPerClient, "max-connections-per-client", 0, "connections one client IP address may hold open (0: no bound, for an API behind a proxy, where every client has the proxy's address)")
 	f.console.register(fl)
@@ -141,6 +144,7 @@ func runAPIServe(cmd *cobra.Command, f *apiServeFlags) error {
 	if f.inCluster && (f.kube.Path != "" || f.kube.HostContext != "") {
 		errs = append(errs, errors.New("--in-cluster reads no kubeconfig: drop --kubeconfig and --context"))
 	}
+	errs = append(errs, checkPeer(f.c.PeerURL, f.c.PeerTokenFile)...)
 	reg, err := f.registry.options()
 	if err != nil {
 		errs = append(errs, err)
@@ -243,4 +247,19 @@ Secret exists. --no-console serves the API only.`,
 // apiInstallWanted says whether generate was asked to write the API's install.
 func apiInstallWanted(o apiinstall.Options) bool {
 	return strings.TrimSpace(o.Issuer+o.ClientID+o.InputsRepo) != ""
+}
+
+// checkPeer checks the write hand-over's flags: both or neither, and a URL the other replicas
+// can post to.
+func checkPeer(peerURL, tokenFile string) []error {
+	if (peerURL == "") != (tokenFile == "") {
+		return []error{errors.New("--peer-url and --peer-token-file go together: give both to hand writes to the replica that pushed last, or neither")}
+	}
+	if peerURL == "" {
+		return nil
+	}
+	if u, err := url.Parse(peerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return []error{fmt.Errorf("--peer-url %q: expected http(s)://host:port where the other replicas reach this one, without credentials", peerURL)}
+	}
+	return nil
 }

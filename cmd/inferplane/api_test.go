@@ -23,6 +23,19 @@ func TestAPIServeUsage(t *testing.T) {
 		"--inputs-repo", "file:///nowhere", "--in-cluster", "--context", "mgmt")
 	assert.Equal(t, 2, exitCode(err))
 	assert.ErrorContains(t, err, "--in-cluster reads no kubeconfig")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--peer-url", "http://10.0.0.7:8080"}, "--peer-url and --peer-token-file go together"},
+		{[]string{"--peer-token-file", "/etc/peer"}, "--peer-url and --peer-token-file go together"},
+		{[]string{"--peer-url", "10.0.0.7:8080", "--peer-token-file", "/etc/peer"}, `--peer-url "10.0.0.7:8080": expected http(s)://host:port`},
+	} {
+		_, _, err := execCLI(context.Background(), append([]string{"api", "serve", "--oidc-issuer", "https://login.example.com", "--oidc-client-id", "x",
+			"--inputs-repo", "file:///nowhere"}, tc.args...)...)
+		assert.Equal(t, 2, exitCode(err), tc.args)
+		assert.ErrorContains(t, err, tc.want, tc.args)
+	}
 }
 
 // api manifests prints the install; bad options are usage errors naming the flag.

@@ -248,7 +248,7 @@ func runJobsCreate(cmd *cobra.Command, in *inputFlags, f *createFlags, tenant, j
 	if err != nil {
 		return err
 	}
-	tree, err := jobfile.Tree(opts.TenantsDir)
+	tree, err := jobfile.Tree(opts.TenantsDir, tenant)
 	if err != nil {
 		return err
 	}
@@ -374,7 +374,7 @@ func runJobsDelete(cmd *cobra.Command, f *deleteFlags, tenant, job string) error
 			return err
 		}
 	}
-	tree, err := jobfile.Tree(opts.TenantsDir)
+	tree, err := jobfile.Tree(opts.TenantsDir, tenant)
 	if err != nil {
 		return err
 	}

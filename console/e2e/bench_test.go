@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ func BenchmarkJobsPage(b *testing.B) {
 	})
 	br := browser.Start(b, browser.Options{})
 	var kb, ms, worstKB, worstMs float64
+	var renders []float64
 	for range b.N {
 		b.StopTimer()
 		p := br.NewPage(b, browser.PageOptions{})
@@ -59,13 +61,19 @@ func BenchmarkJobsPage(b *testing.B) {
 		k := float64(bytes) / 1024
 		kb, ms = kb+k, ms+fcp
 		worstKB, worstMs = max(worstKB, k), max(worstMs, fcp)
+		renders = append(renders, fcp)
 		b.StartTimer()
 	}
 	n := float64(b.N)
 	b.ReportMetric(kb/n, "KB-js+css/page")
 	b.ReportMetric(ms/n, "ms-first-render")
-	b.Logf("jobs page, cold cache, %d loads: JavaScript and CSS %.1f KB (worst %.1f) against the budget's %.0f KB: ratio %.2f; first render %.0f ms (worst %.0f) against %.0f ms: ratio %.2f",
-		b.N, kb/n, worstKB, budgetKB, worstKB/budgetKB, ms/n, worstMs, budgetMs, worstMs/budgetMs)
+	// The median beside the mean: on a machine shared with other work, a few loads that waited
+	// for a CPU move the mean more than the page does.
+	slices.Sort(renders)
+	median := renders[len(renders)/2]
+	b.ReportMetric(median, "ms-first-render-p50")
+	b.Logf("jobs page, cold cache, %d loads: JavaScript and CSS %.1f KB (worst %.1f) against the budget's %.0f KB: ratio %.2f; first render %.0f ms, median %.0f ms (worst %.0f) against %.0f ms: ratio %.2f (median %.2f)",
+		b.N, kb/n, worstKB, budgetKB, worstKB/budgetKB, ms/n, median, worstMs, budgetMs, worstMs/budgetMs, median/budgetMs)
 }
 
 // devSignIn signs in with the development form (Options.Dev) and lands on next, loaded (the

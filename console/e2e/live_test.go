@@ -11,9 +11,10 @@ import (
 
 // TestLiveListWhateverOrderTheScriptsArrive: the jobs list follows the stages even when htmx's
 // SSE extension reaches the browser well after htmx itself (a slow network; on a loaded
-// machine, the tests' own request gate). With both scripts deferred, htmx processed the page
-// before the extension had registered, and the list never connected its stream: two `make
-// test` runs side by side saw a badge stay "syncing" for minutes.
+// machine, the tests' own request gate). With both scripts deferred as two files, htmx
+// processed the page before the extension had registered, and the list never connected its
+// stream: two `make test` runs side by side saw a badge stay "syncing" for minutes. They are
+// one deferred file now (console.htmxBundle, whose URL holds "hx-sse": held here).
 func TestLiveListWhateverOrderTheScriptsArrive(t *testing.T) {
 	backend := consoletest.Example(time.Now())
 	srv := consoletest.Start(t, func(addr string) console.Options {

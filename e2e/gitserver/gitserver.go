@@ -27,6 +27,9 @@ type Server struct {
 	// BeforePush, when set, is called with each push (receive-pack POST) before git sees it,
 	// for tests that stop a writer mid-push; returning false answers 503 without pushing.
 	BeforePush func(r *http.Request) bool
+	// AfterPush, when set, is called with each push git has finished with (applied or refused),
+	// for tests that order one writer's push after another's.
+	AfterPush func(r *http.Request)
 	// Pushes counts the pushes git received.
 	Pushes atomic.Int64
 
@@ -91,6 +94,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	h.ServeHTTP(w, r)
+	if s.AfterPush != nil && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
+		s.AfterPush(r)
+	}
 }
 
 // Dir is the bare repository's folder.

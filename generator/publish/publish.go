@@ -76,6 +76,11 @@ type Options struct {
 	// Trailers are "Key: value" lines that end the commit message (e.g. the inputs commit a
 	// render came from, which the product API's reconcile reads back).
 	Trailers []string
+	// Skip, when set, is asked about the message of the branch's current commit once it is
+	// fetched: true publishes nothing (Result.Skipped). The product API skips a render whose
+	// inputs are older than those the repository was rendered from already, so that a slow
+	// replica never puts an older state back.
+	Skip func(message string) bool
 }
 
 // Op is what happened to a file.
@@ -114,6 +119,8 @@ type Result struct {
 	Changes []Change
 	// Pushed is true when the commit was pushed to the remote.
 	Pushed bool
+	// Skipped: Options.Skip said so; nothing was compared, committed or pushed.
+	Skipped bool
 }
 
 // Publish makes the target's branch hold exactly files, committing and (with a URL) pushing
@@ -129,6 +136,9 @@ func Publish(ctx context.Context, t Target, files map[string][]byte, opts Option
 	base, err := baseCommit(repo, t)
 	if err != nil {
 		return Result{}, fmt.Errorf("tenant %s: %s: %w", t.Name, t.Dir, err)
+	}
+	if opts.Skip != nil && base != nil && opts.Skip(base.Message) {
+		return Result{Status: Unchanged, Skipped: true}, nil
 	}
 	old, err := treeHashes(base)
 	if err != nil {
@@ -502,19 +512,7 @@ type dirNode struct {
 func writeTree(repo *git.Repository, files map[string][]byte) (plumbing.Hash, error) {
 	root := &dirNode{files: map[string]plumbing.Hash{}, dirs: map[string]*dirNode{}}
 	for p, data := range files {
-		obj := repo.Storer.NewEncodedObject()
-		obj.SetType(plumbing.BlobObject)
-		w, err := obj.Writer()
-		if err != nil {
-			return plumbing.ZeroHash, err
-		}
-		if _, err := w.Write(data); err != nil {
-			return plumbing.ZeroHash, err
-		}
-		if err := w.Close(); err != nil {
-			return plumbing.ZeroHash, err
-		}
-		h, err := repo.Storer.SetEncodedObject(obj)
+		h, err := storeObject(repo, plumbing.BlobObject, data)
 		if err != nil {
 			return plumbing.ZeroHash, err
 		}
@@ -554,8 +552,34 @@ func storeDir(repo *git.Repository, n *dirNode) (plumbing.Hash, error) {
 	}
 	slices.SortFunc(entries, func(a, b object.TreeEntry) int { return strings.Compare(key(a), key(b)) })
 	tree := &object.Tree{Entries: entries}
-	obj := repo.Storer.NewEncodedObject()
+	obj := &plumbing.MemoryObject{}
 	if err := tree.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if repo.Storer.HasEncodedObject(obj.Hash()) == nil {
+		return obj.Hash(), nil
+	}
+	return repo.Storer.SetEncodedObject(obj)
+}
+
+// storeObject stores an object unless the repository has it already: a render writes every
+// file of the tenant, and most of them are what the last commit holds (with a work tree on
+// disk, each stored object would be a file written again).
+func storeObject(repo *git.Repository, t plumbing.ObjectType, data []byte) (plumbing.Hash, error) {
+	h := plumbing.ComputeHash(t, data)
+	if repo.Storer.HasEncodedObject(h) == nil {
+		return h, nil
+	}
+	obj := repo.Storer.NewEncodedObject()
+	obj.SetType(t)
+	w, err := obj.Writer()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if _, err := w.Write(data); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if err := w.Close(); err != nil {
 		return plumbing.ZeroHash, err
 	}
 	return repo.Storer.SetEncodedObject(obj)

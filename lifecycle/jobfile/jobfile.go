@@ -114,16 +114,31 @@ func GPUs(in *inputs.Inputs, book *recipe.Book, spec *v1alpha1.ManagedInferenceJ
 	return m.Spec.PerReplicaGPUCount, true
 }
 
-// Tree is the tenants folder read into memory, hidden entries left out as the loader leaves
-// them out, so a change can be checked before anything is written.
-func Tree(dir string) (fstest.MapFS, error) {
+// Tree is what one tenant's run reads of the tenants folder (generator.OnlyTenant), read into
+// memory, hidden entries left out as the loader leaves them out, so a change can be checked
+// before anything is written: the node types, the hand-written masters, the tiers and the
+// tenant's own folder. The other tenants' folders are not read: a job's change costs what its tenant holds.
+func Tree(dir, tenant string) (fstest.MapFS, error) {
 	out := fstest.MapFS{}
 	src := os.DirFS(dir)
-	err := fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
+	for _, top := range []string{inputs.NodeTypesDir, inputs.MastersDir, inputs.TiersDir, tenant} {
+		if _, err := fs.Stat(src, top); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := readInto(out, src, top); err != nil {
+			return nil, fmt.Errorf("read the tenants folder %s: %w", dir, err)
+		}
+	}
+	return out, nil
+}
+
+// readInto reads the files below root of src into out.
+func readInto(out fstest.MapFS, src fs.FS, root string) error {
+	return fs.WalkDir(src, root, func(p string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:
 			return err
-		case p != "." && strings.HasPrefix(d.Name(), "."):
+		case strings.HasPrefix(d.Name(), "."):
 			if d.IsDir() {
 				return fs.SkipDir
 			}
@@ -145,10 +160,6 @@ func Tree(dir string) (fstest.MapFS, error) {
 		out[p] = &fstest.MapFile{Data: data, Mode: 0o644} // a linked file reads as the file it links to
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read the tenants folder %s: %w", dir, err)
-	}
-	return out, nil
 }
 
 // Find returns the file (relative to the tenants folder) that defines a tenant's job, found

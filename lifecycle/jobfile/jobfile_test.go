@@ -21,7 +21,7 @@ func TestEncodeLoads(t *testing.T) {
 		NodeType: "metal3.gpu-h100", Features: map[string]bool{"reasoning": false}, RequireAPIKey: &off}
 	data, err := Encode("chat", spec)
 	require.NoError(t, err)
-	tree, err := Tree("../../tenants")
+	tree, err := Tree("../../tenants", "acme")
 	require.NoError(t, err)
 	tree[Path("acme", "chat")] = &fstest.MapFile{Data: data}
 	in, err := inputs.Load(tree, "tenants")
@@ -58,16 +58,19 @@ func TestCheckNameAndTenant(t *testing.T) {
 	assert.ErrorContains(t, CheckTenant("../../tenants", "nodetypes"), `unknown tenant "nodetypes"`)
 }
 
-// The in-memory tree leaves out what the loader ignores; writes are whole files; removing
+// The in-memory tree leaves out what the loader ignores and the other tenants; writes are
+// whole files; removing
 // the last job removes its jobs folder too.
 func TestTreeWriteRemove(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "acme", ".git"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "acme", ".git", "HEAD"), []byte("x"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "acme", "tenant.yaml"), []byte("kind: Tenant\n"), 0o644))
-	tree, err := Tree(dir)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "globex"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "globex", "tenant.yaml"), []byte("kind: Tenant\n"), 0o644))
+	tree, err := Tree(dir, "acme")
 	require.NoError(t, err)
-	assert.Equal(t, []string{"acme/tenant.yaml"}, keys(tree))
+	assert.Equal(t, []string{"acme/tenant.yaml"}, keys(tree), "hidden files and the other tenants left out")
 
 	require.NoError(t, Write(dir, "acme/jobs/chat.yaml", []byte("a: 1\n")))
 	require.NoError(t, Write(dir, "acme/jobs/chat.yaml", []byte("a: 2\n")))

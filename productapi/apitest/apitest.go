@@ -193,7 +193,13 @@ type Replica struct {
 // says so (tests call Reconcile).
 func StartReplica(t testing.TB, r Remotes, inputsURL string, v productapi.Verifier, o productapi.Options) Replica {
 	t.Helper()
-	opts := inputsrepo.Options{URL: inputsURL}
+	return StartReplicaWith(t, r, inputsrepo.Options{URL: inputsURL}, v, o)
+}
+
+// StartReplicaWith is StartReplica with inputs options of its own (the benchmarks' group commit
+// settings); the credentials file is written here.
+func StartReplicaWith(t testing.TB, r Remotes, opts inputsrepo.Options, v productapi.Verifier, o productapi.Options) Replica {
+	t.Helper()
 	if r.Server != nil {
 		opts.CredentialsFile = filepath.Join(t.TempDir(), "credentials")
 		if err := os.WriteFile(opts.CredentialsFile, []byte(r.Server.Token), 0o600); err != nil {
@@ -211,14 +217,21 @@ func StartReplica(t testing.TB, r Remotes, inputsURL string, v productapi.Verifi
 	if o.NoClusterReason == "" {
 		o.NoClusterReason = "this API server runs without a host cluster (api serve without --kubeconfig)"
 	}
+	hs := httptest.NewUnstartedServer(nil)
+	if o.PeerToken != "" && o.PeerURL == "" { // its peers reach it where it listens
+		o.PeerURL = "http://" + hs.Listener.Addr().String()
+	}
 	s, err := productapi.New(o)
 	if err != nil {
+		hs.Close()
 		t.Fatal(err)
 	}
 	if err := s.Refresh(context.Background()); err != nil {
+		hs.Close()
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(s.Handler())
+	hs.Config.Handler = s.Handler()
+	hs.Start()
 	t.Cleanup(hs.Close)
 	return Replica{Server: s, URL: hs.URL}
 }

@@ -1,25 +1,29 @@
-// Package bench measures the product API (`make bench-api`, docs/api.md): a job create until
-// both pushes are done at 200 and at 2,000 tenants of 10 jobs, beside what a user would run
-// instead (`inferplane jobs create`, which loads the whole tenants folder); GET jobs of a
+// Package bench measures the product API (`make bench-api`, docs/api.md): job creates until
+// both pushes are done, from 8 clients at once, through 1 and 3 replicas at 200, 2,000 and
+// 20,000 tenants of 10 jobs (creates per second, p50, p99, and the ratios); GET jobs of a
 // tenant with 50 jobs with the clusters read from watch caches, beside reading them per
-// request; 100 concurrent creates over 3 replicas, beside the same through one. It runs only
-// when INFERPLANE_BENCH_API=1 (make bench-api) and prints its figures with the load average.
+// request. It runs only when INFERPLANE_BENCH_API=1 (make bench-api) and prints its figures
+// with the load average; the write designs side by side run with make bench-api-designs.
 package bench
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -31,6 +35,7 @@ import (
 	"github.com/inferplane/inferplane/e2e/gitserver"
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 	"github.com/inferplane/inferplane/generator"
+	"github.com/inferplane/inferplane/inputsrepo"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
 	"github.com/inferplane/inferplane/lifecycle/lifecycletest"
 	"github.com/inferplane/inferplane/productapi"
@@ -87,134 +92,220 @@ func report(t *testing.T, format string, args ...any) {
 	t.Log(line)
 }
 
-// A job create, measured from the request until the answer, which comes after the inputs'
-// push and the tenant's push: at 200 and at 2,000 tenants of 10 jobs each. Beside it, what a
-// user would do instead: `inferplane jobs create` on a checkout of the inputs (the generator
-// loads the whole tenants folder, renders and commits that tenant), without even pushing.
-func TestBenchCreate(t *testing.T) {
-	enabled(t)
-	for _, n := range []int{200, 2000} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			gs := gitserver.Start(t, "bench-token")
-			r := apitest.Remotes{Server: gs}
-			start := time.Now()
-			inputs, tenants := apitest.Fleet(t, r, n, 10, 20)
-			setup := time.Since(start)
-			start = time.Now()
-			rep := apitest.StartReplica(t, r, inputs, fleetTokens{}, productapi.Options{})
-			clone := time.Since(start)
-			ctx := context.Background()
-			create := func(i int) time.Duration {
-				tenant := tenants[i%20]
-				c := client.New(rep.URL, client.StaticToken("dev-"+tenant))
-				s := time.Now()
-				w, err := c.CreateJob(ctx, tenant, apiv1.JobCreate{Name: fmt.Sprintf("new-%03d", i), Model: "Qwen/Qwen3-32B"}, client.WriteOptions{})
-				d := time.Since(s)
-				require.NoError(t, err)
-				require.True(t, w.Write.Rendered, w.Write.RenderError)
-				return d
-			}
-			for i := range 3 { // the first create of a replica loads the recipes once
-				create(100 + i)
-			}
-			var lat []time.Duration
-			before := readPhases(t, rep)
-			for i := range 40 {
-				lat = append(lat, create(i))
-			}
-			split := readPhases(t, rep).since(before)
-
-			// The baseline: jobs create's work on a checkout (load everything, render one tenant,
-			// commit it to a local repository).
-			dir := filepath.Join(t.TempDir(), "inputs")
-			gitserver.Git(t, "", "clone", "-q", r.Path("inputs"), dir)
-			var base []time.Duration
-			for i := range 3 {
-				tenant := tenants[20+i]
-				job := filepath.Join(dir, "tenants", tenant, "jobs", "extra.yaml")
-				require.NoError(t, os.WriteFile(job, []byte(apitest.FleetJob("extra")), 0o644))
-				s := time.Now()
-				_, err := generator.Generate(ctx, generator.Options{RecipesDir: filepath.Join(dir, "recipes"), TenantsDir: filepath.Join(dir, "tenants"),
-					OutDir: filepath.Join(t.TempDir(), "out"), Tenant: tenant, Getenv: r.Getenv, Check: generator.AdmissionCheck(ctx),
-					RepoURL: "file:///nonexistent/{tenant}"})
-				if err != nil && !strings.Contains(err.Error(), "push") && !strings.Contains(err.Error(), "fetch") {
-					require.NoError(t, err)
-				}
-				base = append(base, time.Since(s))
-			}
-			p50, p99 := quantile(lat, 0.5), quantile(lat, 0.99)
-			report(t, "create until both pushes, %d tenants x 10 jobs: p50 %s, p99 %s (40 creates, one replica over smart HTTP; %s); "+
-				"jobs create's work on a checkout (no push): median %s, %.1fx the API's p50; setup: inputs repository %s, first clone %s",
-				n, ms(p50), ms(p99), split, ms(quantile(base, 0.5)), float64(quantile(base, 0.5))/float64(p50), setup.Round(time.Second), clone.Round(time.Millisecond))
-		})
-	}
+// createLoad is the load of one measurement: clients creating jobs at once, each one after the
+// other, each client on a tenant of its own among the tenants written to.
+type createLoad struct {
+	clients, each, tenants int
 }
 
-// 100 creates at once over 3 replicas (each its own clone), across 10 tenants: the wall time,
-// the creates per second and how many pushes were refused and retried (the replicas' own
-// metric); beside the same 100 through one replica.
-func TestBenchConcurrentCreates(t *testing.T) {
-	enabled(t)
-	run := func(replicas int) (time.Duration, float64, map[int]int) {
-		gs := gitserver.Start(t, "bench-token")
-		r := apitest.Remotes{Server: gs}
-		inputs, tenants := apitest.Fleet(t, r, 10, 10, 10)
-		var reps []apitest.Replica
-		for range replicas {
-			reps = append(reps, apitest.StartReplica(t, r, inputs, fleetTokens{}, productapi.Options{}))
+// benchLoad is make bench-api's load: 8 clients of 6 creates each over 16 tenants, 48 creates
+// per measurement (so p99 is the slowest of them).
+var benchLoad = createLoad{clients: 8, each: 6, tenants: 16}
+
+// measured is one measurement's figures.
+type measured struct {
+	size, replicas int
+	wall           time.Duration
+	lat            []time.Duration
+	stats          inputsrepo.Stats
+	split          string
+	cpu            cpuUse
+}
+
+// cpuUse is the CPU time of this process (replicas and clients) and of its finished children
+// (the git server's programs).
+type cpuUse struct{ self, children time.Duration }
+
+func cpuTimes() cpuUse {
+	get := func(who int) time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(who, &ru); err != nil {
+			return 0
 		}
-		for i, rep := range reps { // warm: each replica has loaded the recipes
-			_, err := client.New(rep.URL, client.StaticToken("dev-"+tenants[i])).CreateJob(context.Background(), tenants[i],
-				apiv1.JobCreate{Name: fmt.Sprintf("warm-%d", i), Model: "Qwen/Qwen3-32B"}, client.WriteOptions{})
-			require.NoError(t, err)
-		}
-		before := retried(t, reps)
-		statuses := map[int]int{}
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		start := time.Now()
-		for i := range 100 {
-			wg.Go(func() {
-				tenant := tenants[i%10]
-				c := client.New(reps[i%replicas].URL, client.StaticToken("dev-"+tenant))
-				c.HTTP = &http.Client{Timeout: 10 * time.Minute} // a queue of 100 writes in one replica takes minutes here
-				_, err := c.CreateJob(context.Background(), tenant,
-					apiv1.JobCreate{Name: fmt.Sprintf("c-%03d", i), Model: "Qwen/Qwen3-32B"}, client.WriteOptions{IdempotencyKey: fmt.Sprint(i)})
-				code := 201
-				var e *client.Error
-				if err != nil {
-					code = -1
-					if ce, ok := err.(*client.Error); ok {
-						e = ce
-						code = e.Status
-					}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return cpuUse{self: get(syscall.RUSAGE_SELF), children: get(syscall.RUSAGE_CHILDREN)}
+}
+
+func (c cpuUse) minus(b cpuUse) cpuUse { return cpuUse{c.self - b.self, c.children - b.children} }
+
+func (m measured) rate() float64 { return float64(len(m.lat)) / m.wall.Seconds() }
+
+func (m measured) String() string {
+	batch := 0.0
+	if landed := m.stats.Pushes - m.stats.Refused; landed > 0 {
+		batch = float64(m.stats.Commits) / float64(landed)
+	}
+	per := func(d time.Duration) string { return ms(d / time.Duration(max(len(m.lat), 1))) }
+	return fmt.Sprintf("%d tenants x 10 jobs, %d replica(s): %.2f creates/s, p50 %s, p99 %s (%d creates from %d clients in %s; %d pushes, %d refused, %.1f writes a push; "+
+		"CPU a create: %s in the replicas, %s in git, %.2f cores busy; %s)",
+		m.size, m.replicas, m.rate(), ms(quantile(m.lat, 0.5)), ms(quantile(m.lat, 0.99)), len(m.lat), benchLoad.clients,
+		m.wall.Round(time.Millisecond), m.stats.Pushes, m.stats.Refused, batch,
+		per(m.cpu.self), per(m.cpu.children), (m.cpu.self+m.cpu.children).Seconds()/m.wall.Seconds(), m.split)
+}
+
+// measureCreates runs the load against `replicas` replicas (each its own clone) over a fleet of
+// size tenants x 10 jobs served over smart HTTP, and times each create from its request until
+// its answer, which comes after the inputs' push and the tenant's push.
+func measureCreates(t *testing.T, size, replicas int, l createLoad, inputs inputsrepo.Options, race bool) measured {
+	gs := gitserver.Start(t, "bench-token")
+	r := apitest.Remotes{Server: gs}
+	url, tenants := apitest.FleetFromCache(t, r, size, 10, l.tenants)
+	inputs.URL = url
+	if os.Getenv("INFERPLANE_BENCH_API_DEBUG") != "" { // the writers' batches and pushes on stderr
+		inputs.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	var reps []apitest.Replica
+	o := productapi.Options{PeerToken: "bench-peer-token"} // writes handed to the last writer
+	if race {
+		o = productapi.Options{} // every replica pushes its own writes
+	}
+	ctx := context.Background()
+	runCtx, stop := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	t.Cleanup(func() { stop(); running.Wait() })
+	for range replicas {
+		rep := apitest.StartReplicaWith(t, r, inputs, fleetTokens{}, o)
+		running.Go(func() { _ = rep.Server.Run(runCtx) }) // its refresh loop, as api serve runs it
+		reps = append(reps, rep)
+	}
+	for i, rep := range reps { // warm: each replica has loaded the recipes and rendered once
+		_, err := client.New(rep.URL, client.StaticToken("dev-"+tenants[i])).CreateJob(ctx, tenants[i],
+			apiv1.JobCreate{Name: fmt.Sprintf("warm-%d", i), Model: "Qwen/Qwen3-32B"}, client.WriteOptions{})
+		require.NoError(t, err)
+	}
+	before := stats(reps)
+	split := make([]phases, len(reps))
+	for i, rep := range reps {
+		split[i] = readPhases(t, rep)
+	}
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	cpu0 := cpuTimes()
+	start := time.Now()
+	for c := range l.clients {
+		wg.Go(func() {
+			for i := range l.each {
+				tenant := tenants[(c+i*l.clients)%l.tenants]
+				cl := client.New(reps[(c+i)%replicas].URL, client.StaticToken("dev-"+tenant))
+				cl.HTTP = &http.Client{Timeout: 5 * time.Minute}
+				s := time.Now()
+				w, err := cl.CreateJob(ctx, tenant, apiv1.JobCreate{Name: fmt.Sprintf("c%02d-%03d", c, i), Model: "Qwen/Qwen3-32B"},
+					client.WriteOptions{IdempotencyKey: fmt.Sprintf("c%02d-%03d", c, i)})
+				d := time.Since(s)
+				if !assert.NoError(t, err) || !assert.True(t, w.Write.Rendered, w.Write.RenderError) {
+					continue
 				}
 				mu.Lock()
-				statuses[code]++
+				lat = append(lat, d)
 				mu.Unlock()
-			})
-		}
-		wg.Wait()
-		wall := time.Since(start)
-		return wall, retried(t, reps) - before, statuses
+			}
+		})
 	}
-	wall3, retries3, st3 := run(3)
-	wall1, retries1, st1 := run(1)
-	report(t, "100 concurrent creates over 3 replicas: %s wall, %.2f creates/s, %.0f pushes refused and retried, answers %v; "+
-		"through 1 replica: %s wall, %.2f creates/s, %.0f retried, answers %v; 3 replicas do %.2fx the throughput of 1",
-		wall3.Round(time.Millisecond), float64(st3[201])/wall3.Seconds(), retries3, st3, wall1.Round(time.Millisecond), float64(st1[201])/wall1.Seconds(), retries1, st1,
-		wall1.Seconds()/wall3.Seconds())
+	wg.Wait()
+	m := measured{size: size, replicas: replicas, wall: time.Since(start), lat: lat, stats: stats(reps).minus(before)}
+	m.cpu = cpuTimes().minus(cpu0)
+	var parts []string
+	for i, rep := range reps {
+		parts = append(parts, readPhases(t, rep).since(split[i]))
+	}
+	m.split = strings.Join(parts, "; ")
+	require.Len(t, lat, l.clients*l.each, "every create answered 2xx")
+	return m
 }
 
-// retried sums the replicas' inferplane_api_write_attempts (sum - count: attempts past the
-// first of each write).
-func retried(t *testing.T, reps []apitest.Replica) float64 {
-	var total float64
+// stats sums the replicas' writer counts.
+func stats(reps []apitest.Replica) statsSum {
+	var s statsSum
 	for _, r := range reps {
-		sum, count := histogram(t, r, "inferplane_api_write_attempts")
-		total += sum - count
+		st := r.Server.InputsStats()
+		s.Batches += st.Batches
+		s.Pushes += st.Pushes
+		s.Refused += st.Refused
+		s.Commits += st.Commits
 	}
-	return total
+	return s
+}
+
+type statsSum inputsrepo.Stats
+
+func (s statsSum) minus(b statsSum) inputsrepo.Stats {
+	return inputsrepo.Stats{Batches: s.Batches - b.Batches, Pushes: s.Pushes - b.Pushes, Refused: s.Refused - b.Refused, Commits: s.Commits - b.Commits}
+}
+
+// The goals of issue 33, in one run: creates per second and p50/p99 through 1 and 3 replicas at
+// 200, 2,000 and 20,000 tenants x 10 jobs, then the ratios: 3 replicas / 1 at each size, and
+// p99 at 20,000 / 200 for each count of replicas.
+func TestBenchCreates(t *testing.T) {
+	enabled(t)
+	sizes := []int{200, 2000, 20000}
+	if v := os.Getenv("INFERPLANE_BENCH_API_SIZES"); v != "" { // a quicker run: e.g. 200,2000
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			require.NoError(t, err, "INFERPLANE_BENCH_API_SIZES")
+			sizes = append(sizes, n)
+		}
+	}
+	res := map[[2]int]measured{}
+	for _, size := range sizes {
+		start := time.Now()
+		apitest.FleetCache(t, size, 10)
+		if d := time.Since(start); d > time.Second {
+			report(t, "the fixture of %d tenants x 10 jobs built into the cache in %s (once)", size, d.Round(time.Second))
+		}
+		for _, replicas := range []int{1, 3} {
+			if os.Getenv("ONLY") != "" && os.Getenv("ONLY") != strconv.Itoa(replicas) {
+				continue
+			}
+			m := measureCreates(t, size, replicas, benchLoad, inputsrepo.Options{}, false)
+			res[[2]int{size, replicas}] = m
+			report(t, "%s", m)
+		}
+	}
+	var ratios []string
+	for _, size := range sizes {
+		ratios = append(ratios, fmt.Sprintf("%d tenants %.2fx", size, res[[2]int{size, 3}].rate()/res[[2]int{size, 1}].rate()))
+	}
+	report(t, "creates/s, 3 replicas / 1: %s (goal: >= 1.5x)", strings.Join(ratios, ", "))
+	p99 := func(size, replicas int) time.Duration { return quantile(res[[2]int{size, replicas}].lat, 0.99) }
+	if !slices.Contains(sizes, 200) || !slices.Contains(sizes, 20000) {
+		return
+	}
+	report(t, "create p99, 20,000 tenants / 200: 1 replica %.2fx (%s / %s), 3 replicas %.2fx (%s / %s) (goal: <= 1.2x, under 1 s)",
+		float64(p99(20000, 1))/float64(p99(200, 1)), ms(p99(20000, 1)), ms(p99(200, 1)),
+		float64(p99(20000, 3))/float64(p99(200, 3)), ms(p99(20000, 3)), ms(p99(200, 3)))
+}
+
+// The write designs measured side by side (docs/design.md): every replica pushing its own writes
+// (each write its own push and checked again on every new head, as before group commit; group
+// commit checking again on every new head; group commit carrying a write over when its tenant
+// did not change), and writes handed to the replica that pushed last (the design chosen);
+// through 1 and 3 replicas at 2,000 tenants x 10 jobs. make bench-api-designs.
+func TestBenchWriteDesigns(t *testing.T) {
+	if os.Getenv("INFERPLANE_BENCH_API_DESIGNS") != "1" {
+		t.Skip("SKIPPED: a benchmark; run it with make bench-api-designs (INFERPLANE_BENCH_API_DESIGNS=1)")
+	}
+	designs := []struct {
+		name string
+		opts inputsrepo.Options
+		race bool
+	}{
+		{"every replica pushes, one write a push, checked again on a new head", inputsrepo.Options{MaxBatch: 1, CheckAgain: true}, true},
+		{"every replica pushes, group commit, checked again on a new head", inputsrepo.Options{CheckAgain: true}, true},
+		{"every replica pushes, group commit, carried over", inputsrepo.Options{}, true},
+		{"writes handed to the last writer, group commit, carried over (chosen)", inputsrepo.Options{}, false},
+	}
+	for _, d := range designs {
+		var rate [2]float64
+		for i, replicas := range []int{1, 3} {
+			m := measureCreates(t, 2000, replicas, benchLoad, d.opts, d.race)
+			rate[i] = m.rate()
+			report(t, "%s: %s", d.name, m)
+		}
+		report(t, "%s: 3 replicas / 1: %.2fx", d.name, rate[1]/rate[0])
+	}
 }
 
 // histogram reads a histogram's sum and count from a replica's /metrics.
