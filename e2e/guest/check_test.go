@@ -115,40 +115,6 @@ func TestNetworkDataConfiguresEveryNIC(t *testing.T) {
 	require.NotZero(t, seen, "no node with network-data in the bundled examples")
 }
 
-// TestLaunchersPassShellcheck: every script a user-data writes parses with bash -n and passes
-// shellcheck (Debian's) with no finding at any severity.
-func TestLaunchersPassShellcheck(t *testing.T) {
-	tools := guest.Tools(t, "check")
-	scripts := 0
-	for _, n := range bundledNodes(t) {
-		files, err := guest.WriteFiles(n.UserData)
-		require.NoError(t, err, n.Name)
-		for _, f := range files {
-			if !guest.IsScript(f) {
-				continue
-			}
-			scripts++
-			p := filepath.Join(t.TempDir(), path.Base(f.Path))
-			require.NoError(t, os.WriteFile(p, []byte(f.Content), 0o700))
-			out, err := exec.Command("bash", "-n", p).CombinedOutput()
-			assert.NoError(t, err, "%s %s: bash -n: %s", n.Name, f.Path, out)
-			out, err = exec.Command(tools["shellcheck"], "--shell=bash", "--severity=style", p).CombinedOutput()
-			assert.NoError(t, err, "%s %s: shellcheck:\n%s", n.Name, f.Path, out)
-		}
-	}
-	require.NotZero(t, scripts, "no script in the rendered user-data")
-}
-
-// TestShellcheckRefusesABrokenLauncher: the check is not a rubber stamp.
-func TestShellcheckRefusesABrokenLauncher(t *testing.T) {
-	tools := guest.Tools(t, "check")
-	p := filepath.Join(t.TempDir(), "launcher")
-	require.NoError(t, os.WriteFile(p, []byte("#!/bin/bash\nmount $cache_dev /mnt\n"), 0o700))
-	out, err := exec.Command(tools["shellcheck"], "--shell=bash", p).CombinedOutput()
-	require.Error(t, err)
-	assert.Contains(t, string(out), "SC2086")
-}
-
 // TestUnitsPassSystemdVerify: every systemd unit a user-data writes passes systemd-analyze
 // verify in a root holding what the guest image has: Debian's systemd, docker.io and containerd
 // (their units and binaries), and the files the same user-data writes.

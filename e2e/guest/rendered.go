@@ -1,8 +1,8 @@
 // Package guest checks and boots what inferplane renders for the inside of a replica's VM: the
 // cloud-init user-data and network-data of every node, the files it writes (the launcher, the
 // systemd unit), and the guest image that `make guest-image` builds (hack/guest). The checks
-// run the real consumers: cloud-init's own schema check and network parser, netplan, shellcheck,
-// systemd-analyze; the boot runs the guest in QEMU with the VM's disks, NICs, memory and CPUs
+// run the real consumers: cloud-init's own schema check and network parser, netplan,
+// systemd-analyze (shellcheck on the launchers is e2e/setupscripts' TestShellcheck); the boot runs the guest in QEMU with the VM's disks, NICs, memory and CPUs
 // as virt-launcher would give them (vm.go). docs/guest.md says what is proven and what not.
 //
 // Everything it needs is Debian's packages, installed by hack/guesttools.sh when missing (as
