@@ -4,7 +4,7 @@
 GO       ?= go
 BIN      := bin/inferplane
 
-.PHONY: all build demo image test test-argocd vet fmt unit kubebin testbins bench bench-generator bench-webhook bench-xds \
+.PHONY: all build demo image guest-image test test-argocd vet fmt unit kubebin testbins bench bench-generator bench-webhook bench-xds \
         bench-keys bench-recipes bench-api bench-console console console-screenshots generate verify-generate clean
 
 all: build
@@ -41,6 +41,20 @@ image:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w $$(v ldflags)" -o '$(IMAGE_BINARY)' ./cmd/inferplane; \
 	$(GO) -C hack/image run . --binary '$(abspath $(IMAGE_BINARY))' --out '$(abspath $(IMAGE_TAR))' --arch $(IMAGE_ARCH) \
 		--version "$$(v version)" --revision "$$(v commit)" --created "$$(v date)"
+
+# The replica VMs' guest disk from Debian packages (hack/guest, docs/guest.md): debootstrap,
+# the packages hack/guest/debian.lock pins, the agent (make image's static binary), GRUB; as a
+# KubeVirt containerDisk tagged ghcr.io/inferplane/gpu-guest:<version>, the image generate
+# renders, written to GUEST_IMAGE_TAR like make image's. Root, and only Debian's archive and the
+# Go module proxy; the root folder is cached in $INFERPLANE_CACHE/guest, keyed on the recipe.
+# GUEST_LOCK=update takes the archive's current versions and rewrites the lock.
+GUEST_IMAGE_DISK ?= bin/guest/gpu-guest.qcow2
+GUEST_IMAGE_TAR  ?= bin/gpu-guest-image.tar
+GUEST_LOCK       ?= locked
+
+guest-image:
+	@$(MAKE) --no-print-directory image IMAGE_ARCH=amd64 IMAGE_BINARY=bin/image/inferplane-linux-amd64 IMAGE_TAR=bin/inferplane-image.tar > /dev/null
+	@hack/guest/image.sh bin/image/inferplane-linux-amd64 '$(GUEST_IMAGE_DISK)' '$(GUEST_IMAGE_TAR)' '$(GUEST_LOCK)'
 
 # The real kube-apiserver and etcd the e2e tests run: built once into .cache/kubebin.
 kubebin:

@@ -37,6 +37,10 @@ type Boot struct {
 	// ExtraDisks are disks no rendered volume names (the boot test's image seed), attached
 	// after the VM's own.
 	ExtraDisks []string
+	// VendorData, when set, goes on the NoCloud disk beside the rendered user-data (KubeVirt
+	// gives none): cloud-init merges it in, so a test adds its own observers and stand-ins
+	// without changing a byte of what was rendered.
+	VendorData string
 	// MaxCPUs and MaxMemoryMiB cap what the VMI asks for (a GPU node's 24 cores and 225 GiB do
 	// not fit this machine); the VM records what it was given.
 	MaxCPUs      int
@@ -185,6 +189,9 @@ func (vm *VM) diskArgs(tools map[string]string, spec kubevirtv1.VirtualMachineIn
 			files["meta-data"] = string(meta)
 			if b.Node.NetworkData != "" {
 				files["network-config"] = b.Node.NetworkData
+			}
+			if b.VendorData != "" {
+				files["vendor-data"] = b.VendorData
 			}
 			file = filepath.Join(b.Dir, d.Name+".iso")
 			if err := iso(tools, file, "cidata", files); err != nil {

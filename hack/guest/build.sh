@@ -67,9 +67,6 @@ epoch=$(awk '$1 == "#" && $2 == "epoch" {print $3}' "$lockfile" 2>/dev/null || t
 epoch=${epoch:-1767225600}
 export SOURCE_DATE_EPOCH=$epoch
 
-key=$( { cat "$0" "$here/packages"; [[ $lock_mode == locked ]] && cat "$lockfile"; echo "$lock_mode $mirror $security $nv_repo $nv_version";
-         [[ -n $nv_key ]] && cat "$nv_key"; (cd "$here/rootfs" && find . -type f -print0 | sort -z | xargs -0 sha256sum); } | sha256sum | cut -c1-16)
-root=$cache/root-$key
 
 log() { echo "guest-image: $*" >&2; }
 
@@ -161,6 +158,12 @@ EOF
   mv "$t.packages" "$root.packages"
 }
 
+# The root's key: the code that builds it (these functions, as bash prints them), the package
+# list, the lock when installing from it, the settings. The disk's key adds this whole script,
+# rootfs/ and the agent.
+key=$( { declare -f build_root wanted chroot_mounts in_root; cat "$here/packages"; [[ $lock_mode == locked ]] && cat "$lockfile"
+         echo "$lock_mode $suite $components $mirror $security $nv_repo $nv_version"; [[ -n $nv_key ]] && cat "$nv_key"; } | sha256sum | cut -c1-16)
+root=$cache/root-$key
 if [[ ! -d $root ]]; then
   build_root
 else
@@ -184,7 +187,14 @@ if [[ $lock_mode == update ]]; then
   log "wrote $lockfile"
 fi
 
-# The disk: a working copy of the root with rootfs/, the agent and the image's manifest.
+# The disk: a working copy of the root with rootfs/, the agent and the image's manifest; kept
+# while the root and the agent stay the same.
+disk_key=$( { echo "$key"; sha256sum < "$agent"; cat "$0"; (cd "$here/rootfs" && find . -type f -print0 | sort -z | xargs -0 sha256sum); } |
+  sha256sum | cut -c1-16)
+if [[ -f $out && -f $out.key && $(<"$out.key") == "$disk_key" ]]; then
+  log "disk up to date: $out"
+  exit 0
+fi
 work=$(mktemp -d "$cache/disk.XXXXXX")
 tree=$work/root
 cp -a "$root" "$tree"
@@ -240,4 +250,5 @@ log "writing $out (qcow2, compressed)"
 qemu-img convert -c -O qcow2 "$raw" "$out.tmp"
 mv "$out.tmp" "$out"
 cp "$tree/usr/share/inferplane/guest-image.json" "$out.json"
+echo "$disk_key" > "$out.key"
 log "done: $out ($(du -h "$out" | cut -f1); root folder $(du -sh "$root" | cut -f1))"
