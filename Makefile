@@ -4,7 +4,7 @@
 GO       ?= go
 BIN      := bin/inferplane
 
-.PHONY: all build demo image guest-image test test-argocd vet fmt unit kubebin testbins bench bench-generator bench-webhook bench-xds \
+.PHONY: all build demo image guest-image test test-guest test-argocd vet fmt unit kubebin testbins bench bench-generator bench-webhook bench-xds \
         bench-keys bench-recipes bench-api bench-console console console-screenshots generate verify-generate clean
 
 all: build
@@ -84,10 +84,19 @@ test: fmt
 	@hack/redis.sh > /dev/null
 	@hack/chromium.sh > /dev/null
 	@hack/debpkg.sh shellcheck shellcheck > /dev/null
+	@hack/guesttools.sh check > /dev/null
 	@bins=$$(mktemp) && trap 'rm -f "$$bins"' EXIT && \
 	hack/testbins.sh $(GO) vet ./... > $$bins && \
 	env $$(cat $$bins) INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_REQUIRE_GITOPS=1 INFERPLANE_REQUIRE_DEX=1 INFERPLANE_REQUIRE_REDIS=1 \
-		INFERPLANE_REQUIRE_BROWSER=1 INFERPLANE_REQUIRE_SHELLCHECK=1 $(GO) test -count=1 -timeout 30m ./...
+		INFERPLANE_REQUIRE_BROWSER=1 INFERPLANE_REQUIRE_SHELLCHECK=1 INFERPLANE_REQUIRE_GUEST=1 $(GO) test -count=1 -timeout 30m ./...
+	@hack/check-strays.sh
+
+# The guest's boot test (e2e/guest, docs/guest.md): builds the guest image as make guest-image
+# does (cached in $INFERPLANE_CACHE/guest) and boots a rendered job's cloud-init in QEMU, under
+# TCG where KVM does not work. Apart from make test for its time: see docs/guest.md.
+test-guest:
+	@hack/guesttools.sh check vm image > /dev/null
+	INFERPLANE_REQUIRE_GUEST=1 INFERPLANE_GUEST_BOOT=1 $(GO) test -count=1 -timeout 150m -v -run 'TestGuestBoots' ./e2e/guest/
 	@hack/check-strays.sh
 
 # Only the GitOps tests: Argo CD syncing generated repositories (e2e/argocd) and KubeVirt's own

@@ -80,7 +80,7 @@ func RenderJob(t testing.TB, tenant, masterYAML, jobYAML string) []Node {
 		return ""
 	}
 	for f, y := range map[string]string{
-		filepath.Join(tenants, "masters", name(masterYAML)+".yaml"):       masterYAML,
+		filepath.Join(tenants, "masters", name(masterYAML)+".yaml"):   masterYAML,
 		filepath.Join(tenants, tenant, "jobs", name(jobYAML)+".yaml"): jobYAML,
 	} {
 		if err := os.WriteFile(f, []byte(y), 0o644); err != nil {
