@@ -6,6 +6,7 @@
 # mount of the disk: the file system is written from the folder, GRUB's images by offset.
 #
 # Usage: hack/guest/build.sh --agent BIN --out FILE.qcow2 [--lock locked|archive|update]
+#        hack/guest/build.sh --print-root-key [--lock ...]   the cached root's folder, for CI caches
 #
 # The root folder (the slow part: packages and the NVIDIA module's DKMS build) is cached in
 # $INFERPLANE_CACHE/guest/root-<key>, keyed on this recipe (this script, packages, the lock,
@@ -28,19 +29,20 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-agent="" out="" lock_mode=locked
+agent="" out="" lock_mode=locked print_key=""
 while (( $# > 0 )); do
   case $1 in
+    --print-root-key) print_key=1; shift ;;
     --agent) agent=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --lock) lock_mode=$2; shift 2 ;;
     *) echo "build.sh: unknown argument $1 (--agent BIN --out FILE [--lock locked|archive|update])" >&2; exit 2 ;;
   esac
 done
-[[ -n $agent && -n $out ]] || { echo "build.sh: --agent and --out are required" >&2; exit 2; }
+[[ -n $print_key || ( -n $agent && -n $out ) ]] || { echo "build.sh: --agent and --out are required" >&2; exit 2; }
 case $lock_mode in locked|archive|update) ;; *) echo "build.sh: --lock is locked, archive or update" >&2; exit 2 ;; esac
-[[ -x $agent ]] || { echo "build.sh: --agent $agent is not an executable file" >&2; exit 2; }
-[[ $(id -u) == 0 ]] || { echo "build.sh: debootstrap and chroot need root" >&2; exit 1; }
+[[ -n $print_key || -x $agent ]] || { echo "build.sh: --agent $agent is not an executable file" >&2; exit 2; }
+[[ -n $print_key || $(id -u) == 0 ]] || { echo "build.sh: debootstrap and chroot need root" >&2; exit 1; }
 
 mirror=${GUEST_MIRROR:-http://deb.debian.org/debian}
 security=${GUEST_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
@@ -161,9 +163,16 @@ EOF
 # The root's key: the code that builds it (these functions, as bash prints them), the package
 # list, the lock when installing from it, the settings. The disk's key adds this whole script,
 # rootfs/ and the agent.
-key=$( { declare -f build_root wanted chroot_mounts in_root; cat "$here/packages"; [[ $lock_mode == locked ]] && cat "$lockfile"
-         echo "$lock_mode $suite $components $mirror $security $nv_repo $nv_version"; [[ -n $nv_key ]] && cat "$nv_key"; } | sha256sum | cut -c1-16)
+key=$( { declare -f build_root wanted chroot_mounts in_root; cat "$here/packages"
+         if [[ $lock_mode == locked ]]; then cat "$lockfile"; fi
+         # update and archive install the same (the archive's versions): one root for both.
+         echo "${lock_mode/update/archive} $suite $components $mirror $security $nv_repo $nv_version"
+         if [[ -n $nv_key ]]; then cat "$nv_key"; fi; } | sha256sum | cut -c1-16)
 root=$cache/root-$key
+if [[ -n $print_key ]]; then
+  echo "$root"
+  exit 0
+fi
 if [[ ! -d $root ]]; then
   build_root
 else
