@@ -147,7 +147,8 @@ EOF
   # DKMS must have built the module for the image's kernel, or the image cannot drive a GPU.
   local kver
   kver=$(in_root linux-version list | sort -V | tail -1)
-  in_root sh -c "find /lib/modules/$kver -name 'nvidia.ko*' | grep -q ." || { log "DKMS built no nvidia module for $kver"; return 1; }
+  # (Debian names it nvidia-current.ko, for its driver alternatives.)
+  in_root sh -c "find /lib/modules/$kver/updates/dkms -name 'nvidia*.ko*' | grep -q ." || { log "DKMS built no nvidia module for $kver"; return 1; }
   # shellcheck disable=SC2016 # dpkg-query's format, not the shell's
   in_root dpkg-query -W -f '${Package} ${Version}\n' | LC_ALL=C sort > "$t.packages"
   unmount_all
