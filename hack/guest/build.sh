@@ -164,11 +164,14 @@ EOF
 # The root's key: the code that builds it (these functions, as bash prints them), the package
 # list, the lock when installing from it, the settings. The disk's key adds this whole script,
 # rootfs/ and the agent.
-key=$( { declare -f build_root wanted chroot_mounts in_root; cat "$here/packages"
-         if [[ $lock_mode == locked ]]; then cat "$lockfile"; fi
-         # update and archive install the same (the archive's versions): one root for both.
-         echo "${lock_mode/update/archive} $suite $components $mirror $security $nv_repo $nv_version"
-         if [[ -n $nv_key ]]; then cat "$nv_key"; fi; } | sha256sum | cut -c1-16)
+root_key() {
+  { declare -f build_root wanted chroot_mounts in_root; cat "$here/packages"
+    if [[ $1 == locked ]]; then cat "$lockfile"; fi
+    # update and archive install the same (the archive's versions): one root for both.
+    echo "${1/update/archive} $suite $components $mirror $security $nv_repo $nv_version"
+    if [[ -n $nv_key ]]; then cat "$nv_key"; fi; } | sha256sum | cut -c1-16
+}
+key=$(root_key "$lock_mode")
 root=$cache/root-$key
 if [[ -n $print_key ]]; then
   echo "$root"
@@ -195,6 +198,14 @@ if [[ $lock_mode == update ]]; then
     echo "# epoch $(date +%s)"
     cat "$root.packages"; } > "$lockfile"
   log "wrote $lockfile"
+fi
+
+# A root of the archive's versions that are exactly the lock's is the locked build's root too.
+if [[ $lock_mode != locked && -s $lockfile ]] && diff -q <(awk '$1 !~ /^#/ && NF == 2' "$lockfile") "$root.packages" >/dev/null; then
+  locked_root=$cache/root-$(root_key locked)
+  if [[ ! -e $locked_root ]]; then
+    ln -s "$(basename "$root")" "$locked_root" && ln -s "$(basename "$root").packages" "$locked_root.packages"
+  fi
 fi
 
 # The disk: a working copy of the root with rootfs/, the agent and the image's manifest; kept
