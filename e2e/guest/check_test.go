@@ -166,3 +166,20 @@ func TestSystemdVerifyRefusesABrokenUnit(t *testing.T) {
 	assert.Contains(t, string(out), "Unit docker.service not found")
 	assert.Contains(t, string(out), "/usr/local/bin/missing is not executable")
 }
+
+// TestGuestImageCloudConfigPassesSchema: the cloud-init settings the guest image adds
+// (hack/guest/rootfs/etc/cloud/cloud.cfg.d) pass cloud-init's schema check too.
+func TestGuestImageCloudConfigPassesSchema(t *testing.T) {
+	tools := guest.Tools(t, "check")
+	files, err := filepath.Glob(filepath.Join("..", "..", "hack", "guest", "rootfs", "etc", "cloud", "cloud.cfg.d", "*.cfg"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		p := filepath.Join(t.TempDir(), "cfg")
+		require.NoError(t, os.WriteFile(p, append([]byte("#cloud-config\n"), b...), 0o600))
+		out, err := exec.Command(tools["cloud-init"], "schema", "--config-file", p).CombinedOutput()
+		assert.NoError(t, err, "%s: %s", f, out)
+	}
+}
