@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/inferplane/inferplane/agent/guestlog"
 	"github.com/inferplane/inferplane/e2e/guest"
 	"github.com/inferplane/inferplane/xds/health"
 )
@@ -104,8 +105,9 @@ bootcmd:
 // rendered single-node job's cloud-init, in QEMU, the way virt-launcher would boot its VMI
 // (vm.go), and sees from outside the VM: cloud-init finishing without errors, the cache disk
 // formatted on the first boot and reused on the second, the token disk mounted read-only, the
-// unit starting the model server (the stand-in, loaded from a seed disk: the guest cannot
-// pull), its /health through the port forward in the gateway's prober, and the server back
+// unit starting the agent and the agent the model server (the stand-in, loaded from a seed disk: the guest cannot
+// pull) with its lines and the stage serving in the agent's console records, its /health through
+// the port forward in the gateway's prober, and the agent restarting the server
 // after its container is killed. The second boot has no seed disk: the image comes from the
 // cache disk, where Docker keeps its images.
 func TestGuestBootsARenderedJob(t *testing.T) {
@@ -139,9 +141,19 @@ func TestGuestBootsARenderedJob(t *testing.T) {
 	waitConsole(t, vm, "the cache disk formatted on first use", time.Minute, `inferplane-cache-disk: formatting the model-cache disk \(first use\)`)
 	waitConsole(t, vm, "the token disk mounted read-only", 30*time.Minute, `inferplane-test-probe: token disk ro`)
 	waitHealthy(t, vm, 30*time.Minute)
+	waitRecord(t, vm, "the agent says serving", 10*time.Minute, func(r guestlog.Record) bool {
+		return r.Status != nil && r.Status.Stage == guestlog.StageServing
+	})
+	waitRecord(t, vm, "the server's own lines, through the agent", time.Minute, func(r guestlog.Record) bool {
+		return r.Kind == guestlog.KindLine && strings.Contains(r.Line, "Application startup complete")
+	})
 	waitConsole(t, vm, "the server restarted after its container was killed", 30*time.Minute,
 		`inferplane-test-probe: killing the model server's container`, `inferplane-test-probe: health 200 again after the kill`)
+	waitRecord(t, vm, "the agent restarted the server and says serving again", 10*time.Minute, func(r guestlog.Record) bool {
+		return r.Status != nil && r.Status.Stage == guestlog.StageServing && r.Status.Restarts >= 1 && r.Status.LastExit != nil
+	})
 	waitHealthy(t, vm, 10*time.Minute)
+	assert.NotContains(t, vm.ConsoleText(), "hf_bootTestStandInToken", "the token never reaches the console")
 	vm.Shutdown(5 * time.Minute)
 
 	second := boot
@@ -151,6 +163,9 @@ func TestGuestBootsARenderedJob(t *testing.T) {
 	waitConsole(t, vm, "the image taken from the cache disk, with no seed disk", 30*time.Minute,
 		`inferplane-test-probe: images: .*`+regexp.QuoteMeta(standinImage+":"+standinTag))
 	waitHealthy(t, vm, 30*time.Minute)
+	waitRecord(t, vm, "the agent says serving on the second boot", 10*time.Minute, func(r guestlog.Record) bool {
+		return r.Status != nil && r.Status.Stage == guestlog.StageServing
+	})
 	assert.NotContains(t, vm.ConsoleText(), "inferplane-image-seed: loading", "the second boot had no seed disk")
 	vm.Shutdown(5 * time.Minute)
 }
@@ -190,6 +205,31 @@ func waitConsole(t *testing.T, vm *guest.VM, what string, timeout time.Duration,
 		return true
 	}, timeout)
 	require.NoError(t, err, "%s: waiting for %q", what, patterns)
+	t.Logf("%s: after %s (load %s)", what, time.Since(start).Round(time.Second), load())
+}
+
+// waitRecord waits for an agent record (agent/guestlog, the lines the agent writes on the
+// serial console) that ok accepts.
+func waitRecord(t *testing.T, vm *guest.VM, what string, timeout time.Duration, ok func(guestlog.Record) bool) {
+	t.Helper()
+	start := time.Now()
+	var last *guestlog.Status
+	err := vm.WaitConsole(func(s string) bool {
+		for _, line := range strings.Split(s, "\n") {
+			r, err := guestlog.Decode([]byte(line))
+			if err != nil {
+				continue
+			}
+			if r.Status != nil {
+				last = r.Status
+			}
+			if ok(r) {
+				return true
+			}
+		}
+		return false
+	}, timeout)
+	require.NoError(t, err, "%s: the agent's last status: %+v", what, last)
 	t.Logf("%s: after %s (load %s)", what, time.Since(start).Round(time.Second), load())
 }
 
