@@ -69,21 +69,18 @@ func Start(b Boot, tools map[string]string) (*VM, error) {
 	if b.Accel != "" {
 		return start(b, tools, b.Accel)
 	}
+	note := ""
 	vm, err := start(b, tools, "kvm")
 	if err == nil {
 		if vm.waitConsole(func(s string) bool { return strings.Contains(s, "Linux version") }, kvmGrace) == nil {
 			return vm, nil
 		}
 		vm.Stop()
-		vm.Given = append(vm.Given, "KVM: the kernel printed nothing in "+kvmGrace.String()+": TCG instead")
-	}
-	given := []string(nil)
-	if vm != nil {
-		given = vm.Given
+		note = "KVM: the kernel printed nothing in " + kvmGrace.String() + ": TCG instead"
 	}
 	vm, err = start(b, tools, "tcg")
-	if vm != nil {
-		vm.Given = append(given, vm.Given...)
+	if vm != nil && note != "" {
+		vm.Given = append(vm.Given, note)
 	}
 	return vm, err
 }
