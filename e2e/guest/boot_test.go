@@ -138,6 +138,8 @@ func TestGuestBootsARenderedJob(t *testing.T) {
 	vm := startVM(t, first, tools)
 	waitConsole(t, vm, "cloud-init finished without errors", 45*time.Minute, `inferplane-guest: cloud-init: done`)
 	assert.NotContains(t, vm.ConsoleText(), "inferplane-guest: cloud-init errors")
+	// The image is make guest-image's without its GPU driver layer (guest.Image), and says so.
+	waitConsole(t, vm, "the image's console names the layer it lacks", time.Minute, `inferplane-guest: this image has no NVIDIA driver`)
 	waitConsole(t, vm, "the cache disk formatted on first use", time.Minute, `inferplane-cache-disk: formatting the model-cache disk \(first use\)`)
 	waitConsole(t, vm, "the token disk mounted read-only", 30*time.Minute, `inferplane-test-probe: token disk ro`)
 	waitHealthy(t, vm, 30*time.Minute)

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Builds the replica VMs' guest disk from Debian packages (docs/guest.md): debootstrap a Debian 12
-# root, install hack/guest/packages at the versions hack/guest/debian.lock pins, add
+# root, install hack/guest/packages and the GPU driver layer hack/guest/packages-gpu at the
+# versions hack/guest/debian.lock pins, add
 # hack/guest/rootfs and the inferplane binary (the agent), and write a bootable disk (MBR, one
 # ext4 partition made by mke2fs -d, GRUB for BIOS) as a compressed qcow2. No loop device, no
 # mount of the disk: the file system is written from the folder, GRUB's images by offset.
 #
-# Usage: hack/guest/build.sh --agent BIN --out FILE.qcow2 [--lock locked|archive|update]
-#        hack/guest/build.sh --print-root-key [--lock ...]   the cached root's folder, for CI caches
+# Usage: hack/guest/build.sh --agent BIN --out FILE.qcow2 [--lock locked|archive|update] [--without-gpu]
+#        hack/guest/build.sh --root-only [--lock ...] [--without-gpu]   build (or find) the root only
+#        hack/guest/build.sh --print-root-key [--lock ...] [--without-gpu]   the cached root's folder
 #
 # The root folder (the slow part: packages and the NVIDIA module's DKMS build) is cached in
 # $INFERPLANE_CACHE/guest/root-<key>, keyed on this recipe (this script, packages, the lock,
@@ -16,6 +18,10 @@
 #   --lock archive  install the archive's current versions, and say how they differ from the
 #                   lock (the boot test: it tests the recipe, not one day's archive)
 #   --lock update   as archive, then write the versions installed to debian.lock
+#   --without-gpu   leave out the GPU driver layer (packages-gpu: NVIDIA's driver, its DKMS
+#                   build, the kernel headers and compiler it needs): the boot test's image, for
+#                   VMs without a GPU; only with --lock archive (the lock pins the whole image).
+#                   Its manifest says "nvidiaDriver": "absent", and its console says so at boot.
 # Settings (environment):
 #   GUEST_MIRROR                     Debian mirror (default http://deb.debian.org/debian)
 #   GUEST_SECURITY_MIRROR            (default http://deb.debian.org/debian-security)
@@ -29,19 +35,22 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-agent="" out="" lock_mode=locked print_key=""
+agent="" out="" lock_mode=locked print_key="" root_only="" gpu=1
 while (( $# > 0 )); do
   case $1 in
     --print-root-key) print_key=1; shift ;;
+    --root-only) root_only=1; shift ;;
+    --without-gpu) gpu=0; shift ;;
     --agent) agent=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --lock) lock_mode=$2; shift 2 ;;
-    *) echo "build.sh: unknown argument $1 (--agent BIN --out FILE [--lock locked|archive|update])" >&2; exit 2 ;;
+    *) echo "build.sh: unknown argument $1 (--agent BIN --out FILE [--lock locked|archive|update] [--without-gpu])" >&2; exit 2 ;;
   esac
 done
-[[ -n $print_key || ( -n $agent && -n $out ) ]] || { echo "build.sh: --agent and --out are required" >&2; exit 2; }
+[[ -n $print_key$root_only || ( -n $agent && -n $out ) ]] || { echo "build.sh: --agent and --out are required" >&2; exit 2; }
 case $lock_mode in locked|archive|update) ;; *) echo "build.sh: --lock is locked, archive or update" >&2; exit 2 ;; esac
-[[ -n $print_key || -x $agent ]] || { echo "build.sh: --agent $agent is not an executable file" >&2; exit 2; }
+[[ -n $print_key$root_only || -x $agent ]] || { echo "build.sh: --agent $agent is not an executable file" >&2; exit 2; }
+[[ $gpu == 1 || $lock_mode == archive ]] || { echo "build.sh: --without-gpu needs --lock archive (debian.lock pins the whole image, its GPU layer too)" >&2; exit 2; }
 [[ -n $print_key || $(id -u) == 0 ]] || { echo "build.sh: debootstrap and chroot need root" >&2; exit 1; }
 
 mirror=${GUEST_MIRROR:-http://deb.debian.org/debian}
@@ -52,6 +61,10 @@ nv_version=${GUEST_NVIDIA_CONTAINER_VERSION:-}
 suite=bookworm
 components="main contrib non-free non-free-firmware"
 lockfile=$here/debian.lock
+if [[ -n $nv_repo && $gpu == 0 ]]; then
+  echo "build.sh: GUEST_NVIDIA_CONTAINER_REPO needs the GPU layer: drop --without-gpu" >&2
+  exit 2
+fi
 if [[ -n $nv_repo && ! -r $nv_key ]]; then
   echo "build.sh: GUEST_NVIDIA_CONTAINER_REPO needs GUEST_NVIDIA_CONTAINER_KEY, the repository's key file" >&2
   exit 2
@@ -101,13 +114,15 @@ trap cleanup EXIT
 in_root() { chroot "$root.tmp" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
   SOURCE_DATE_EPOCH="$epoch" LC_ALL=C.UTF-8 "$@"; }
 
-# wanted lists the packages to install: hack/guest/packages, plus the toolkit when its repository
-# is set; in locked mode every package of the lock at its version (the base set's too).
+# wanted lists the packages to install: hack/guest/packages, the GPU layer's packages-gpu unless
+# --without-gpu, and the toolkit when its repository is set; in locked mode every package of the
+# lock at its version (the base set's too).
 wanted() {
   if [[ $lock_mode == locked ]]; then
     awk '$1 !~ /^#/ && NF == 2 {print $1 "=" $2}' "$lockfile"
   else
     sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/packages"
+    if [[ $gpu == 1 ]]; then sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/packages-gpu"; fi
     if [[ -n $nv_repo ]]; then echo "nvidia-container-toolkit${nv_version:+=$nv_version}"; fi
   fi
 }
@@ -136,7 +151,11 @@ EOF
   in_root apt-get update -q >&2
   local pkgs
   mapfile -t pkgs < <(wanted)
-  log "installing ${#pkgs[@]} packages (the NVIDIA module builds with DKMS: minutes)"
+  if [[ $gpu == 1 ]]; then
+    log "installing ${#pkgs[@]} packages (the NVIDIA module builds with DKMS: minutes)"
+  else
+    log "installing ${#pkgs[@]} packages (--without-gpu: no GPU driver layer)"
+  fi
   if ! in_root apt-get install -y -q --allow-downgrades "${pkgs[@]}" >&2; then
     if [[ $lock_mode == locked ]]; then
       log "a locked version is not in the archive any more (above): rebuild with --lock update (make guest-image GUEST_LOCK=update) and commit hack/guest/debian.lock"
@@ -148,7 +167,9 @@ EOF
   local kver
   kver=$(in_root linux-version list | sort -V | tail -1)
   # (Debian names it nvidia-current.ko, for its driver alternatives.)
-  in_root sh -c "find /lib/modules/$kver/updates/dkms -name 'nvidia*.ko*' | grep -q ." || { log "DKMS built no nvidia module for $kver"; return 1; }
+  if [[ $gpu == 1 ]]; then
+    in_root sh -c "find /lib/modules/$kver/updates/dkms -name 'nvidia*.ko*' | grep -q ." || { log "DKMS built no nvidia module for $kver"; return 1; }
+  fi
   # shellcheck disable=SC2016 # dpkg-query's format, not the shell's
   in_root dpkg-query -W -f '${Package} ${Version}\n' | LC_ALL=C sort > "$t.packages"
   unmount_all
@@ -166,6 +187,7 @@ EOF
 # rootfs/ and the agent.
 root_key() {
   { declare -f build_root wanted chroot_mounts in_root; cat "$here/packages"
+    if [[ $gpu == 1 ]]; then cat "$here/packages-gpu"; else echo without-gpu; fi
     if [[ $1 == locked ]]; then cat "$lockfile"; fi
     # update and archive install the same (the archive's versions): one root for both.
     echo "${1/update/archive} $suite $components $mirror $security $nv_repo $nv_version"
@@ -178,13 +200,22 @@ if [[ -n $print_key ]]; then
   exit 0
 fi
 if [[ ! -d $root ]]; then
+  start=$(date +%s)
   build_root
+  log "root built in $(( $(date +%s) - start )) s: $root"
 else
   log "root cached: $root"
 fi
 
 # The lock: compare what was installed with it, or write it.
-if [[ -s $lockfile ]]; then
+if [[ -s $lockfile && $gpu == 0 ]]; then
+  # Without the GPU layer the root holds fewer packages than the lock: compare the versions of
+  # those it has.
+  drift=$(LC_ALL=C join <(awk '$1 !~ /^#/ && NF == 2' "$lockfile") "$root.packages" | awk '$2 != $3' || true)
+  if [[ -n $drift ]]; then
+    log "the archive has moved on from debian.lock ($(wc -l <<<"$drift") packages differ; the image has the archive's versions)"
+  fi
+elif [[ -s $lockfile ]]; then
   drift=$(diff <(awk '$1 !~ /^#/ && NF == 2' "$lockfile") "$root.packages" || true)
   if [[ -n $drift ]]; then
     case $lock_mode in
@@ -201,11 +232,15 @@ if [[ $lock_mode == update ]]; then
 fi
 
 # A root of the archive's versions that are exactly the lock's is the locked build's root too.
-if [[ $lock_mode != locked && -s $lockfile ]] && diff -q <(awk '$1 !~ /^#/ && NF == 2' "$lockfile") "$root.packages" >/dev/null; then
+if [[ $lock_mode != locked && $gpu == 1 && -s $lockfile ]] && diff -q <(awk '$1 !~ /^#/ && NF == 2' "$lockfile") "$root.packages" >/dev/null; then
   locked_root=$cache/root-$(root_key locked)
   if [[ ! -e $locked_root ]]; then
     ln -s "$(basename "$root")" "$locked_root" && ln -s "$(basename "$root").packages" "$locked_root.packages"
   fi
+fi
+
+if [[ -n $root_only ]]; then
+  exit 0
 fi
 
 # The disk: a working copy of the root with rootfs/, the agent and the image's manifest; kept
@@ -232,7 +267,7 @@ cat > "$tree/usr/share/inferplane/guest-image.json" <<EOF
 {
   "debian": "$(cat "$tree/etc/debian_version")",
   "kernel": "$kver",
-  "nvidiaDriver": "$(awk '$1 == "nvidia-kernel-dkms" {print $2}' "$root.packages")",
+  "nvidiaDriver": "$(awk '$1 == "nvidia-kernel-dkms" {d = $2} END {print d == "" ? "absent" : d}' "$root.packages")",
   "nvidiaContainerToolkit": "$toolkit",
   "docker": "$(awk '$1 == "docker.io" {print $2}' "$root.packages")",
   "cloudInit": "$(awk '$1 == "cloud-init" {print $2}' "$root.packages")",
