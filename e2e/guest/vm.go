@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -64,29 +65,37 @@ type VM struct {
 }
 
 // Start boots b. With Accel "", it tries KVM and falls back to TCG when the guest prints
-// nothing past the firmware within kvmGrace.
+// nothing past the firmware within kvmGrace; once KVM has failed, later boots of the same test
+// process go to TCG at once.
 func Start(b Boot, tools map[string]string) (*VM, error) {
 	if b.Accel != "" {
 		return start(b, tools, b.Accel)
 	}
-	note := ""
-	vm, err := start(b, tools, "kvm")
-	if err == nil {
-		if vm.waitConsole(func(s string) bool { return strings.Contains(s, "Linux version") }, kvmGrace) == nil {
-			return vm, nil
+	note := "KVM did not boot a guest earlier in this run: TCG"
+	if !kvmFailed.Load() {
+		vm, err := start(b, tools, "kvm")
+		if err == nil {
+			if vm.waitConsole(func(s string) bool { return strings.Contains(s, "Linux version") }, kvmGrace) == nil {
+				return vm, nil
+			}
+			vm.Stop()
 		}
-		vm.Stop()
+		kvmFailed.Store(true)
 		note = "KVM: the kernel printed nothing in " + kvmGrace.String() + ": TCG instead"
 	}
-	vm, err = start(b, tools, "tcg")
-	if vm != nil && note != "" {
+	vm, err := start(b, tools, "tcg")
+	if vm != nil {
 		vm.Given = append(vm.Given, note)
 	}
 	return vm, err
 }
 
-// kvmGrace is how long KVM gets to reach the kernel (it boots in seconds where it works).
-const kvmGrace = 90 * time.Second
+// kvmGrace is how long KVM gets to reach the kernel (it boots in seconds where it works, GRUB
+// waiting none).
+const kvmGrace = 60 * time.Second
+
+// kvmFailed is set when a KVM try fell back to TCG.
+var kvmFailed atomic.Bool
 
 func start(b Boot, tools map[string]string, accel string) (*VM, error) {
 	vm := &VM{Boot: b, Accel: accel, Ports: map[int32]int{}, Console: filepath.Join(b.Dir, "console-"+accel+".log"),
