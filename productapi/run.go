@@ -106,6 +106,9 @@ func Serve(ctx context.Context, c Config) error {
 	}
 	mux := http.NewServeMux()
 	srv.Mount(mux)
+	if c.Console == nil {
+		mux.Handle("/", securityHeaders(http.NotFoundHandler())) // the API's headers on every answer
+	}
 	var cons Console
 	if c.Console != nil {
 		if cons, err = c.Console(srv.Handler(), ln.Addr().String()); err != nil {

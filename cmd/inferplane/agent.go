@@ -59,7 +59,7 @@ restarts in --state-dir: restarted while the container still runs, it reattaches
 goes on from where it stopped, with no line twice.
 
 Flags end at IMAGE: every word after it goes to the server unchanged.`,
-		Example: `  # In the guest (the launcher cloud-init writes runs this): vLLM on every GPU
+		Example: `  # In the guest, as the launcher runs it: vLLM on every GPU of the VM
   inferplane agent --all-gpus --ipc host --network host \
     --volume /var/lib/inferplane/model-cache:/root/.cache/huggingface --env HF_TOKEN \
     --entrypoint vllm vllm/vllm-openai:latest serve Qwen/Qwen3-32B --tensor-parallel-size 1

@@ -42,6 +42,8 @@ var flagMeanings = map[string]string{
 	"vcluster-namespace": "host namespace ",
 	"vcluster-selector":  "label selector of the vCluster kubeconfig Secrets",
 	"endpoint":           "job endpoint",
+	"console-url":        "where browsers reach the console",
+	"console-gateway":    "where the playground sends the endpoints' requests",
 	"oidc-issuer":        "the OIDC provider's issuer URL",
 	"oidc-client-id":     "the API's OIDC client id",
 	"admin-group":        "a group of the operator",

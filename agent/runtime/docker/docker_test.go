@@ -212,7 +212,9 @@ func TestStopKillsAfterTheGraceStandIn(t *testing.T) {
 	require.NoError(t, c2.Stop(ctx, time.Second))
 }
 
-func TestPullRefused(t *testing.T) {
+// TestPullRefusedStandIn: the daemon's (stand-in's) refusal of a pull, and of a container of
+// an image it does not have, reach the caller in its words.
+func TestPullRefusedStandIn(t *testing.T) {
 	_, rt := daemon(t, dockerstandin.Options{})
 	err := rt.Pull(context.Background(), "ghcr.io/nobody/nothing:1", nil)
 	require.Error(t, err)
