@@ -92,8 +92,9 @@ test: fmt
 	@hack/check-strays.sh
 
 # The guest's boot test (e2e/guest, docs/guest.md): builds the guest image as make guest-image
-# does (cached in $INFERPLANE_CACHE/guest) and boots a rendered job's cloud-init in QEMU, under
-# TCG where KVM does not work. Apart from make test for its time: see docs/guest.md.
+# does but without its GPU driver layer (cached in $INFERPLANE_CACHE/guest) and boots a rendered
+# job's cloud-init in QEMU, under TCG where KVM does not work. Apart from make test for its time;
+# .ci/run runs it after make test, the image's root built meanwhile (docs/guest.md#in-ci).
 test-guest:
 	@hack/guesttools.sh check vm image > /dev/null
 	INFERPLANE_REQUIRE_GUEST=1 INFERPLANE_GUEST_BOOT=1 $(GO) test -count=1 -timeout 150m -v -run 'TestGuestBoots' ./e2e/guest/
