@@ -60,6 +60,7 @@ syncs with an admission webhook, and routes customers' traffic through Envoy to 
 		newLogoutCmd(),
 		newConfigCmd(),
 		newAgentCmd(),
+		newTenantsCmd(),
 	)
 	wireAPI(root)
 	applyConventions(root)

@@ -50,7 +50,7 @@ type file struct {
 // lists them all.
 func jobFiles(t *tenant, j *job) []file {
 	files := []file{
-		{"job.yaml", managedJob(t, j)},
+		{JobFile, managedJob(t, j)},
 		{"modelmaster.yaml", modelMaster(t, j)},
 	}
 	// The launcher is the same on every node that serves, and on every one that does not.
