@@ -4,7 +4,7 @@
 GO       ?= go
 BIN      := bin/inferplane
 
-.PHONY: all build demo image test test-argocd vet fmt unit kubebin testbins bench bench-generator bench-webhook bench-xds \
+.PHONY: all build demo image guest-image test test-guest test-argocd vet fmt unit kubebin testbins bench bench-generator bench-webhook bench-xds \
         bench-keys bench-recipes bench-api bench-api-designs bench-console bench-logs console console-screenshots generate verify-generate clean
 
 all: build
@@ -42,6 +42,20 @@ image:
 	$(GO) -C hack/image run . --binary '$(abspath $(IMAGE_BINARY))' --out '$(abspath $(IMAGE_TAR))' --arch $(IMAGE_ARCH) \
 		--version "$$(v version)" --revision "$$(v commit)" --created "$$(v date)"
 
+# The replica VMs' guest disk from Debian packages (hack/guest, docs/guest.md): debootstrap,
+# the packages hack/guest/debian.lock pins, the agent (make image's static binary), GRUB; as a
+# KubeVirt containerDisk tagged ghcr.io/inferplane/gpu-guest:<version>, the image generate
+# renders, written to GUEST_IMAGE_TAR like make image's. Root, and only Debian's archive and the
+# Go module proxy; the root folder is cached in $INFERPLANE_CACHE/guest, keyed on the recipe.
+# GUEST_LOCK=update takes the archive's current versions and rewrites the lock.
+GUEST_IMAGE_DISK ?= bin/guest/gpu-guest.qcow2
+GUEST_IMAGE_TAR  ?= bin/gpu-guest-image.tar
+GUEST_LOCK       ?= locked
+
+guest-image:
+	@$(MAKE) --no-print-directory image IMAGE_ARCH=amd64 IMAGE_BINARY=bin/image/inferplane-linux-amd64 IMAGE_TAR=bin/inferplane-image.tar > /dev/null
+	@hack/guest/image.sh bin/image/inferplane-linux-amd64 '$(GUEST_IMAGE_DISK)' '$(GUEST_IMAGE_TAR)' '$(GUEST_LOCK)'
+
 # The real kube-apiserver and etcd the e2e tests run: built once into .cache/kubebin.
 kubebin:
 	@hack/kubebin.sh
@@ -70,10 +84,20 @@ test: fmt
 	@hack/redis.sh > /dev/null
 	@hack/chromium.sh > /dev/null
 	@hack/debpkg.sh shellcheck shellcheck > /dev/null
+	@hack/guesttools.sh check > /dev/null
 	@bins=$$(mktemp) && trap 'rm -f "$$bins"' EXIT && \
 	hack/testbins.sh $(GO) vet ./... > $$bins && \
 	env $$(cat $$bins) INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_REQUIRE_GITOPS=1 INFERPLANE_REQUIRE_DEX=1 INFERPLANE_REQUIRE_REDIS=1 \
-		INFERPLANE_REQUIRE_BROWSER=1 INFERPLANE_REQUIRE_SHELLCHECK=1 $(GO) test -count=1 -timeout 30m ./...
+		INFERPLANE_REQUIRE_BROWSER=1 INFERPLANE_REQUIRE_SHELLCHECK=1 INFERPLANE_REQUIRE_GUEST=1 $(GO) test -count=1 -timeout 30m ./...
+	@hack/check-strays.sh
+
+# The guest's boot test (e2e/guest, docs/guest.md): builds the guest image as make guest-image
+# does but without its GPU driver layer (cached in $INFERPLANE_CACHE/guest) and boots a rendered
+# job's cloud-init in QEMU, under TCG where KVM does not work. Apart from make test for its time;
+# .ci/run runs it after make test, the image's root built meanwhile (docs/guest.md#in-ci).
+test-guest:
+	@hack/guesttools.sh check vm image > /dev/null
+	INFERPLANE_REQUIRE_GUEST=1 INFERPLANE_GUEST_BOOT=1 $(GO) test -count=1 -timeout 150m -v -run 'TestGuestBoots' ./e2e/guest/
 	@hack/check-strays.sh
 
 # Only the GitOps tests: Argo CD syncing generated repositories (e2e/argocd) and KubeVirt's own

@@ -15,8 +15,12 @@ const (
 
 // Defaults for the two runtimes.
 const (
-	// DefaultVLLMImage is the upstream recipes' default image; its entrypoint is `vllm serve`.
-	DefaultVLLMImage = "vllm/vllm-openai:latest"
+	// DefaultVLLMImage is vLLM's upstream image (its entrypoint is `vllm serve`) at the newest
+	// release the bundled recipes name, v0.27.1: every recipe that needs no nightly build asks
+	// for that release or an older one (min_vllm_version; a test holds this). The upstream
+	// recipes say vllm/vllm-openai:latest, a tag that moves to every new build; a master pins
+	// one build exactly with imageDigest.
+	DefaultVLLMImage = "vllm/vllm-openai:v0.27.1"
 	// ParakeetModel is the one speech-to-text model a Parakeet job serves.
 	ParakeetModel = "nvidia/parakeet-tdt-0.6b-v3"
 	// DefaultParakeetImage serves ParakeetModel behind POST /v1/audio/transcriptions.
@@ -143,4 +147,12 @@ type ModelMasterList struct {
 
 func init() {
 	SchemeBuilder.Register(&ModelMaster{}, &ModelMasterList{})
+}
+
+// DefaultImage is the image a master of runtime rt runs when it names none.
+func DefaultImage(rt Runtime) string {
+	if rt == RuntimeParakeet {
+		return DefaultParakeetImage
+	}
+	return DefaultVLLMImage
 }

@@ -17,7 +17,8 @@ func newVersionCmd() *cobra.Command {
 dev-<commit> for a development build, with -dirty when the tree had uncommitted changes), the
 commit and its time, the Go toolchain and platform, and the image that gateway manifests and
 webhook manifests run by default (` + version.ImageRepository + `:<version>, what make image
-builds from the same tree).
+builds from the same tree), and the guest disk that generated VMs boot by default
+(` + version.GuestImageRepository + `:<version>, what make guest-image builds).
 
 make build and make image stamp these with the linker; a plain go build or go run takes them
 from what Go records in the binary (the module version and the git revision). "stamped by"
@@ -52,6 +53,7 @@ func writeVersion(cmd *cobra.Command, in version.Info, output string) error {
 	}
 	fmt.Fprintf(w, "Go:          %s %s\n", in.GoVersion, in.Platform)
 	fmt.Fprintf(w, "Image:       %s\n", in.Image)
+	fmt.Fprintf(w, "Guest image: %s\n", in.GuestImage)
 	_, err := fmt.Fprintf(w, "Stamped by:  %s\n", in.StampedBy)
 	return err
 }

@@ -24,10 +24,11 @@ func TestVersionCommand(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &got))
 	assert.Equal(t, version.Get(), got)
 	assert.Equal(t, version.ImageRepository+":"+got.Version, got.Image)
+	assert.Equal(t, version.GuestImageRepository+":"+got.Version, got.GuestImage)
 
 	out, _, err = execCLI(ctx, "version")
 	require.NoError(t, err)
-	for _, line := range []string{"Version:     " + got.Version, "Image:       " + got.Image, "Go:          " + got.GoVersion + " " + got.Platform} {
+	for _, line := range []string{"Version:     " + got.Version, "Image:       " + got.Image, "Guest image: " + got.GuestImage, "Go:          " + got.GoVersion + " " + got.Platform} {
 		assert.Contains(t, out, line+"\n")
 	}
 	_, _, err = execCLI(ctx, "version", "-o", "xml")
@@ -92,7 +93,7 @@ func TestVersionStamped(t *testing.T) {
 	} else {
 		t.Logf("%s/.git is not a folder (a git worktree): Go records no commit, the plain build says %q", root, plain.Version)
 		assert.Equal(t, version.Info{Version: "dev", StampedBy: "none", Image: version.ImageRepository + ":dev",
-			GoVersion: plain.GoVersion, Platform: plain.Platform}, plain)
+			GuestImage: version.GuestImageRepository + ":dev", GoVersion: plain.GoVersion, Platform: plain.Platform}, plain)
 	}
 	for _, in := range builds {
 		assert.Equal(t, want, in.info.Version, in.name)

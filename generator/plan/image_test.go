@@ -18,5 +18,5 @@ func TestBuildImageDigestPins(t *testing.T) {
 	p, err := build(t, tree, book(t))
 	require.NoError(t, err)
 	assert.Equal(t, "vllm/vllm-openai:v0.10.2@"+digest, findJob(t, p, "acme", "mistral-small").Image)
-	assert.Equal(t, "vllm/vllm-openai:latest", findJob(t, p, "acme", "qwen3-32b").Image, "recipe masters keep the recipe's image")
+	assert.Equal(t, "vllm/vllm-openai:v0.27.1", findJob(t, p, "acme", "qwen3-32b").Image, "recipe masters keep the recipe's image")
 }

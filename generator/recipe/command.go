@@ -235,7 +235,8 @@ func imageBrand(p HardwareProfile) string {
 
 // buildImage: the variant's hardware_overrides.<profile>.docker_image, else the variant's
 // docker_image, else the model's (each a plain image for NVIDIA, a brand map or a CUDA map,
-// cu130 preferred), else the brand's default image (vllm/vllm-openai:latest on NVIDIA).
+// cu130 preferred), else the brand's default image (v1alpha1.DefaultVLLMImage, a pinned release, on
+// NVIDIA; upstream says vllm/vllm-openai:latest, a tag that moves).
 func (d *derivation) buildImage() string {
 	p := d.profile
 	brand := imageBrand(p)

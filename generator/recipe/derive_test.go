@@ -60,7 +60,7 @@ func TestDeriveIssueExamples(t *testing.T) {
 		want: master("qwen3-32b-h100", v1alpha1.ModelMasterSpec{
 			Runtime: v1alpha1.RuntimeVLLM,
 			Model:   "Qwen/Qwen3-32B",
-			Image:   "vllm/vllm-openai:latest",
+			Image:   "vllm/vllm-openai:v0.27.1",
 			Args: []string{
 				"--tensor-parallel-size", "1",
 				"--enable-auto-tool-choice", "--tool-call-parser", "hermes",
@@ -83,7 +83,7 @@ func TestDeriveIssueExamples(t *testing.T) {
 		want: master("llama-3.3-70b-instruct-h200", v1alpha1.ModelMasterSpec{
 			Runtime: v1alpha1.RuntimeVLLM,
 			Model:   "meta-llama/Llama-3.3-70B-Instruct",
-			Image:   "vllm/vllm-openai:latest",
+			Image:   "vllm/vllm-openai:v0.27.1",
 			Args: []string{
 				"--tensor-parallel-size", "8",
 				"--async-scheduling", "--no-enable-prefix-caching", "--max-num-batched-tokens", "8192",
@@ -102,7 +102,7 @@ func TestDeriveIssueExamples(t *testing.T) {
 		want: master("kimi-k2-instruct-h200", v1alpha1.ModelMasterSpec{
 			Runtime: v1alpha1.RuntimeVLLM,
 			Model:   "moonshotai/Kimi-K2-Instruct",
-			Image:   "vllm/vllm-openai:latest",
+			Image:   "vllm/vllm-openai:v0.27.1",
 			Args: []string{
 				"--trust-remote-code", "--tokenizer-mode", "auto",
 				"--tensor-parallel-size", "16",
@@ -480,7 +480,7 @@ func TestMasterNames(t *testing.T) {
 	noReasoning := add(qwen(map[string]bool{"reasoning": false}))
 	assert.NotEqual(t, plain, noTools)
 	assert.NotEqual(t, noTools, noReasoning)
-	assert.Equal(t, "qwen3-32b-fp8-h100-569af8a7", noTools, "the name docs/recipes.md shows")
+	assert.Equal(t, "qwen3-32b-fp8-h100-f7c7669f", noTools, "the name docs/recipes.md shows")
 	assert.Equal(t, noTools, add(qwen(map[string]bool{"tool_calling": false})), "stable")
 	for _, id := range b.Models() {
 		r, _, _ := b.Model(id)

@@ -270,10 +270,10 @@ func TestLoadWarnsOnPathMismatch(t *testing.T) {
 // Docker images: a string, a brand map, a CUDA map, or the default.
 func TestDeriveImage(t *testing.T) {
 	tests := []struct{ image, want string }{
-		{"", "vllm/vllm-openai:latest"},
+		{"", "vllm/vllm-openai:v0.27.1"},
 		{"docker_image: vllm/vllm-openai:v0.12.0", "vllm/vllm-openai:v0.12.0"},
 		{"docker_image: {nvidia: vllm/vllm-openai:gptoss, amd: rocm/vllm:gptoss}", "vllm/vllm-openai:gptoss"},
-		{"docker_image: {amd: rocm/vllm:gptoss}", "vllm/vllm-openai:latest"},
+		{"docker_image: {amd: rocm/vllm:gptoss}", "vllm/vllm-openai:v0.27.1"},
 		{"docker_image: {cu129: vllm/vllm-openai:v0.12-cu129, cu130: vllm/vllm-openai:v0.12-cu130}", "vllm/vllm-openai:v0.12-cu130"},
 		{"docker_image: {nvidia: {cu129: a:cu129}}", "a:cu129"},
 		{"nightly_required: true", "vllm/vllm-openai:nightly"},

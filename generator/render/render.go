@@ -14,6 +14,7 @@ import (
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/render/internal/fastyaml"
+	"github.com/inferplane/inferplane/internal/version"
 	"github.com/inferplane/inferplane/webhook/install"
 )
 
@@ -53,11 +54,13 @@ type Options struct {
 	Webhook install.ManifestOptions
 }
 
+// DefaultGuestImage is the guest disk this build's `make guest-image` builds (hack/guest,
+// docs/guest.md): Debian 12 with the NVIDIA driver, Docker, cloud-init and the agent, as a
+// KubeVirt containerDisk tagged with this build's version, like the webhook's image.
+var DefaultGuestImage = version.GuestImage()
+
 // Defaults for Options fields left empty.
 const (
-	// DefaultGuestImage is a golden guest disk with the NVIDIA driver, the NVIDIA container
-	// toolkit and Docker (docs/rendering.md lists what the guest must provide).
-	DefaultGuestImage    = "ghcr.io/inferplane/gpu-guest:ubuntu-24.04"
 	DefaultHFTokenSecret = "hf-token"
 	DefaultFabricNetwork = "inferplane-fabric"
 	DefaultRevision      = "main"

@@ -23,6 +23,7 @@ import (
 	"github.com/inferplane/inferplane/generator/inputs"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/recipe"
+	"github.com/inferplane/inferplane/internal/imagepin"
 	"github.com/inferplane/inferplane/policy"
 )
 
@@ -119,17 +120,35 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			// As generate resolves it, which names the job's own model, not a derived master.
 			job := decoded.Objects[i].(*v1alpha1.ManagedInferenceJob)
 			res := policy.Result{Ref: policy.RefOf(obj), Guarded: true}
-			_, res.Errors = j.resolver.Job(t, job)
+			var jp plan.JobPlan
+			jp, res.Errors = j.resolver.Job(t, job)
 			if len(res.Errors) == 0 {
+				j.pinNote(fmt.Sprintf("%s (master %s)", res.Ref, jp.Master.Name), &jp.Master.Spec)
 				res.Errors = j.quota(t.Name, job)
 			}
 			rep.Results = append(rep.Results, res)
 			continue
 		}
+		if m, ok := obj.(*v1alpha1.ModelMaster); ok {
+			j.pinNote(fmt.Sprintf("%s (%s)", policy.RefOf(m), decoded.Paths[i]), &m.Spec)
+		}
 		rep.Results = append(rep.Results, results[0])
 		results = results[1:]
 	}
 	return rep, nil
+}
+
+// pinNote warns when a master runs its model server from a moving tag (imagepin): the server
+// would change under a restart with no commit saying so.
+func (j *judge) pinNote(what string, s *v1alpha1.ModelMasterSpec) {
+	image := s.Image
+	if image == "" {
+		image = v1alpha1.DefaultImage(s.Runtime)
+	}
+	if why := imagepin.Moving(image, s.ImageDigest); why != "" {
+		j.note("warning: %s: runtime image %s %s; pin a release tag (such as %s) or set spec.imageDigest",
+			what, image, why, v1alpha1.DefaultVLLMImage)
+	}
 }
 
 // judge is one Run.

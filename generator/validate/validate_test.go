@@ -46,3 +46,31 @@ func TestRunInputJob(t *testing.T) {
 	_, err = validate.Run(context.Background(), validate.Options{Files: map[string][]byte{"broken.yaml": []byte("kind: [")}})
 	assert.ErrorContains(t, err, "broken.yaml")
 }
+
+// TestMovingTagWarning: validate warns on a master whose runtime image is a moving tag without
+// a digest (a file's master, and the master an input job resolves to), and not on a pinned one.
+func TestMovingTagWarning(t *testing.T) {
+	in, err := inputs.Load(os.DirFS("../../tenants"), "tenants")
+	require.NoError(t, err)
+	master := func(name, image, digest string) []byte {
+		return []byte("apiVersion: inferplane.io/v1alpha1\nkind: ModelMaster\nmetadata:\n  name: " + name +
+			"\nspec:\n  runtime: vllm\n  model: Qwen/Qwen3-32B\n  image: " + image + digest +
+			"\n  perReplicaGPUCount: 1\n  tensorParallelSize: 1\n  pipelineParallelSize: 1\n")
+	}
+	const digest = "\n  imageDigest: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	rep, err := validate.Run(context.Background(), validate.Options{
+		Files: map[string][]byte{
+			"m/latest.yaml":  master("on-latest", "vllm/vllm-openai:latest", ""),
+			"m/nightly.yaml": master("on-nightly", "vllm/vllm-openai:nightly", ""),
+			"m/pinned.yaml":  master("on-release", "vllm/vllm-openai:v0.27.1", ""),
+			"m/digest.yaml":  master("on-digest", "vllm/vllm-openai:latest", digest),
+		},
+		Inputs: in,
+	})
+	require.NoError(t, err)
+	notes := strings.Join(rep.Notes, "\n")
+	assert.Contains(t, notes, "warning: ModelMaster/on-latest (m/latest.yaml): runtime image vllm/vllm-openai:latest tag latest moves to every new build")
+	assert.Contains(t, notes, "warning: ModelMaster/on-nightly (m/nightly.yaml): runtime image vllm/vllm-openai:nightly tag nightly")
+	assert.NotContains(t, notes, "on-release")
+	assert.NotContains(t, notes, "on-digest")
+}

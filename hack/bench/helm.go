@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 
+	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/render"
 )
@@ -130,7 +131,7 @@ func jobValues(jp *plan.JobPlan, opts render.Options) (map[string]any, error) {
 	runtime := string(jp.Job.Spec.EffectiveRuntime())
 	image := jp.Image
 	if image == "" {
-		image = map[string]string{"vllm": "vllm/vllm-openai:latest", "parakeet": "ghcr.io/inferplane/parakeet-openai:0.6b-v3"}[runtime]
+		image = v1alpha1.DefaultImage(jp.Job.Spec.EffectiveRuntime())
 	}
 	model := jp.Master.Spec.Model
 	if model == "" {

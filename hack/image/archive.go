@@ -41,15 +41,8 @@ func writeArchive(out string, img v1.Image, ref, tag string, created time.Time) 
 	defer os.Remove(tmp.Name())
 	tw := tar.NewWriter(tmp)
 	for _, e := range entries {
-		h := &tar.Header{Name: e.name, Mode: 0o644, ModTime: created, Typeflag: tar.TypeReg, Size: int64(len(e.data))}
-		if e.data == nil {
-			h.Typeflag, h.Mode, h.Name = tar.TypeDir, 0o755, e.name+"/"
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			return err
+		if err := e.write(tw, created); err != nil {
+			return fmt.Errorf("%s: %w", e.name, err)
 		}
 	}
 	if err := tw.Close(); err != nil {
@@ -63,7 +56,42 @@ func writeArchive(out string, img v1.Image, ref, tag string, created time.Time) 
 
 type entry struct {
 	name string
-	data []byte // nil: a folder
+	data []byte // nil and no layer: a folder
+	// layer, when set, is streamed from its compressed form (a containerDisk's layer is a
+	// whole disk: it is never held in memory).
+	layer v1.Layer
+}
+
+func (e entry) write(tw *tar.Writer, created time.Time) error {
+	h := &tar.Header{Name: e.name, Mode: 0o644, ModTime: created, Typeflag: tar.TypeReg, Size: int64(len(e.data))}
+	switch {
+	case e.layer != nil:
+		size, err := e.layer.Size()
+		if err != nil {
+			return err
+		}
+		h.Size = size
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		rc, err := e.layer.Compressed()
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		n, err := io.Copy(tw, rc)
+		if err == nil && n != size {
+			err = fmt.Errorf("layer gave %d bytes, not the %d its descriptor says", n, size)
+		}
+		return err
+	case e.data == nil:
+		h.Typeflag, h.Mode, h.Name = tar.TypeDir, 0o755, e.name+"/"
+	}
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	_, err := tw.Write(e.data)
+	return err
 }
 
 func archiveEntries(img v1.Image, ref, tag string) ([]entry, error) {
@@ -99,16 +127,7 @@ func archiveEntries(img v1.Image, ref, tag string) ([]entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		rc, err := l.Compressed()
-		if err != nil {
-			return nil, err
-		}
-		b, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			return nil, err
-		}
-		entries = append(entries, entry{name: blob(d), data: b})
+		entries = append(entries, entry{name: blob(d), layer: l})
 		docker.Layers = append(docker.Layers, blob(d))
 	}
 	entries = append(entries, entry{name: blob(digest), data: manifest})

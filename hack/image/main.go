@@ -45,6 +45,20 @@ type options struct {
 }
 
 func main() {
+	// `containerdisk` and `files` build the other images of the project (make guest-image; the
+	// boot test's stand-in model server); without a subcommand, inferplane's own.
+	if len(os.Args) > 1 {
+		if sub, ok := map[string]func([]string) (string, string, string, error){
+			"containerdisk": containerDisk, "files": filesImage}[os.Args[1]]; ok {
+			out, ref, digest, err := sub(os.Args[2:])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "image "+os.Args[1]+":", err)
+				os.Exit(1)
+			}
+			fmt.Printf("%s\t%s\t%s\n", out, ref, digest)
+			return
+		}
+	}
 	var o options
 	flag.StringVar(&o.binary, "binary", "", "the static inferplane binary (CGO_ENABLED=0) to put in the image")
 	flag.StringVar(&o.out, "out", "", "the tar to write")
@@ -120,21 +134,12 @@ func build(o options) (string, string, error) {
 
 // image assembles the OCI image: two layers (the base's files, then the binary) and its
 // configuration.
-func image(o options, created time.Time, layers ...[]byte) (v1.Image, error) {
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	comments := []string{"CA certificates (Mozilla's, golang.org/x/crypto/x509roots), /etc/passwd, home and /tmp",
-		"inferplane " + o.version}
-	for i, b := range layers {
-		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
-			tarball.WithMediaType(types.OCILayer))
-		if err != nil {
-			return nil, err
-		}
-		if img, err = mutate.Append(img, mutate.Addendum{Layer: l, History: v1.History{
-			Created: v1.Time{Time: created}, CreatedBy: "make image", Comment: comments[i]}}); err != nil {
-			return nil, err
-		}
+func image(o options, created time.Time, base, app []byte) (v1.Image, error) {
+	img, err := layered(created, "make image", []string{
+		"CA certificates (Mozilla's, golang.org/x/crypto/x509roots), /etc/passwd, home and /tmp",
+		"inferplane " + o.version}, base, app)
+	if err != nil {
+		return nil, err
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -157,6 +162,25 @@ func image(o options, created time.Time, layers ...[]byte) (v1.Image, error) {
 		},
 	}
 	return mutate.ConfigFile(img, cf)
+}
+
+// layered is an empty OCI image with the given layers (uncompressed tars), each with its
+// history comment.
+func layered(created time.Time, createdBy string, comments []string, layers ...[]byte) (v1.Image, error) {
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	for i, b := range layers {
+		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
+			tarball.WithMediaType(types.OCILayer))
+		if err != nil {
+			return nil, err
+		}
+		if img, err = mutate.Append(img, mutate.Addendum{Layer: l, History: v1.History{
+			Created: v1.Time{Time: created}, CreatedBy: createdBy, Comment: comments[i]}}); err != nil {
+			return nil, err
+		}
+	}
+	return img, nil
 }
 
 // baseFiles is the layer an empty base needs under a Go binary: CA certificates for TLS to API

@@ -38,6 +38,10 @@ var (
 // ImageRepository:<version>.
 const ImageRepository = "ghcr.io/inferplane/inferplane"
 
+// GuestImageRepository is where the replica VMs' guest disk is published (a KubeVirt
+// containerDisk, make guest-image); a build renders VMs that boot GuestImageRepository:<version>.
+const GuestImageRepository = "ghcr.io/inferplane/gpu-guest"
+
 // Source is where the project's source lives (the image's org.opencontainers.image.source).
 const Source = "https://github.com/inferplane/inferplane"
 
@@ -58,6 +62,8 @@ type Info struct {
 	Platform   string `json:"platform"`
 	// Image is the image the install manifests default to.
 	Image string `json:"image"`
+	// GuestImage is the guest disk the rendered VMs boot by default (make guest-image builds it).
+	GuestImage string `json:"guestImage"`
 	// StampedBy says where the values come from: "ldflags" (make build, make image),
 	// "buildinfo" (what the Go toolchain recorded) or "none".
 	StampedBy string `json:"stampedBy"`
@@ -82,6 +88,9 @@ func Version() string { return Get().Version }
 
 // Image is this build's image, ImageRepository:Version.
 func Image() string { return Get().Image }
+
+// GuestImage is this build's guest disk image, GuestImageRepository:Version.
+func GuestImage() string { return Get().GuestImage }
 
 // resolve computes a build's Info from the stamped values, else from the build info.
 func resolve(ver, rev, date, mod string, bi *debug.BuildInfo) Info {
@@ -111,6 +120,7 @@ func resolve(ver, rev, date, mod string, bi *debug.BuildInfo) Info {
 		in.Version = DevVersion(in.Commit, in.Modified)
 	}
 	in.Image = ImageRepository + ":" + in.Version
+	in.GuestImage = GuestImageRepository + ":" + in.Version
 	return in
 }
 

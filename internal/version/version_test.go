@@ -47,6 +47,7 @@ func TestResolve(t *testing.T) {
 			assert.Equal(t, tc.version, in.Version)
 			assert.Equal(t, tc.stamped, in.StampedBy)
 			assert.Equal(t, tc.image, in.Image)
+			assert.Equal(t, GuestImageRepository+":"+tc.version, in.GuestImage, "the guest disk of the same build")
 			assert.Equal(t, tc.modified, in.Modified)
 			assert.NotContains(t, in.Image, ":latest")
 			assert.NoError(t, CheckTag(in.Version))
