@@ -112,5 +112,8 @@ func providerJobFiles(dir string, tenantFiles []string) []string {
 	return out
 }
 
+// hasProviders reports whether a tenant is a provider of the shared serving tier.
+func (s *Sharing) hasProviders() bool { return len(s.models) > 0 }
+
 // Sharing is the shared serving tier as last read (nil before Load).
 func (f *TenantFiles) Sharing() *Sharing { return f.sharing.Load() }

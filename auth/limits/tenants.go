@@ -239,10 +239,25 @@ func (f *TenantFiles) Names() []string {
 // TenantFilesWithLimits reads a tenants folder and returns, checked, the tenant.yaml of every
 // tenant with limits (its own or its tier's), by tenant name, and the file of each tier those
 // tenants name, as "tiers/<tier>": what the gateway's install mounts for --limits-tenants.
+// When a tenant is a provider of the shared serving tier, every tenant's file is returned (its
+// catalogue says what it may call) and each provider's jobs, as "<provider>/jobs/<file name>".
 func TenantFilesWithLimits(dir string) (map[string][]byte, error) {
-	m, _, _, err := readTenants(dir)
+	m, sh, _, err := readTenants(dir)
 	if err != nil {
 		return nil, err
+	}
+	jobs := map[string]string{}
+	if sh.hasProviders() {
+		for name := range sh.tenants {
+			if _, ok := m[name]; !ok {
+				m[name] = Tenant{}
+			}
+			if sh.tenants[name].Spec.Provider {
+				for _, p := range jobFiles(dir, name) {
+					jobs[name+"/"+jobsDir+"/"+filepath.Base(p)] = p
+				}
+			}
+		}
 	}
 	tiers := map[string]string{}
 	for _, p := range tierFiles(dir) {
@@ -271,6 +286,13 @@ func TenantFilesWithLimits(dir string) (map[string][]byte, error) {
 			}
 			out[tiersDir+"/"+t.Spec.Tier] = tb
 		}
+	}
+	for name, p := range jobs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = b
 	}
 	return out, nil
 }
