@@ -28,7 +28,7 @@ func TestGenerateOneTenant(t *testing.T) {
 	_, err = Generate(context.Background(), opts)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `tenants/acmee/tenant.yaml: unknown tenant "acmee"`)
-	assert.Contains(t, err.Error(), "expected one of the tenants: acme, globex, initech")
+	assert.Contains(t, err.Error(), "expected one of the tenants: acme, globex, initech, platform")
 
 	in := gentest.Copy(t, "../tenants")
 	gentest.Edit(t, in, "acme/jobs/qwen3-32b.yaml", "replicas: 2", "replicas: 2\n  gpuCont: 1")

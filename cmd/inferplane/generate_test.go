@@ -32,7 +32,7 @@ func TestGenerateCommandOnTheBundledExamples(t *testing.T) {
 
 	stdout, err = runCLI(t, common...)
 	require.NoError(t, err)
-	for _, tenant := range []string{"acme", "globex", "initech"} {
+	for _, tenant := range []string{"acme", "globex", "initech", "platform"} {
 		assert.Contains(t, stdout, tenant+": created (")
 		assert.DirExists(t, filepath.Join(out, tenant, ".git"))
 	}
