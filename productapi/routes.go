@@ -34,7 +34,7 @@ func (s *Server) register() {
 	huma.Register(s.api, op(http.MethodPost, t+"/jobs/{job}/restart", "restartJob", "Restart a job",
 		"Restarts one replica's VMs or all, keeping the model cache. Needs the clusters. Role: developer.", 200), s.restartJob)
 	huma.Register(s.api, op(http.MethodGet, t+"/models", "listModels", "List models",
-		"What the tenant may run: hand-written masters, Parakeet and every recipe, on each allowed node type where a job naming it would be admitted, with the GPUs per replica and why. Role: viewer.", 200), s.listModels)
+		"What the tenant may run: hand-written masters, Parakeet and every recipe, on each allowed node type where a job naming it would be admitted, with the GPUs per replica and why; and the shared models of provider tenants its catalogue offers, which it calls with its own keys. Role: viewer.", 200), s.listModels)
 	huma.Register(s.api, op(http.MethodGet, t+"/quota", "getQuota", "Get the tenant's quota",
 		"The tenant's tier, its quota (the tier's, the tenant's own figures, and those in force), what its jobs claim of it, and its node types and models in force. Role: viewer.", 200), s.getQuota)
 	huma.Register(s.api, op(http.MethodPut, t+"/quota", "setQuota", "Change the tenant's quota",
