@@ -63,15 +63,17 @@ vet: fmt
 
 # vet (among the builds of the tests' binaries, once kube-apiserver has compiled the k8s.io
 # packages both need), unit tests and the e2e tests against the real API server, the real
-# Argo CD and Dex, and the console's in Debian's Chromium (hack/chromium.sh installs it when
-# missing), then a check that no test process outlived the tests.
+# Argo CD and Dex, and the console's in Debian's Chromium, then a check that no test process
+# outlived the tests. The Debian packages the tests use are installed first when missing
+# (hack/debpkg.sh: as root, once; one line each).
 test: fmt
 	@hack/redis.sh > /dev/null
 	@hack/chromium.sh > /dev/null
-	@bins=$$(mktemp) && trap 'rm -f $$bins' EXIT && \
+	@hack/debpkg.sh shellcheck shellcheck > /dev/null
+	@bins=$$(mktemp) && trap 'rm -f "$$bins"' EXIT && \
 	hack/testbins.sh $(GO) vet ./... > $$bins && \
 	env $$(cat $$bins) INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_REQUIRE_GITOPS=1 INFERPLANE_REQUIRE_DEX=1 INFERPLANE_REQUIRE_REDIS=1 \
-		INFERPLANE_REQUIRE_BROWSER=1 $(GO) test -count=1 -timeout 30m ./...
+		INFERPLANE_REQUIRE_BROWSER=1 INFERPLANE_REQUIRE_SHELLCHECK=1 $(GO) test -count=1 -timeout 30m ./...
 	@hack/check-strays.sh
 
 # Only the GitOps tests: Argo CD syncing generated repositories (e2e/argocd) and KubeVirt's own

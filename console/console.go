@@ -77,6 +77,8 @@ type Handler struct {
 	mux    *http.ServeMux
 	root   http.Handler
 	cop    *http.CrossOriginProtection
+	// patterns are the routes' patterns, as registered (the tests walk every write).
+	patterns []string
 	// done is closed by Shutdown: live streams end.
 	done     chan struct{}
 	shutdown sync.Once
@@ -182,7 +184,7 @@ func (h *Handler) now() time.Time { return h.opts.Now() }
 
 // routes: every page below /t/{tenant}/ is the tenant's; the rest is the caller's own.
 func (h *Handler) routes() {
-	m := http.NewServeMux()
+	m := &recordingMux{ServeMux: http.NewServeMux(), patterns: &h.patterns}
 	m.Handle("GET /static/", h.assets)
 	m.HandleFunc("GET /favicon.ico", h.assets.favicon)
 	m.HandleFunc("GET /auth/login", h.login)
@@ -224,7 +226,22 @@ func (h *Handler) routes() {
 	t("POST /t/{tenant}/playground/{job}/chat", access.Read, h.playgroundChat)
 	t("POST /t/{tenant}/playground/{job}/transcribe", access.Read, h.playgroundTranscribe)
 	m.HandleFunc("GET /", h.notFound)
-	h.mux = m
+	h.mux = m.ServeMux
+}
+
+// recordingMux is a ServeMux that keeps the patterns it was given.
+type recordingMux struct {
+	*http.ServeMux
+	patterns *[]string
+}
+
+func (m *recordingMux) Handle(pattern string, h http.Handler) {
+	*m.patterns = append(*m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+func (m *recordingMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
 }
 
 // ctxKey carries the signed-in session through a request.

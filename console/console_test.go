@@ -44,13 +44,18 @@ type fixture struct {
 	clock   *clock
 }
 
-func newFixture(t *testing.T) *fixture {
+// newFixture serves the example data with the development sign-in; more changes the options.
+func newFixture(t *testing.T, more ...func(*console.Options)) *fixture {
 	t.Helper()
 	f := &fixture{clock: &clock{t: time.Now()}}
 	f.backend = consoletest.Example(f.clock.now())
 	f.srv = consoletest.Start(t, func(addr string) console.Options {
-		return console.Options{Backend: f.backend, Dev: true, ListenAddr: addr,
+		o := console.Options{Backend: f.backend, Dev: true, ListenAddr: addr,
 			SessionKeys: [][]byte{consoletest.Key()}, Now: f.clock.now, LiveInterval: 50 * time.Millisecond, SessionMaxAge: time.Hour}
+		for _, m := range more {
+			m(&o)
+		}
+		return o
 	})
 	return f
 }
@@ -416,12 +421,7 @@ func TestJobEvents(t *testing.T) {
 	u := f.signIn(t, "dana@acme.example", "acme-ml")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.srv.URL+"/t/acme/jobs/events", nil)
-	req.AddCookie(u.cookie)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	r := bufio.NewReader(resp.Body)
+	r := f.events(t, ctx, u, "")
 	first := readEvent(t, r)
 	assert.NotEmpty(t, first.id)
 	assert.Contains(t, first.data, `id="job-transcribe"`)
@@ -432,13 +432,7 @@ func TestJobEvents(t *testing.T) {
 	assert.Contains(t, second.data, "answers /health")
 
 	// A stream resumed at the current tag sends nothing until something changes.
-	req2, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.srv.URL+"/t/acme/jobs/events", nil)
-	req2.AddCookie(u.cookie)
-	req2.Header.Set("Last-Event-ID", second.id)
-	resp2, err := http.DefaultClient.Do(req2)
-	require.NoError(t, err)
-	defer resp2.Body.Close()
-	r2 := bufio.NewReader(resp2.Body)
+	r2 := f.events(t, ctx, u, second.id)
 	time.Sleep(300 * time.Millisecond)
 	f.backend.SetStage("acme", "chat", "failed", "evicted")
 	third := readEvent(t, r2)
@@ -447,22 +441,30 @@ func TestJobEvents(t *testing.T) {
 
 type event struct{ id, data string }
 
+// events opens the jobs list's event stream as u (resumed after lastID, when given), until ctx
+// ends.
+func (f *fixture) events(t *testing.T, ctx context.Context, u user, lastID string) *bufio.Reader {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.srv.URL+"/t/acme/jobs/events", nil)
+	req.AddCookie(u.cookie)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	return bufio.NewReader(resp.Body)
+}
+
+// readEvent reads the next event: its id and its data lines, each ending in a newline.
 func readEvent(t *testing.T, r *bufio.Reader) event {
 	t.Helper()
-	var e event
-	for {
-		line, err := r.ReadString('\n')
-		require.NoError(t, err)
-		line = strings.TrimRight(line, "\n")
-		switch {
-		case line == "" && e.data != "":
-			return e
-		case strings.HasPrefix(line, "id: "):
-			e.id = strings.TrimPrefix(line, "id: ")
-		case strings.HasPrefix(line, "data: "):
-			e.data += strings.TrimPrefix(line, "data: ") + "\n"
-		}
+	fields := readStreamEvent(t, r)
+	e := event{data: strings.Join(fields["data"], "\n") + "\n"}
+	if ids := fields["id"]; len(ids) > 0 {
+		e.id = ids[len(ids)-1]
 	}
+	return e
 }
 
 func TestSessionEnds(t *testing.T) {

@@ -121,16 +121,24 @@ func (h *Handler) jobEvents(c *call) {
 }
 
 // writeEvent writes one unnamed event: htmx's SSE extension swaps its data into the element.
+// Every line of the body is a data line of its own: an event stream ends a line at CR, LF or
+// CRLF, so a CR inside the data (a reason the clusters wrote) must not end it, or the text
+// after it would be read as a field of the stream (an id, an event name) rather than data.
 func writeEvent(w http.ResponseWriter, id string, body []byte) {
 	var b bytes.Buffer
 	b.WriteString("id: " + id + "\n")
-	for _, line := range bytes.Split(bytes.TrimRight(body, "\n"), []byte("\n")) {
+	for _, line := range sseLines(bytes.TrimRight(body, "\r\n")) {
 		b.WriteString("data: ")
-		b.Write(bytes.TrimRight(line, "\r"))
+		b.Write(line)
 		b.WriteByte('\n')
 	}
 	b.WriteByte('\n')
 	_, _ = w.Write(b.Bytes())
+}
+
+// sseLines splits b at CRLF, CR and LF, as an event stream's reader does.
+func sseLines(b []byte) [][]byte {
+	return bytes.Split(bytes.ReplaceAll(bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n")), []byte("\n"))
 }
 
 // createForm is the create-a-job form: what was typed, and the problems found.

@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
@@ -105,10 +108,34 @@ type loginState struct {
 // loginTTL is how long a sign-in may take at the provider.
 const loginTTL = 10 * time.Minute
 
-// safeNext keeps a return path on this console: a path, never a URL or a scheme-relative //.
+// maxNext bounds a return path: it rides in the sealed login cookie, which a browser keeps
+// only up to 4 KB.
+const maxNext = 1024
+
+// safeNext keeps a return path on this console: an absolute path of its own, with its query,
+// as given. Anything else is "/": a URL or a scheme ("https://evil", "javascript:"), a
+// scheme-relative "//evil", a backslash anywhere (browsers read "/\evil" as "//evil"), a
+// control character anywhere (browsers drop tabs and newlines from a URL, so "/\t/evil" would
+// become "//evil"), one that does not parse, one whose path is not clean (dot segments, doubled
+// or encoded slashes), the sign-in's own pages, one past maxNext. An encoded character other
+// than a slash ("%5C", "%09") stays as given: a path of this console, which a browser does not
+// decode before it resolves the redirect.
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
-		strings.HasPrefix(next, "/auth/") {
+	if next == "" || len(next) > maxNext || next[0] != '/' || strings.HasPrefix(next, "//") ||
+		strings.ContainsFunc(next, func(r rune) bool { return r == '\\' || unicode.IsControl(r) || r == utf8.RuneError }) {
+		return "/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return "/"
+	}
+	// A path that cleaning would change ("/.//evil", "/%2F%2Fevil" once decoded, "/a/../..")
+	// is no page of the console's: refused rather than guessed at.
+	clean := path.Clean(u.Path)
+	if strings.HasSuffix(u.Path, "/") && clean != "/" {
+		clean += "/"
+	}
+	if clean != u.Path || clean == "/auth" || strings.HasPrefix(clean, "/auth/") {
 		return "/"
 	}
 	return next

@@ -10,9 +10,32 @@
 # A process whose test binary is still running (its parent, or the owner its mark names) belongs
 # to a test run in progress, e.g. another checkout's sharing the cache, or to a make demo
 # running: it is not a stray.
+#
+# It reads /proc alone (no pgrep or ps: a bare Debian image has no procps, and a check whose
+# tools are missing would find nothing and pass). Not set -e: processes end while it reads them,
+# and each read that fails for that skips the process.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache="${INFERPLANE_CACHE:-$root/.cache}"
+
+# stat_field PID N: field N of /proc/PID/stat, counted from the state (field 3), after the
+# command name, which may hold spaces: 2 is the parent's pid, 20 the start time in clock ticks
+# since boot.
+stat_field() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  # shellcheck disable=SC2086
+  set -- $stat
+  echo "${!2}"
+}
+
+# cmdline PID: the process's command line, its arguments joined by spaces.
+cmdline() {
+  local args
+  args=$(tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline") || return 1
+  echo "${args% }"
+}
 
 # is_test_binary PID: the process runs a Go test binary.
 is_test_binary() {
@@ -21,41 +44,33 @@ is_test_binary() {
   [[ ${exe% (deleted)} == *.test ]]
 }
 
-# start_time PID: when the process started, in clock ticks since boot (field 22 of
-# /proc/PID/stat, counted after the command name, which may hold spaces).
-start_time() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }
-  # shellcheck disable=SC2086
-  set -- $stat
-  echo "${20}"
-}
-
 # owner_runs OWNER PID: OWNER runs and started no later than PID, so it is PID's owner and not a
 # later process given its pid. Owners are test binaries, or make demo (its Dex carries the mark).
 owner_runs() {
   local o c
-  o=$(start_time "$1") && c=$(start_time "$2") || return 1
+  o=$(stat_field "$1" 20) && c=$(stat_field "$2" 20) || return 1
   (( o <= c ))
 }
 
 strays=""
-# A server from the caches counts only with the harness's marker on its command line (e2e/kubeenv
-# puts inferplane-kubeenv- there): a developer's own kube-apiserver from the cache is left alone.
-for pid in $(pgrep -f "$cache/(kubebin|argocd|kube-controller-manager)/.*inferplane-kubeenv-"); do
-  ppid=$(ps -o ppid= -p "$pid" 2>/dev/null | tr -d ' ') || continue
-  is_test_binary "$ppid" && continue
-  strays+=$'\n'"$(ps -o pid=,args= -p "$pid" 2>/dev/null)"
-done
-for env in /proc/[0-9]*/environ; do
-  pid=${env#/proc/}
-  pid=${pid%/environ}
+for dir in /proc/[0-9]*; do
+  pid=${dir#/proc/}
   [[ $pid == "$$" ]] && continue
-  owner=$(tr '\0' '\n' 2>/dev/null < "$env" | sed -n 's/^INFERPLANE_E2E_OWNER=//p') 2>/dev/null || continue
+  args=$(cmdline "$pid") || continue
+  # A server from the caches counts only with the harness's marker on its command line
+  # (e2e/kubeenv puts inferplane-kubeenv- there): a developer's own kube-apiserver from the
+  # cache is left alone.
+  case "$args" in
+    *"$cache"/kubebin/*inferplane-kubeenv-* | *"$cache"/argocd/*inferplane-kubeenv-* | \
+      *"$cache"/kube-controller-manager/*inferplane-kubeenv-*)
+      ppid=$(stat_field "$pid" 2) || continue
+      is_test_binary "$ppid" || strays+=$'\n'"$pid $args"
+      ;;
+  esac
+  owner=$(tr '\0' '\n' 2>/dev/null <"$dir/environ" | sed -n 's/^INFERPLANE_E2E_OWNER=//p')
   [[ -z $owner ]] && continue
   owner_runs "$owner" "$pid" && continue
-  strays+=$'\n'"$(ps -o pid=,args= -p "$pid" 2>/dev/null)"
+  [[ -d $dir ]] && strays+=$'\n'"$pid $args"
 done
 strays=$(echo "$strays" | sed '/^[[:space:]]*$/d' | sort -u)
 if [[ -n "$strays" ]]; then

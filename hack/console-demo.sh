@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 listen=${CONSOLE_LISTEN:-127.0.0.1:8080}
 go=${GO:-go}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/inferplane-console.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp" || true' EXIT # never fails the script (set -e)
 trap 'exit 130' INT TERM
 
 git init -q --bare -b main "$tmp/inputs.git"

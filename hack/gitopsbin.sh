@@ -37,6 +37,7 @@ stamp=$( (cd "$src" && find . -type f | LC_ALL=C sort | xargs cat; go env GOVERS
 dest="$cache/$stamp"
 
 if [[ -x "$dest/$tool" ]]; then
+  touch "$dest" 2>/dev/null || true # marks it used (see the pruning below)
   echo "$dest"
   exit 0
 fi
@@ -47,11 +48,14 @@ mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
 if [[ -x "$dest/$tool" ]]; then
+  touch "$dest" 2>/dev/null || true # marks it used (see the pruning below)
   echo "$dest"
   exit 0
 fi
 tmp=$(mktemp -d "$cache/.build.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+# Not `rm -rf "$tmp"` alone: under set -e a failing command in the trap would turn the exit 0
+# of a good build into 1.
+trap 'rm -rf "$tmp" || true' EXIT
 
 version() { (cd "$src" && go list -m -f '{{.Version}}' "$1"); }
 start=$SECONDS
@@ -98,6 +102,9 @@ echo "gitopsbin: built $tool in $((SECONDS - start)) s" >&2
 rm -rf "$dest"
 mv "$tmp" "$dest"
 trap - EXIT
-# Older builds are only disk: keep the newest one.
-find "$cache" -mindepth 1 -maxdepth 1 -type d ! -name "$stamp" ! -name '.build.*' -exec rm -rf {} +
+# Older builds are only disk, but another checkout sharing the cache may have other pins and
+# be running its tests from its build: remove the builds no run has used for 3 days, and the
+# folders of builds killed before they finished (we hold the lock: none is running).
+find "$cache" -mindepth 1 -maxdepth 1 -type d ! -name "$stamp" \( -name '.build.*' -o -mtime +3 \) -exec rm -rf {} + ||
+  echo "${0##*/}: could not remove older builds in $cache" >&2
 echo "$dest"

@@ -18,6 +18,7 @@ stamp=$( (cat "$tools"/apiserver/go.mod "$tools"/apiserver/go.sum "$tools"/etcd/
 dest="$cache/$stamp"
 
 if [[ -x "$dest/kube-apiserver" && -x "$dest/etcd" ]]; then
+  touch "$dest" 2>/dev/null || true # marks it used (see the pruning below)
   echo "$dest"
   exit 0
 fi
@@ -28,11 +29,14 @@ mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
 if [[ -x "$dest/kube-apiserver" && -x "$dest/etcd" ]]; then
+  touch "$dest" 2>/dev/null || true # marks it used (see the pruning below)
   echo "$dest"
   exit 0
 fi
 tmp=$(mktemp -d "$cache/.build.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+# Not `rm -rf "$tmp"` alone: under set -e a failing command in the trap would turn the exit 0
+# of a good build into 1.
+trap 'rm -rf "$tmp" || true' EXIT
 
 k8s_version=$(cd "$tools/apiserver" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 minor=$(echo "$k8s_version" | cut -d. -f2)
@@ -53,6 +57,9 @@ echo "kubebin: building etcd $(cd "$tools/etcd" && go list -m -f '{{.Version}}' 
 rm -rf "$dest"
 mv "$tmp" "$dest"
 trap - EXIT
-# Older builds are only disk: keep the newest one.
-find "$cache" -mindepth 1 -maxdepth 1 -type d ! -name "$stamp" ! -name '.build.*' -exec rm -rf {} +
+# Older builds are only disk, but another checkout sharing the cache may have other pins and
+# be running its tests from its build: remove the builds no run has used for 3 days, and the
+# folders of builds killed before they finished (we hold the lock: none is running).
+find "$cache" -mindepth 1 -maxdepth 1 -type d ! -name "$stamp" \( -name '.build.*' -o -mtime +3 \) -exec rm -rf {} + ||
+  echo "${0##*/}: could not remove older builds in $cache" >&2
 echo "$dest"

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkg=github.com/inferplane/inferplane/internal/version
-commit= date= modified=false
+commit="" date="" modified=false
 if commit=$(git rev-parse HEAD 2>/dev/null); then
 	date=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ HEAD)
 	# The same test as Go's vcs.modified: anything git status reports, untracked files included.

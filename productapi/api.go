@@ -68,7 +68,7 @@ func (s *Server) newAPI(mux *http.ServeMux) huma.API {
 	}
 	cfg.Security = []map[string][]string{{bearer: {}}}
 	api := humago.New(mux, cfg)
-	api.UseMiddleware(s.authenticate)
+	api.UseMiddleware(s.jsonBodies, s.authenticate)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.metrics.handler())

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferplane/inferplane/access"
+	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/productapi/apiv1"
@@ -38,7 +39,7 @@ func (s *Server) keyStore() (keys.Store, error) {
 }
 
 func (s *Server) createKey(ctx context.Context, in *createKeyInput) (*createKeyOutput, error) {
-	v, _, err := s.authorize(ctx, in.Tenant, access.WriteKeys)
+	v, t, err := s.authorize(ctx, in.Tenant, access.WriteKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -59,12 +60,8 @@ func (s *Server) createKey(ctx context.Context, in *createKeyInput) (*createKeyO
 	}
 	now := s.opts.Now()
 	req := keys.Request{Tenant: in.Tenant, Endpoint: in.Body.Endpoint, Name: in.Body.Name, Limits: in.Body.Limits}
-	var limitErrs field.ErrorList
-	for _, p := range limits.Problems("limits", in.Body.Limits) {
-		limitErrs = append(limitErrs, field.Invalid(field.NewPath(p.Field), strings.TrimPrefix(p.Got, "is "), "must be "+p.Expected))
-	}
-	if len(limitErrs) > 0 {
-		return nil, fieldProblems(limitErrs)
+	if errs := s.keyLimitProblems(ctx, in.Tenant, t, in.Body.Limits); len(errs) > 0 {
+		return nil, fieldProblems(errs)
 	}
 	if in.Body.Expires != "" {
 		if req.ExpiresAt, err = keys.ParseExpiry(in.Body.Expires, now); err != nil {
@@ -147,24 +144,84 @@ func (s *Server) revokeKey(ctx context.Context, in *KeyParams) (*body[apiv1.Key]
 	if err != nil {
 		return nil, err
 	}
-	// A key of another tenant is "not found" here, as one that does not exist.
-	notFound := newProblem(http.StatusNotFound, fmt.Sprintf("tenant %s has no key %s", in.Tenant, in.ID))
-	rec, err := store.Get(ctx, in.ID)
-	switch {
-	case errors.Is(err, keys.ErrNotFound):
-		return nil, notFound
-	case err != nil:
-		return nil, s.internal("reading the key", err)
-	case rec.Tenant != in.Tenant:
-		return nil, notFound
+	if _, err := s.tenantKey(ctx, store, in.Tenant, in.ID); err != nil {
+		return nil, err
 	}
 	now := s.opts.Now()
-	rec, err = store.Revoke(ctx, in.ID, now)
+	rec, err := store.Revoke(ctx, in.ID, now)
 	if err != nil {
 		return nil, s.internal("revoking the key", err)
 	}
 	s.log.Info("API key revoked", "tenant", in.Tenant, "key_id", in.ID, "by", identity(ctx).Subject)
 	return &body[apiv1.Key]{Body: keyView(rec, now)}, nil
+}
+
+// keyLimitProblems checks a key's own limits: each a positive number, hard or soft, and, unless
+// the caller is an operator, at most the tenant's of the same kind (tenant.yaml spec.limits).
+// The tenant's limits apply to every key whatever its own, and nothing here changes them.
+func (s *Server) keyLimitProblems(ctx context.Context, tenant string, t *v1alpha1.Tenant, l *v1alpha1.RateLimits) field.ErrorList {
+	var errs field.ErrorList
+	for _, p := range limits.Problems("limits", l) {
+		errs = append(errs, field.Invalid(field.NewPath(p.Field), strings.TrimPrefix(p.Got, "is "), "must be "+p.Expected))
+	}
+	if len(errs) > 0 || t.Spec.Limits == nil || s.opts.Policy.IsOperator(identity(ctx)) {
+		return errs
+	}
+	for _, e := range limits.Above(limits.FromSpec(l), limits.FromSpec(&t.Spec.Limits.RateLimits)) {
+		errs = append(errs, field.Invalid(field.NewPath("limits", e.Kind.String(), "value"), e.Key, fmt.Sprintf(
+			"must be at most %d, the tenant's own %s (spec.limits.%s of tenants/%s/tenant.yaml), which applies to every key of %s", e.Tenant, e.Kind.Words(), e.Kind, tenant, tenant)))
+	}
+	return errs
+}
+
+type keyLimitsInput struct {
+	KeyParams
+	Body apiv1.KeyLimits
+}
+
+// setKeyLimits replaces a key's own limits, checked as a create checks them; a key of another
+// tenant is not found, as one that does not exist; a revoked key is not changed.
+func (s *Server) setKeyLimits(ctx context.Context, in *keyLimitsInput) (*body[apiv1.Key], error) {
+	_, t, err := s.authorize(ctx, in.Tenant, access.WriteKeys)
+	if err != nil {
+		return nil, err
+	}
+	store, err := s.keyStore()
+	if err != nil {
+		return nil, err
+	}
+	if errs := s.keyLimitProblems(ctx, in.Tenant, t, in.Body.Limits); len(errs) > 0 {
+		return nil, fieldProblems(errs)
+	}
+	rec, err := s.tenantKey(ctx, store, in.Tenant, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	now := s.opts.Now()
+	if rec.Status(now) == keys.StatusRevoked {
+		return nil, newProblem(http.StatusConflict, fmt.Sprintf("key %s is revoked: its limits no longer matter, and revocation is final", in.ID))
+	}
+	if rec, err = store.SetLimits(ctx, in.ID, limits.FromSpec(in.Body.Limits).Spec()); err != nil {
+		return nil, s.internal("setting the key's limits", err)
+	}
+	s.log.Info("API key limits set", "tenant", in.Tenant, "key_id", in.ID, "limits", limits.FromSpec(rec.Limits), "by", identity(ctx).Subject)
+	return &body[apiv1.Key]{Body: keyView(rec, now)}, nil
+}
+
+// tenantKey reads a key of the tenant: one of another tenant is "not found", as one that does
+// not exist.
+func (s *Server) tenantKey(ctx context.Context, store keys.Store, tenant, id string) (keys.Record, error) {
+	notFound := newProblem(http.StatusNotFound, fmt.Sprintf("tenant %s has no key %s", tenant, id))
+	rec, err := store.Get(ctx, id)
+	switch {
+	case errors.Is(err, keys.ErrNotFound):
+		return rec, notFound
+	case err != nil:
+		return rec, s.internal("reading the key", err)
+	case rec.Tenant != tenant:
+		return rec, notFound
+	}
+	return rec, nil
 }
 
 // idemCache remembers the answers of POSTs that are not git writes (key creation) for a while,

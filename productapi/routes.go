@@ -49,6 +49,8 @@ func (s *Server) register() {
 		"The key is in this one answer only; the store keeps its HMAC. Role: developer.", 201), s.createKey)
 	huma.Register(s.api, op(http.MethodDelete, t+"/keys/{id}", "revokeKey", "Revoke an API key",
 		"Revocation is final; the record stays, listed as revoked. Role: developer.", 200), s.revokeKey)
+	huma.Register(s.api, op(http.MethodPut, t+"/keys/{id}/limits", "setKeyLimits", "Set an API key's limits",
+		"Replaces the key's own rate limits and token budgets (absent: none of its own). Each is at most the tenant's of the same kind (spec.limits of tenant.yaml), which apply to the key whatever its own; an operator is not bound by them. Role: developer.", 200), s.setKeyLimits)
 	huma.Register(s.api, op(http.MethodGet, t+"/usage", "getUsage", "Usage per key and hour",
 		"Requests and tokens per key and hour over a range, summed over every gateway replica. Role: viewer.", 200), s.getUsage)
 	huma.Register(s.api, op(http.MethodGet, t+"/endpoints", "listEndpoints", "Endpoint health",

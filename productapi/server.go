@@ -174,9 +174,10 @@ func New(o Options) (*Server, error) {
 // OpenAPI is the API's OpenAPI document (what /api/v1/openapi.json serves).
 func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
 
-// Handler serves the API, /healthz, /readyz and /metrics. The root path is free: mount a
+// Handler serves the API, /healthz, /readyz and /metrics, each answer with the headers that
+// keep browsers from framing or sniffing it (securityHeaders). The root path is free: mount a
 // console beside it with Mount.
-func (s *Server) Handler() http.Handler { return s.metrics.wrap(s.mux) }
+func (s *Server) Handler() http.Handler { return securityHeaders(s.metrics.wrap(s.mux)) }
 
 // Mount adds the API's routes to mux (which may serve a console at /).
 func (s *Server) Mount(mux *http.ServeMux) {

@@ -101,6 +101,25 @@ func FromSpec(r *v1alpha1.RateLimits) Set {
 	return s
 }
 
+// String says the limits in words: "60 requests per minute, 1000 tokens per day (soft)", or
+// "none".
+func (s Set) String() string {
+	var parts []string
+	for k := range NumKinds {
+		if v := s[k]; v.Value > 0 {
+			p := fmt.Sprintf("%d %s", v.Value, k.Words())
+			if v.Soft {
+				p += " (soft)"
+			}
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // Spec turns a Set back into the API's form (nil when empty).
 func (s Set) Spec() *v1alpha1.RateLimits {
 	if s.Empty() {
@@ -121,6 +140,26 @@ func (s Set) Spec() *v1alpha1.RateLimits {
 
 func specFields(r *v1alpha1.RateLimits) [NumKinds]**v1alpha1.Limit {
 	return [NumKinds]**v1alpha1.Limit{&r.RequestsPerMinute, &r.TokensPerMinute, &r.TokensPerDay, &r.TokensPerWeek, &r.TokensPerMonth}
+}
+
+// Excess is a key's limit above its tenant's of the same kind.
+type Excess struct {
+	Kind        Kind
+	Key, Tenant int64
+}
+
+// Above lists the key's limits that are higher than its tenant's of the same kind (a kind the
+// tenant does not limit bounds nothing). Every request passes the key's limits and the
+// tenant's, so a key's own can only narrow the tenant's: one above it promises what the key
+// never gets.
+func Above(key, tenant Set) []Excess {
+	var out []Excess
+	for k := range NumKinds {
+		if t := tenant[k].Value; t > 0 && key[k].Value > t {
+			out = append(out, Excess{Kind: k, Key: key[k].Value, Tenant: t})
+		}
+	}
+	return out
 }
 
 // Problem is one thing wrong with limits: the field, what was expected, what was found.

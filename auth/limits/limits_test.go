@@ -87,6 +87,38 @@ func TestTenantFromSpecAndProblems(t *testing.T) {
 	}
 }
 
+// A key's limits above its tenant's are named, kind by kind; a kind the tenant leaves open, a
+// limit at or under the tenant's, and the modes do not count.
+func TestAbove(t *testing.T) {
+	tenant := Set{RequestsPerMinute: {Value: 600}, TokensPerDay: {Value: 1000, Soft: true}}
+	for _, tc := range []struct {
+		name string
+		key  Set
+		want []Excess
+	}{
+		{"no limits", Set{}, nil},
+		{"within", Set{RequestsPerMinute: {Value: 600}, TokensPerDay: {Value: 1, Soft: true}}, nil},
+		{"a kind the tenant leaves open", Set{TokensPerMonth: {Value: 1 << 40}}, nil},
+		{"above, hard or soft", Set{RequestsPerMinute: {Value: 601, Soft: true}, TokensPerDay: {Value: 5000}},
+			[]Excess{{RequestsPerMinute, 601, 600}, {TokensPerDay, 5000, 1000}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Above(tc.key, tenant)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Errorf("got %+v, want %+v", got, tc.want)
+				}
+			}
+		})
+	}
+	if got := Above(Set{RequestsPerMinute: {Value: 5}}, Set{}); got != nil {
+		t.Errorf("a tenant without limits bounds nothing: %+v", got)
+	}
+}
+
 // clock is a fake clock for the windows.
 type clock struct{ ns atomic.Int64 }
 

@@ -120,6 +120,7 @@ Prometheus. SIGTERM finishes requests in flight (--shutdown-timeout).`,
 	fl.DurationVar(&f.c.RefreshInterval, "refresh-interval", 2*time.Second, "how often the inputs are fetched for reads")
 	fl.DurationVar(&f.c.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often every tenant repository is compared with the inputs and rendered when behind")
 	fl.DurationVar(&f.c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long in-flight requests may take to finish after SIGINT or SIGTERM")
+	fl.IntVar(&f.c.Bounds.Conns.MaxPerClient, "max-connections-per-client", 0, "connections one client IP address may hold open (0: no bound, for an API behind a proxy, where every client has the proxy's address)")
 	f.console.register(fl)
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -134,6 +135,9 @@ func runAPIServe(cmd *cobra.Command, f *apiServeFlags) error {
 		}
 	}
 	errs = append(errs, f.console.check(&f.c)...)
+	if f.c.Bounds.Conns.MaxPerClient < 0 {
+		errs = append(errs, fmt.Errorf("--max-connections-per-client is %d: want 0 (no bound) or more", f.c.Bounds.Conns.MaxPerClient))
+	}
 	if f.inCluster && (f.kube.Path != "" || f.kube.HostContext != "") {
 		errs = append(errs, errors.New("--in-cluster reads no kubeconfig: drop --kubeconfig and --context"))
 	}
@@ -180,6 +184,11 @@ func registerAPIInstallFlags(f *pflag.FlagSet, o *apiinstall.Options, prefix str
 	f.StringVar(&o.InputsBranch, prefix+"inputs-branch", "", "the inputs' branch (default main)")
 	f.Int32Var(&o.Replicas, prefix+"replicas", apiinstall.DefaultReplicas, "number of API replicas")
 	f.StringVar(&o.Image, prefix+"image", "", "container image of inferplane the API runs (default this build's)")
+	f.BoolVar(&o.NoConsole, prefix+"no-console", false, "serve the API only, without the web console at /")
+	f.StringVar(&o.ConsoleURL, prefix+"console-url", "", "where browsers reach the console, an https:// URL (default https://api.<domain>); the provider sends them back to <url>/auth/callback")
+	f.StringVar(&o.ConsoleClientID, prefix+"console-client-id", "", "the console's OIDC client id (default --"+prefix+"oidc-client-id); <console-url>/auth/callback must be among its redirect URIs")
+	f.BoolVar(&o.ConsoleConfidential, prefix+"console-confidential-client", false, "the console's OIDC client has a secret: read from the console's Secret (key "+apiinstall.ClientSecretKey+")")
+	f.StringVar(&o.ConsoleGateway, prefix+"console-gateway", "", "where the playground sends the endpoints' requests, with the endpoint's host name: host:port of the gateway's TLS listener (default its Envoy Service, <gateway-name>-envoy.<namespace>.svc:443)")
 }
 
 func newAPIManifestsCmd() *cobra.Command {
@@ -194,9 +203,22 @@ func newAPIManifestsCmd() *cobra.Command {
 cluster, beside the gateway (same namespace): a Deployment of api serve (2 replicas), its
 Service (port 8080), a PodDisruptionBudget, a ServiceAccount and Roles (APIKey objects in its
 namespace; read the cluster registry's Secrets and Argo CD's Applications). Its Secrets are not
-in them (the header says how to create them).`,
-		Example: `  inferplane api manifests --domain models.example.com --oidc-issuer https://login.example.com \
-      --oidc-client-id inferplane --inputs-repo https://git.example.com/ops/inputs.git | kubectl apply -f -`,
+in them (the header says how to create them).
+
+The web console is served with the API, as api serve serves it: at --console-url (default
+https://api.<domain>, where the API answers), signing in with the provider as
+--console-client-id, whose redirect URIs must hold <console-url>/auth/callback. Every replica
+seals and opens sessions with the keys of one Secret (<name>-console, key session-keys), so a
+browser signed in at one replica is signed in at all of them; a pod does not start until that
+Secret exists. --no-console serves the API only.`,
+		Example: `  kubectl -n inferplane-system create secret generic inferplane-api-console --from-file=session-keys=<(openssl rand -hex 32)
+  inferplane api manifests --domain models.example.com --oidc-issuer https://login.example.com \
+      --oidc-client-id inferplane --inputs-repo https://git.example.com/ops/inputs.git | kubectl apply -f -
+
+  # The console at its own host name, signing in as a confidential client of its own
+  inferplane api manifests --domain models.example.com --oidc-issuer https://login.example.com \
+      --oidc-client-id inferplane --inputs-repo https://git.example.com/ops/inputs.git \
+      --console-url https://console.example.com --console-client-id inferplane-console --console-confidential-client`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			y, err := apiinstall.YAML(o)

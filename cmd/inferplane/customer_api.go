@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 	apiclient "github.com/inferplane/inferplane/productapi/client"
 	"github.com/inferplane/inferplane/productapi/clientconfig"
@@ -35,6 +36,7 @@ type customerAPI interface {
 	ListKeys(ctx context.Context, tenant string) (apiv1.KeyList, error)
 	CreateKey(ctx context.Context, tenant string, k apiv1.KeyCreate, o apiclient.WriteOptions) (apiv1.KeyCreated, error)
 	RevokeKey(ctx context.Context, tenant, id string) (apiv1.Key, error)
+	SetKeyLimits(ctx context.Context, tenant, id string, l *v1alpha1.RateLimits) (apiv1.Key, error)
 	Usage(ctx context.Context, tenant string, q apiclient.UsageQuery) (apiv1.Usage, error)
 	Endpoints(ctx context.Context, tenant string) (apiv1.EndpointList, error)
 	Me(ctx context.Context) (apiv1.Me, error)
@@ -447,6 +449,17 @@ func (s *apiSession) keysRevoke(ctx context.Context, w io.Writer, tenant, id str
 	}
 	fmt.Fprintf(w, "revoked key %s of %s\n", k.ID, k.Tenant)
 	return nil
+}
+
+// keysLimit is `keys limit` through the API: the key's new limits, in the words the operator's
+// form prints.
+func (s *apiSession) keysLimit(ctx context.Context, w io.Writer, tenant, id string, l *v1alpha1.RateLimits) error {
+	k, err := s.api.SetKeyLimits(ctx, tenant, id, l)
+	if err != nil {
+		return s.apiErr(err)
+	}
+	_, err = fmt.Fprintf(w, "key %s (tenant %s): %s\n", k.ID, k.Tenant, describeLimits(k.Limits))
+	return err
 }
 
 // usage is `keys usage` through the API: per key, its total and each hour.

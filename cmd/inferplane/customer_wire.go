@@ -33,6 +33,7 @@ func wireAPI(root *cobra.Command) {
 		"keys create":  apiKeysCreateCmd,
 		"keys list":    apiKeysListCmd,
 		"keys revoke":  apiKeysRevokeCmd,
+		"keys limit":   apiKeysLimitCmd,
 		"keys usage":   apiUsageCmd,
 		"health":       apiHealthCmd,
 	} {
@@ -258,6 +259,20 @@ func apiKeysRevokeCmd(cmd *cobra.Command, s *apiSession, args []string) error {
 		}
 	}
 	return nil
+}
+
+func apiKeysLimitCmd(cmd *cobra.Command, s *apiSession, args []string) error {
+	lf := limitFlagsOf(cmd.Flags())
+	clear, _ := cmd.Flags().GetBool("clear")
+	spec, err := limitRequest(args[0], &lf, clear)
+	if err != nil {
+		return err
+	}
+	t, err := s.tenant(flagString(cmd.Flags(), "tenant"))
+	if err != nil {
+		return err
+	}
+	return s.keysLimit(cmd.Context(), cmd.OutOrStdout(), t, args[0], spec)
 }
 
 func apiUsageCmd(cmd *cobra.Command, s *apiSession, _ []string) error {

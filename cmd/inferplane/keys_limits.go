@@ -93,23 +93,12 @@ func limitKind(s string) (limits.Kind, bool) {
 	return 0, false
 }
 
-// describeLimits says a key's limits in a line ("none" without any).
+// describeLimits says a key's limits in a line.
 func describeLimits(r *v1alpha1.RateLimits) string {
-	set := limits.FromSpec(r)
-	var parts []string
-	for k := range limits.NumKinds {
-		if v := set[k]; v.Value > 0 {
-			p := fmt.Sprintf("%d %s", v.Value, k.Words())
-			if v.Soft {
-				p += " (soft)"
-			}
-			parts = append(parts, p)
-		}
+	if set := limits.FromSpec(r); !set.Empty() {
+		return set.String()
 	}
-	if len(parts) == 0 {
-		return "no limits of its own"
-	}
-	return strings.Join(parts, ", ")
+	return "no limits of its own"
 }
 
 func newKeysLimitCmd() *cobra.Command {
@@ -125,6 +114,11 @@ func newKeysLimitCmd() *cobra.Command {
 all, leaving only its tenant's. Every gateway replica applies the change as it reads the key
 store (within a second); what the key spent in the current windows still counts.
 
+A customer signed in to the product API (inferplane login) limits the keys of the context's
+tenant: each limit at most the tenant's own of the same kind (spec.limits of its tenant.yaml),
+which apply to every key whatever its own and which only the operator changes; a limit above it
+is refused, naming the field and the tenant's value.
+
 ` + limitsHelp,
 		Example: `  # 60 requests a minute and a budget of 1M tokens a month that only warns
   inferplane keys limit 3f9a0c1d2e4b5a69 --requests-per-minute 60 --tokens-per-month 1000000 --soft tpmo
@@ -133,20 +127,11 @@ store (within a second); what the key spent in the current windows still counts.
   inferplane keys limit 3f9a0c1d2e4b5a69 --clear`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id := args[0]
-			if !keys.ValidID(id) {
-				return usageErr(fmt.Errorf("%q is not a key id (16 hex digits, as `keys list` shows)", id))
-			}
-			spec, err := lf.spec()
+			spec, err := limitRequest(args[0], &lf, clear)
 			if err != nil {
 				return err
 			}
-			if clear && spec != nil {
-				return usageErr(errors.New("--clear removes every limit: give it alone"))
-			}
-			if !clear && spec == nil {
-				return usageErr(errors.New("give at least one limit (--requests-per-minute, --tokens-per-day, ...) or --clear"))
-			}
+			id := args[0]
 			store, _, err := sf.open(true)
 			if err != nil {
 				return err
@@ -163,6 +148,25 @@ store (within a second); what the key spent in the current windows still counts.
 	lf.register(cmd)
 	cmd.Flags().BoolVar(&clear, "clear", false, "remove the key's own limits")
 	return cmd
+}
+
+// limitRequest checks keys limit's arguments: the key's id, and its new limits (nil with
+// --clear), or a usage error.
+func limitRequest(id string, lf *limitFlags, clear bool) (*v1alpha1.RateLimits, error) {
+	if !keys.ValidID(id) {
+		return nil, usageErr(fmt.Errorf("%q is not a key id (16 hex digits, as `keys list` shows)", id))
+	}
+	spec, err := lf.spec()
+	if err != nil {
+		return nil, err
+	}
+	if clear && spec != nil {
+		return nil, usageErr(errors.New("--clear removes every limit: give it alone"))
+	}
+	if !clear && spec == nil {
+		return nil, usageErr(errors.New("give at least one limit (--requests-per-minute, --tokens-per-day, ...) or --clear"))
+	}
+	return spec, nil
 }
 
 // fetchLimits reads the spend against limits from one server (the counts are shared by every

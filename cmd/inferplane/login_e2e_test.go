@@ -54,13 +54,13 @@ func startCLIWorld(t *testing.T) *cliWorld {
 }
 
 // startCLIWorldWith starts the world with a Dex of these options (its client and users are
-// the world's).
-func startCLIWorldWith(t *testing.T, o dex.Options) *cliWorld {
+// the world's); edits change the bundled inputs first.
+func startCLIWorldWith(t *testing.T, o dex.Options, edits ...func(files map[string]string)) *cliWorld {
 	w := &cliWorld{}
 	o.Clients, o.Users, o.Sessions = []dex.Client{{ID: "inferplane", Public: true}}, apiUsers, true
 	w.dex = dex.Start(t, o)
 	dir := t.TempDir()
-	inputs := apitest.BundledInputs(t, apitest.Remotes{Dir: filepath.Join(dir, "git")})
+	inputs := apitest.BundledInputs(t, apitest.Remotes{Dir: filepath.Join(dir, "git")}, edits...)
 
 	// The gateway: one replica double of acme/chat (its /health passes).
 	replica := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { rw.WriteHeader(http.StatusOK) }))
@@ -79,31 +79,9 @@ func startCLIWorldWith(t *testing.T, o dex.Options) *cliWorld {
 
 	listen := freePort(t)
 	w.apiURL = "http://" + listen
-	actx, acancel := context.WithCancel(context.Background())
-	apiDone := make(chan error, 1)
-	go func() {
-		_, _, err := execCLI(actx, "api", "serve", "--listen", listen, "--oidc-issuer", w.dex.Issuer, "--oidc-client-id", "inferplane",
-			"--inputs-repo", inputs, "--keys-file", store, "--keys-secret-file", secret, "--server", "http://"+admin,
-			"--domain", "models.example.com", "--log-level", "warn", "--work-dir", filepath.Join(dir, "work"))
-		apiDone <- err
-	}()
-	t.Cleanup(func() {
-		acancel()
-		select {
-		case err := <-apiDone:
-			assert.NoError(t, err)
-		case <-time.After(2 * time.Minute): // its --shutdown-timeout is 20 s; a loaded machine adds to it
-			t.Error("api serve did not stop")
-		}
-	})
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(w.apiURL + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, 30*time.Second, 50*time.Millisecond, "api serve becomes ready")
+	startAPIServe(t, listen, []string{"api", "serve", "--listen", listen, "--oidc-issuer", w.dex.Issuer, "--oidc-client-id", "inferplane",
+		"--inputs-repo", inputs, "--keys-file", store, "--keys-secret-file", secret, "--server", "http://" + admin,
+		"--domain", "models.example.com", "--log-level", "warn", "--work-dir", filepath.Join(dir, "work")})
 	var err error
 	w.doc, err = apitest.NewOpenAPI(apitest.Fetch(t, w.apiURL))
 	require.NoError(t, err)

@@ -97,9 +97,13 @@ func (r Remotes) Getenv(name string) string {
 }
 
 // BundledInputs creates the inputs repository "inputs" from the bundled examples, each tenant
-// pushing to an empty repository of its own, and returns its URL.
-func BundledInputs(t testing.TB, r Remotes) string {
+// pushing to an empty repository of its own, and returns its URL; edits change the files first
+// (a test's own tenant.yaml, as the operator would write it).
+func BundledInputs(t testing.TB, r Remotes, edits ...func(files map[string]string)) string {
 	files := Bundled(t)
+	for _, edit := range edits {
+		edit(files)
+	}
 	for p, content := range files {
 		if tenant, ok := strings.CutSuffix(strings.TrimPrefix(p, "tenants/"), "/tenant.yaml"); ok && strings.HasPrefix(p, "tenants/") {
 			files[p] = r.WithGit(content, tenant)

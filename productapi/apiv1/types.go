@@ -284,6 +284,13 @@ type Key struct {
 	Limits *v1alpha1.RateLimits `json:"limits,omitempty"`
 }
 
+// KeyLimits replaces a key's own limits.
+type KeyLimits struct {
+	// Limits are the key's new limits, each at most its tenant's of the same kind; absent or
+	// null: none of its own (the tenant's still apply).
+	Limits *v1alpha1.RateLimits `json:"limits,omitempty"`
+}
+
 // KeyCreated carries the key itself: in this one response only.
 type KeyCreated struct {
 	Key

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 )
 
@@ -180,6 +181,12 @@ func (c *Client) CreateKey(ctx context.Context, tenant string, k apiv1.KeyCreate
 func (c *Client) RevokeKey(ctx context.Context, tenant, id string) (apiv1.Key, error) {
 	var out apiv1.Key
 	return out, c.do(ctx, http.MethodDelete, tenantPath(tenant, "keys", id), nil, nil, "", &out)
+}
+
+// SetKeyLimits replaces a key's own limits (nil: none of its own).
+func (c *Client) SetKeyLimits(ctx context.Context, tenant, id string, l *v1alpha1.RateLimits) (apiv1.Key, error) {
+	var out apiv1.Key
+	return out, c.do(ctx, http.MethodPut, tenantPath(tenant, "keys", id, "limits"), nil, apiv1.KeyLimits{Limits: l}, "", &out)
 }
 
 // UsageQuery narrows a usage report.

@@ -1,8 +1,10 @@
 // Package install renders the product API's install manifests for the host cluster: a
 // Deployment of `inferplane api serve` (2 replicas: the server is stateless), its Service,
 // PodDisruptionBudget, ServiceAccount and the Roles it needs (read the cluster registry and the
-// Argo CD Applications, keep APIKey objects in its namespace). It is pure: `inferplane api
-// manifests` prints the objects and `generate --gateway-dir` writes them beside the gateway's.
+// Argo CD Applications, keep APIKey objects in its namespace), with the web console served as
+// `api serve` serves it: at the console's URL, signing in with the provider, its sessions
+// sealed with keys every replica reads from one Secret. It is pure: `inferplane api manifests`
+// prints the objects and `generate --gateway-dir` writes them beside the gateway's.
 package install
 
 import (
@@ -13,8 +15,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -44,6 +48,17 @@ const (
 	inputsCredentials = "/etc/inferplane/inputs/credentials"
 	tenantsDir        = "/etc/inferplane/tenant-git"
 	keySecretFile     = "/etc/inferplane/keys/secret"
+	consoleDir        = "/etc/inferplane/console"
+)
+
+// The keys of the console's Secret (Options.ConsoleSecret).
+const (
+	// SessionKeysKey holds the keys that seal the console's session cookies, one per line
+	// (openssl rand -hex 32): every replica reads the same, so any replica opens a session
+	// another sealed.
+	SessionKeysKey = "session-keys"
+	// ClientSecretKey holds the console's OIDC client secret (a confidential client only).
+	ClientSecretKey = "client-secret"
 )
 
 // Options shape the install. Domain, Issuer, ClientID and InputsRepo are required.
@@ -71,6 +86,21 @@ type Options struct {
 	// ArgoCDNamespace and VClusterNamespaces are the cluster registry's namespaces.
 	ArgoCDNamespace    string
 	VClusterNamespaces []string
+
+	// NoConsole serves the API only. Otherwise the console is served at ConsoleURL (default
+	// https://api.<domain>, where the API answers), signing in as ConsoleClientID (default
+	// ClientID), whose redirect URIs must hold <ConsoleURL>/auth/callback; a confidential
+	// client (ConsoleConfidential) reads its secret from ConsoleSecret too.
+	NoConsole           bool
+	ConsoleURL          string
+	ConsoleClientID     string
+	ConsoleConfidential bool
+	// ConsoleSecret holds the session keys (SessionKeysKey) and the client secret
+	// (ClientSecretKey); default <name>-console.
+	ConsoleSecret string
+	// ConsoleGateway is where the playground sends the endpoints' requests (host:port of the
+	// gateway's TLS listener); default the gateway's Envoy Service, <gateway>-envoy.<ns>.svc:443.
+	ConsoleGateway string
 }
 
 func (o *Options) defaults() error {
@@ -84,6 +114,9 @@ func (o *Options) defaults() error {
 	o.InputsSecret = cmp.Or(o.InputsSecret, o.Name+"-inputs")
 	o.TenantGitSecret = cmp.Or(o.TenantGitSecret, o.Name+"-tenant-git")
 	o.KeySecret = cmp.Or(o.KeySecret, o.Gateway+"-keys")
+	o.ConsoleURL = strings.TrimRight(cmp.Or(o.ConsoleURL, "https://api."+o.Domain), "/")
+	o.ConsoleSecret = cmp.Or(o.ConsoleSecret, o.Name+"-console")
+	o.ConsoleGateway = cmp.Or(o.ConsoleGateway, net.JoinHostPort(o.Gateway+"-envoy."+o.Namespace+".svc", "443"))
 	var errs []error
 	if msgs := validation.IsDNS1123Subdomain(o.Domain); o.Domain == "" || len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--domain %q: expected a DNS name such as models.example.com", o.Domain))
@@ -99,6 +132,16 @@ func (o *Options) defaults() error {
 	}
 	if o.Replicas < 1 {
 		errs = append(errs, fmt.Errorf("--replicas %d: at least 1", o.Replicas))
+	}
+	if !o.NoConsole {
+		// Browsers keep the session cookie (Secure) only over https: a replica beyond
+		// 127.0.0.1 is never reached over plain http.
+		if u, err := url.Parse(o.ConsoleURL); err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			errs = append(errs, fmt.Errorf("--console-url %q: expected an https:// URL with no path, where browsers reach the console", o.ConsoleURL))
+		}
+		if _, port, err := net.SplitHostPort(o.ConsoleGateway); err != nil || port == "" {
+			errs = append(errs, fmt.Errorf("--console-gateway %q: expected host:port, the gateway's TLS listener", o.ConsoleGateway))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -179,7 +222,36 @@ func Args(o Options) []string {
 	for i := range o.GatewayReplicas {
 		args = append(args, "--server", fmt.Sprintf("http://%s-xds-%d.%s-xds-pods.%s.svc:%d", o.Gateway, i, o.Gateway, o.Namespace, gwinstall.AdminPort))
 	}
+	return append(args, consoleArgs(o)...)
+}
+
+// consoleArgs serve the console as api serve does beyond 127.0.0.1: at its URL (without one
+// it would serve the API only), with the session keys of the Secret every replica mounts.
+func consoleArgs(o Options) []string {
+	if o.NoConsole {
+		return []string{"--no-console"}
+	}
+	args := []string{"--console-url", o.ConsoleURL, "--console-session-keys", consoleDir + "/" + SessionKeysKey,
+		"--console-gateway", o.ConsoleGateway}
+	if o.ConsoleClientID != "" && o.ConsoleClientID != o.ClientID {
+		args = append(args, "--console-client-id", o.ConsoleClientID)
+	}
+	if o.ConsoleConfidential {
+		args = append(args, "--console-client-secret-file", consoleDir+"/"+ClientSecretKey)
+	}
 	return args
+}
+
+// consoleVolume is the console's Secret, with only the keys api serve reads: the pod does not
+// start until the Secret holds them (a replica with keys of its own would sign out whoever
+// reached another).
+func consoleVolume(o Options) corev1.Volume {
+	v := secretVolume("console", o.ConsoleSecret, false)
+	v.Secret.Items = []corev1.KeyToPath{{Key: SessionKeysKey, Path: SessionKeysKey}}
+	if o.ConsoleConfidential {
+		v.Secret.Items = append(v.Secret.Items, corev1.KeyToPath{Key: ClientSecretKey, Path: ClientSecretKey})
+	}
+	return v
 }
 
 func secretVolume(name, secret string, optional bool) corev1.Volume {
@@ -217,6 +289,13 @@ func deployment(o Options) *appsv1.Deployment {
 	keysVol.Secret.Items = []corev1.KeyToPath{{Key: "secret", Path: "secret"}}
 	inputsVol := secretVolume("inputs", o.InputsSecret, false)
 	inputsVol.Secret.Items = []corev1.KeyToPath{{Key: "credentials", Path: "credentials"}}
+	volumes := []corev1.Volume{inputsVol, secretVolume("tenant-git", o.TenantGitSecret, true), keysVol,
+		{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	if !o.NoConsole {
+		volumes = append(volumes, consoleVolume(o))
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "console", MountPath: consoleDir, ReadOnly: true})
+	}
 	return &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"},
 		ObjectMeta: meta(o, o.Name, o.Namespace),
 		Spec: appsv1.DeploymentSpec{
@@ -227,9 +306,7 @@ func deployment(o Options) *appsv1.Deployment {
 					"prometheus.io/scrape": "true", "prometheus.io/port": strconv.Itoa(Port)}},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: o.Name, Containers: []corev1.Container{c},
-					Volumes: []corev1.Volume{inputsVol, secretVolume("tenant-git", o.TenantGitSecret, true), keysVol,
-						{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+					Volumes: volumes,
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: &uid, RunAsGroup: &uid, FSGroup: &uid,
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					TerminationGracePeriodSeconds: ptr(int64(30)),
@@ -273,9 +350,24 @@ func YAML(o Options) ([]byte, error) {
 		"# Before applying, create its Secrets (never stored in git):\n" +
 		"#   kubectl -n " + o.Namespace + " create secret generic " + o.InputsSecret + " --from-file=credentials=<file: user:token of the inputs repository>\n" +
 		"#   kubectl -n " + o.Namespace + " create secret generic " + o.TenantGitSecret + " --from-literal=<VARIABLE spec.git.auth names>=<token> ...\n" +
+		consoleHeader(o) +
 		"# and the gateway's key secret " + o.KeySecret + " (key \"secret\", see gateway manifests): API keys minted here are\n" +
 		"# APIKey objects in " + o.Namespace + ", hashed with it (" + keys.SecretEnv + ").\n"
 	return append([]byte(header), body...), nil
+}
+
+// consoleHeader says how to make the console's Secret, and what the provider's client needs.
+func consoleHeader(o Options) string {
+	if o.NoConsole {
+		return ""
+	}
+	secret := ""
+	if o.ConsoleConfidential {
+		secret = " --from-file=" + ClientSecretKey + "=<file: the client's secret>"
+	}
+	return "#   kubectl -n " + o.Namespace + " create secret generic " + o.ConsoleSecret + " --from-file=" + SessionKeysKey + "=<(openssl rand -hex 32)" + secret + "\n" +
+		"# (the web console's: every replica seals and opens sessions with the same keys; rotate by putting a new line first),\n" +
+		"# with " + o.ConsoleURL + "/auth/callback among the redirect URIs of the OIDC client " + cmp.Or(o.ConsoleClientID, o.ClientID) + ",\n"
 }
 
 // File is the file of the API's manifests in an operator repository's gateway folder.

@@ -57,6 +57,7 @@ func TestManifests(t *testing.T) {
 	for _, want := range []string{"--domain", "--oidc-issuer", "--oidc-client-id", "--inputs-repo"} {
 		assert.Contains(t, err.Error(), want)
 	}
+	assertConsole(t, dep, "https://api.models.example.com", "inferplane-api-console", false)
 	var svc *corev1.Service
 	for _, o := range objs {
 		if s, ok := o.(*corev1.Service); ok {
@@ -65,6 +66,98 @@ func TestManifests(t *testing.T) {
 	}
 	require.NotNil(t, svc)
 	assert.Equal(t, int32(Port), svc.Spec.Ports[0].Port)
+}
+
+// assertConsole: the console is served at url, every replica reading its session keys (and
+// the client's secret, when confidential) from the same Secret, mounted read-only; the pod
+// does not start without it.
+func assertConsole(t *testing.T, dep *appsv1.Deployment, url, secret string, confidential bool) {
+	t.Helper()
+	c := dep.Spec.Template.Spec.Containers[0]
+	args := strings.Join(c.Args, " ")
+	assert.Contains(t, args, "--console-url "+url)
+	assert.Contains(t, args, "--console-session-keys "+consoleDir+"/"+SessionKeysKey)
+	assert.NotContains(t, args, "--no-console")
+	assert.Equal(t, confidential, strings.Contains(args, "--console-client-secret-file "+consoleDir+"/"+ClientSecretKey))
+	var vol *corev1.Volume
+	for i, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == secret {
+			vol = &dep.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	require.NotNil(t, vol, "no volume of Secret %s", secret)
+	assert.False(t, *vol.Secret.Optional, "a replica must not start with session keys of its own")
+	want := []corev1.KeyToPath{{Key: SessionKeysKey, Path: SessionKeysKey}}
+	if confidential {
+		want = append(want, corev1.KeyToPath{Key: ClientSecretKey, Path: ClientSecretKey})
+	}
+	assert.Equal(t, want, vol.Secret.Items)
+	assert.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: vol.Name, MountPath: consoleDir, ReadOnly: true})
+	assert.GreaterOrEqual(t, *dep.Spec.Replicas, int32(2))
+}
+
+// The console's options: where it is served, the client it signs in as, where the playground
+// goes, or none; refused options name their flag.
+func TestManifestsConsole(t *testing.T) {
+	with := func(f func(*Options)) Options {
+		o := opts
+		f(&o)
+		return o
+	}
+	deployment := func(t *testing.T, o Options) *appsv1.Deployment {
+		objs, err := Manifests(o)
+		require.NoError(t, err)
+		for _, obj := range objs {
+			if d, ok := obj.(*appsv1.Deployment); ok {
+				return d
+			}
+		}
+		t.Fatal("no Deployment")
+		return nil
+	}
+	t.Run("a console of its own", func(t *testing.T) {
+		dep := deployment(t, with(func(o *Options) {
+			o.ConsoleURL, o.ConsoleClientID, o.ConsoleConfidential, o.ConsoleSecret = "https://console.example.com/", "inferplane-console", true, "console-keys"
+		}))
+		assertConsole(t, dep, "https://console.example.com", "console-keys", true)
+		args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
+		assert.Contains(t, args, "--console-client-id inferplane-console")
+		assert.Contains(t, args, "--console-gateway inferplane-gateway-envoy.inferplane-system.svc:443", "the gateway's Envoy Service")
+	})
+	t.Run("the API only", func(t *testing.T) {
+		dep := deployment(t, with(func(o *Options) { o.NoConsole = true }))
+		args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
+		assert.Contains(t, args, "--no-console")
+		assert.NotContains(t, args, "--console-")
+		for _, v := range dep.Spec.Template.Spec.Volumes {
+			assert.NotEqual(t, "console", v.Name)
+		}
+		y, err := YAML(with(func(o *Options) { o.NoConsole = true }))
+		require.NoError(t, err)
+		assert.NotContains(t, string(y), SessionKeysKey)
+	})
+	t.Run("the header says how to make the Secret", func(t *testing.T) {
+		y, err := YAML(opts)
+		require.NoError(t, err)
+		assert.Contains(t, string(y), "create secret generic inferplane-api-console --from-file=session-keys=<(openssl rand -hex 32)")
+		assert.Contains(t, string(y), "https://api.models.example.com/auth/callback among the redirect URIs of the OIDC client inferplane")
+	})
+	for _, tc := range []struct {
+		name string
+		f    func(*Options)
+		want string
+	}{
+		{"plain http", func(o *Options) { o.ConsoleURL = "http://console.example.com" }, "--console-url"},
+		{"a path", func(o *Options) { o.ConsoleURL = "https://example.com/console" }, "--console-url"},
+		{"not a URL", func(o *Options) { o.ConsoleURL = "console.example.com" }, "--console-url"},
+		{"a gateway without a port", func(o *Options) { o.ConsoleGateway = "envoy.example.com" }, "--console-gateway"},
+	} {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
+			_, err := Manifests(with(tc.f))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
 }
 
 // The manifests as `api manifests` prints them and as `generate --gateway-dir` writes them
@@ -81,6 +174,21 @@ func TestManifestsPassStrictDryRun(t *testing.T) {
 	}
 	for _, err := range env.DryRunYAML(ctx, printed) {
 		t.Error(err)
+	}
+	// The console's other shapes: its own host and confidential client; none.
+	for _, o := range []Options{
+		func() Options {
+			o := opts
+			o.ConsoleURL, o.ConsoleClientID, o.ConsoleConfidential = "https://console.example.com", "inferplane-console", true
+			return o
+		}(),
+		func() Options { o := opts; o.NoConsole = true; return o }(),
+	} {
+		y, err := YAML(o)
+		require.NoError(t, err)
+		for _, err := range env.DryRunYAML(ctx, y) {
+			t.Error(err)
+		}
 	}
 
 	dir := t.TempDir()
