@@ -38,7 +38,7 @@ func TestGenerateCommandOnTheBundledExamples(t *testing.T) {
 	}
 	stdout, err = runCLI(t, common...)
 	require.NoError(t, err)
-	assert.Equal(t, 3, strings.Count(stdout, ": unchanged ("), stdout)
+	assert.Equal(t, 4, strings.Count(stdout, ": unchanged ("), stdout)
 }
 
 func TestGenerateCommandBadInput(t *testing.T) {
