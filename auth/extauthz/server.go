@@ -7,9 +7,12 @@
 // tenant and key id added as upstream headers and the key's header removed, so the key never
 // reaches the model replica; it is denied with 401 (missing, malformed or unknown key) or 403
 // (revoked, expired, another tenant's or another endpoint's key: the caller is told only that
-// the key is not allowed there), in the OpenAI error shape. With a limiter (auth/limits), an
-// allowed key is then held to its own and its tenant's rate limits and token budgets: 429
-// with Retry-After past a hard limit, and the x-ratelimit-* headers on every answer.
+// the key is not allowed there), in the OpenAI error shape. Another tenant's key passes on a
+// shared endpoint of a provider tenant when keys.Verifier.Shared says so (the shared serving
+// tier): the key's tenant is then the caller, charged and metered (metadata "caller"). With a
+// limiter (auth/limits), an allowed key is then held to its own and its tenant's rate limits
+// and token budgets: 429 with Retry-After past a hard limit, and the x-ratelimit-* headers on
+// every answer.
 package extauthz
 
 import (
