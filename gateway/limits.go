@@ -60,6 +60,7 @@ func wireLimits(ctx context.Context, cfg *xds.Config, l Limits, idx *keys.Index,
 	}
 	if authz != nil {
 		authz.Limits = lim
+		l.share(authz, tenants)
 	}
 	als.Tokens = lim
 	cfg.Registry.MustRegister(lim.Collectors(l.PerKeyMetrics)...)
@@ -77,6 +78,7 @@ func (l Limits) KeyCheck() func(ctx context.Context, x keycheck.Extension) (stop
 			return nil, err
 		}
 		x.Authz.Limits = lim
+		l.share(x.Authz, tenants)
 		x.Registry.MustRegister(lim.Collectors(l.PerKeyMetrics)...)
 		x.Mux.Handle(limits.Path, limitsHandler(lim, tenants, x.Index))
 		if l.Redis == "" {
@@ -84,6 +86,18 @@ func (l Limits) KeyCheck() func(ctx context.Context, x keycheck.Extension) (stop
 				"without a shared Redis they never reach this process, and only request limits apply here")
 		}
 		return stop, nil
+	}
+}
+
+// share lets the key check take other tenants' keys on the shared endpoints of provider
+// tenants, as the tenants folder says (limits.Sharing): without a folder nothing is shared.
+func (l Limits) share(authz *extauthz.Server, tenants *limits.TenantFiles) {
+	if l.TenantsDir == "" {
+		return
+	}
+	authz.Verifier.Shared = func(caller, tenant, job string) bool {
+		_, ok := tenants.Sharing().SharedCall(caller, tenant, job)
+		return ok
 	}
 }
 

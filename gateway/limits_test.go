@@ -60,23 +60,6 @@ type world struct {
 func startWorld(t *testing.T) *world {
 	t.Helper()
 	dir := t.TempDir()
-	w := &world{t: t, redis: redistest.Start(t), clock: &fakeClock{}, doubles: map[string]*replicadouble.Double{}}
-	// 10:00:05 UTC: 55 s left in the minute, whatever the real clock says.
-	w.clock.ns.Store(time.Date(2026, 12, 1, 10, 0, 5, 0, time.UTC).UnixNano())
-	var eps strings.Builder
-	eps.WriteString("endpoints:\n")
-	for _, ep := range []string{"acme/chat", "globex/chat", "acme/long"} {
-		d, err := replicadouble.Start(replicadouble.Options{Name: strings.ReplaceAll(ep, "/", "-"), ChunkDelay: 20 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		w.doubles[ep] = d
-		tenant, job, _ := strings.Cut(ep, "/")
-		fmt.Fprintf(&eps, "- tenant: %s\n  job: %s\n  replicas:\n  - address: %s\n    port: %d\n", tenant, job, d.Host(), d.Port())
-	}
-	write(t, filepath.Join(dir, "endpoints.yaml"), eps.String())
-	write(t, filepath.Join(dir, "secret"), testSecret)
 	write(t, filepath.Join(dir, "tenants", "globex", "tenant.yaml"), `apiVersion: inferplane.io/v1alpha1
 kind: Tenant
 metadata:
@@ -88,20 +71,45 @@ spec:
     onStoreDown: closed
 `)
 	write(t, filepath.Join(dir, "tenants", "acme", "tenant.yaml"), "apiVersion: inferplane.io/v1alpha1\nkind: Tenant\nmetadata:\n  name: acme\nspec:\n  tier: test\n")
+	return startWorldIn(t, dir, []string{"acme/chat", "globex/chat", "acme/long"}, 3, 2, "globex")
+}
+
+// startWorldIn starts a world over the tenants folder dir/tenants: replica doubles for the
+// endpoints eps (tenant/job), replicas gateway replicas and envoys stand-ins for Envoy, after
+// a first key of tenant first (so that the key store file exists).
+func startWorldIn(t *testing.T, dir string, epNames []string, replicas, envoys int, first string) *world {
+	t.Helper()
+	w := &world{t: t, redis: redistest.Start(t), clock: &fakeClock{}, doubles: map[string]*replicadouble.Double{}}
+	// 10:00:05 UTC: 55 s left in the minute, whatever the real clock says.
+	w.clock.ns.Store(time.Date(2026, 12, 1, 10, 0, 5, 0, time.UTC).UnixNano())
+	var eps strings.Builder
+	eps.WriteString("endpoints:\n")
+	for _, ep := range epNames {
+		d, err := replicadouble.Start(replicadouble.Options{Name: strings.ReplaceAll(ep, "/", "-"), ChunkDelay: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		w.doubles[ep] = d
+		tenant, job, _ := strings.Cut(ep, "/")
+		fmt.Fprintf(&eps, "- tenant: %s\n  job: %s\n  replicas:\n  - address: %s\n    port: %d\n", tenant, job, d.Host(), d.Port())
+	}
+	write(t, filepath.Join(dir, "endpoints.yaml"), eps.String())
+	write(t, filepath.Join(dir, "secret"), testSecret)
 	w.store = keys.NewFileStore(filepath.Join(dir, "keys.db"))
 	h, err := keys.NewHasher([]byte(testSecret))
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.hasher = h
-	w.key("globex", nil) // the store exists before the gateways read it
+	w.key(first, nil) // the store exists before the gateways read it
 	ctx, cancel := context.WithCancel(context.Background())
 	var grpcs []string
-	for i := range 3 {
+	for i := range replicas {
 		admin, grpcAddr := w.gateway(ctx, i, dir)
 		w.admins, grpcs = append(w.admins, admin), append(grpcs, grpcAddr)
 	}
-	for i := range 2 {
+	for i := range envoys {
 		w.envoys = append(w.envoys, envoystandin.Start(t, envoystandin.Options{
 			Admin: w.admins[0], Authz: grpcs, ALS: grpcs[i], Node: "envoy-" + strconv.Itoa(i)}))
 	}

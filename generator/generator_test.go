@@ -80,11 +80,11 @@ func statuses(rep *Report) map[string]publish.Status {
 func TestGenerateGolden(t *testing.T) {
 	out := t.TempDir()
 	rep, stdout := generate(t, gentest.Copy(t, "../tenants"), out)
-	assert.Equal(t, map[string]publish.Status{"acme": publish.Created, "globex": publish.Created, "initech": publish.Created}, statuses(rep))
+	assert.Equal(t, map[string]publish.Status{"acme": publish.Created, "globex": publish.Created, "initech": publish.Created, "platform": publish.Created}, statuses(rep))
 	assert.Contains(t, stdout, "acme: created ("+filepath.Join(out, "acme"))
 
 	golden := filepath.Join("testdata", "golden")
-	for _, tenant := range []string{"acme", "globex", "initech"} {
+	for _, tenant := range []string{"acme", "globex", "initech", "platform"} {
 		got := gentest.WorkTree(t, filepath.Join(out, tenant))
 		dir := filepath.Join(golden, tenant)
 		if *update {
@@ -110,7 +110,7 @@ func TestGenerateGolden(t *testing.T) {
 
 	before := gentest.Snapshot(t, out)
 	rep, stdout = generate(t, gentest.Copy(t, "../tenants"), out)
-	assert.Equal(t, map[string]publish.Status{"acme": publish.Unchanged, "globex": publish.Unchanged, "initech": publish.Unchanged}, statuses(rep))
+	assert.Equal(t, map[string]publish.Status{"acme": publish.Unchanged, "globex": publish.Unchanged, "initech": publish.Unchanged, "platform": publish.Unchanged}, statuses(rep))
 	assert.Equal(t, before, gentest.Snapshot(t, out), "a second run writes nothing")
 	assert.Contains(t, stdout, "globex: unchanged")
 }
@@ -123,7 +123,7 @@ func TestGenerateOneJobChangeTouchesOnlyItsTenant(t *testing.T) {
 
 	gentest.Edit(t, in, "acme/jobs/qwen3-32b.yaml", `  - "32768"`, `  - "16384"`)
 	rep, stdout := generate(t, in, out)
-	assert.Equal(t, map[string]publish.Status{"acme": publish.Updated, "globex": publish.Unchanged, "initech": publish.Unchanged}, statuses(rep))
+	assert.Equal(t, map[string]publish.Status{"acme": publish.Updated, "globex": publish.Unchanged, "initech": publish.Unchanged, "platform": publish.Unchanged}, statuses(rep))
 	assert.Equal(t, globex, gentest.Snapshot(t, filepath.Join(out, "globex")))
 	assert.Equal(t, initech, gentest.Snapshot(t, filepath.Join(out, "initech")))
 	assert.Equal(t, 2, gentest.Commits(t, filepath.Join(out, "acme")))
@@ -160,7 +160,7 @@ func TestGenerateDryRunWritesNothing(t *testing.T) {
 	rep, err := Generate(ctx, o)
 	require.NoError(t, err)
 	out1 := text(rep)
-	assert.Equal(t, map[string]publish.Status{"acme": publish.Created, "globex": publish.Created, "initech": publish.Created}, statuses(rep))
+	assert.Equal(t, map[string]publish.Status{"acme": publish.Created, "globex": publish.Created, "initech": publish.Created, "platform": publish.Created}, statuses(rep))
 	assert.NoDirExists(t, fresh)
 	assert.Contains(t, out1, "acme: would be created (")
 	assert.Contains(t, out1, "--- /dev/null\n+++ b/vcluster.yaml\n")
@@ -175,7 +175,7 @@ func TestGenerateDryRunWritesNothing(t *testing.T) {
 	rep, err = Generate(ctx, o)
 	require.NoError(t, err)
 	out2 := text(rep)
-	assert.Equal(t, map[string]publish.Status{"acme": publish.Unchanged, "globex": publish.Updated, "initech": publish.Unchanged}, statuses(rep))
+	assert.Equal(t, map[string]publish.Status{"acme": publish.Unchanged, "globex": publish.Updated, "initech": publish.Unchanged, "platform": publish.Unchanged}, statuses(rep))
 	assert.Equal(t, before, gentest.Snapshot(t, out), "a dry run writes nothing")
 	assert.Contains(t, out2, "globex: would be updated (")
 	assert.Contains(t, out2, "--- a/jobs/llama-70b/job.yaml\n+++ b/jobs/llama-70b/job.yaml\n")
@@ -379,7 +379,7 @@ func TestGeneratePublishFailureNamesTheTenant(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "tenant globex")
 	// The other tenants' repositories are independent and were published.
-	assert.Equal(t, map[string]publish.Status{"acme": publish.Created, "globex": "", "initech": publish.Created}, statuses(rep))
+	assert.Equal(t, map[string]publish.Status{"acme": publish.Created, "globex": "", "initech": publish.Created, "platform": publish.Created}, statuses(rep))
 	assert.Contains(t, text(rep), "globex: failed:")
 	assert.Empty(t, gentest.WorkTree(t, filepath.Join(out, "globex")), "no work tree written for the failed tenant")
 }

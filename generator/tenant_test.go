@@ -28,7 +28,7 @@ func TestGenerateOneTenant(t *testing.T) {
 	_, err = Generate(context.Background(), opts)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `tenants/acmee/tenant.yaml: unknown tenant "acmee"`)
-	assert.Contains(t, err.Error(), "expected one of the tenants: acme, globex, initech")
+	assert.Contains(t, err.Error(), "expected one of the tenants: acme, globex, initech, platform")
 
 	// The other tenants' folders are not read: a broken file in acme does not stop a run of
 	// globex (a run of every tenant refuses it), and one in globex does.

@@ -90,6 +90,7 @@ func CheckJobSpec(job *v1alpha1.ManagedInferenceJob, d Data) field.ErrorList {
 		out = append(out, field.Invalid(specPath.Child("replicas"), s.Replicas, "must be at least 1"))
 	}
 	out = append(out, checkExtraArgs(s.ExtraArgs)...)
+	out = append(out, checkProviderJob(job, d.Tenant)...)
 	// A model that resolves to no master is refused as such (the caller says why), not twice.
 	if m := jobModel(job); d.Tenant != nil && d.Master != nil && !JobModelOffered(d.Tenant.Spec.Models, m, d.Master) {
 		out = append(out, field.Invalid(specPath.Child("model"), m, fmt.Sprintf("not in Tenant %s's model catalogue (%s, its tier's or narrower)",

@@ -1,15 +1,22 @@
 package productapi
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/inferplane/inferplane/access"
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator"
+	"github.com/inferplane/inferplane/generator/inputs"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/recipe"
 	"github.com/inferplane/inferplane/policy"
@@ -49,7 +56,56 @@ func (s *Server) listModels(ctx context.Context, in *TenantParam) (*body[apiv1.M
 		return nil, s.internal("listing models", err)
 	}
 	out.Models = models
+	if out.Shared, err = s.sharedModels(v, t); err != nil {
+		return nil, s.internal("listing shared models", err)
+	}
 	return &body[apiv1.ModelList]{Body: out}, nil
+}
+
+// sharedModels are the provider tenants' endpoints that t (in force) may call with its own
+// keys (policy.SharedCallAllowed, the rule the gateway's key check applies), by model. The
+// plan holds t alone: the providers and their jobs are read from the view.
+func (s *Server) sharedModels(v *view, t *v1alpha1.Tenant) ([]apiv1.SharedModel, error) {
+	out := []apiv1.SharedModel{}
+	all, err := s.tenants(v)
+	if err != nil {
+		return nil, err
+	}
+	for _, pr := range all {
+		if !pr.Spec.Provider || pr.Name == t.Name {
+			continue
+		}
+		dir := path.Join(tenantsDir, pr.Name, inputs.JobsDir)
+		entries, err := v.tree.ReadDir(dir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		for _, e := range entries {
+			if e.IsDir() || !(strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
+				continue
+			}
+			data, err := v.tree.ReadFile(path.Join(dir, e.Name()))
+			if err != nil {
+				return nil, err
+			}
+			var j v1alpha1.ManagedInferenceJob
+			if err := yaml.Unmarshal(data, &j); err != nil {
+				return nil, fmt.Errorf("%s: %w", path.Join(dir, e.Name()), err)
+			}
+			if !policy.SharedCallAllowed(pr, t, j.Spec.Model) {
+				continue
+			}
+			m := apiv1.SharedModel{Model: j.Spec.Model, Provider: pr.Name, Endpoint: j.Name}
+			if s.opts.Domain != "" {
+				m.URL = "https://" + j.Name + "." + pr.Name + "." + s.opts.Domain
+			}
+			out = append(out, m)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b apiv1.SharedModel) int {
+		return cmp.Or(strings.Compare(a.Model, b.Model), strings.Compare(a.Provider, b.Provider), strings.Compare(a.Endpoint, b.Endpoint))
+	})
+	return out, nil
 }
 
 // allowedNodeTypes are the node types of the inputs the tenant may use.

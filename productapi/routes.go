@@ -36,7 +36,7 @@ func (s *Server) register() {
 	huma.Register(s.api, s.logsOperation(op(http.MethodGet, t+"/jobs/{job}/logs", "getJobLogs", "A job's logs",
 		"What the job's model servers print and their inference agents report, read from each VM's console log (pods/log of its virt-launcher pod, container guest-console-log), merged over the VMs by time, as NDJSON (one LogEntry per line): the last lines of each VM (tail, since), only some (replica, node, search), and, following, new lines as they come. A client that stops reading for 10 s is cut off. Role: viewer.", 200)), s.jobLogs)
 	huma.Register(s.api, op(http.MethodGet, t+"/models", "listModels", "List models",
-		"What the tenant may run: hand-written masters, Parakeet and every recipe, on each allowed node type where a job naming it would be admitted, with the GPUs per replica and why. Role: viewer.", 200), s.listModels)
+		"What the tenant may run: hand-written masters, Parakeet and every recipe, on each allowed node type where a job naming it would be admitted, with the GPUs per replica and why; and the shared models of provider tenants its catalogue offers, which it calls with its own keys. Role: viewer.", 200), s.listModels)
 	huma.Register(s.api, op(http.MethodGet, t+"/quota", "getQuota", "Get the tenant's quota",
 		"The tenant's tier, its quota (the tier's, the tenant's own figures, and those in force), what its jobs claim of it, and its node types and models in force. Role: viewer.", 200), s.getQuota)
 	huma.Register(s.api, op(http.MethodPut, t+"/quota", "setQuota", "Change the tenant's quota",

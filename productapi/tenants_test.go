@@ -88,6 +88,9 @@ func TestQuotaAndTierChanges(t *testing.T) {
 		assert.Contains(t, names, "nvidia/parakeet-tdt-0.6b-v3")
 		assert.NotContains(t, names, "moonshotai/Kimi-K2-Instruct", "not in h100-dedicated's catalogue")
 		assert.NotContains(t, names, "deepseek-ai/DeepSeek-V3.2")
+		// The shared serving tier: platform's Qwen3-32B, which acme's catalogue offers.
+		assert.Equal(t, []apiv1.SharedModel{{Model: "Qwen/Qwen3-32B", Provider: "platform", Endpoint: "qwen3-32b"}}, l.Shared,
+			"no URL: this API is not told the domain")
 	})
 	t.Run("the quota and the tier are the operator's", func(t *testing.T) {
 		_, err := ops.SetQuota(ctx, "acme", apiv1.QuotaChange{GPUs: i32(64), Reason: "I am acme's admin"})

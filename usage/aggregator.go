@@ -177,10 +177,14 @@ func (a *Aggregator) addLocked(e *Entry, now time.Time) {
 	}
 	ks := a.keys[e.KeyID]
 	if ks == nil {
-		ks = &keyStats{tenant: e.Tenant, jobs: map[string]struct{}{}, hours: map[int64]*Hour{}}
+		ks = &keyStats{tenant: e.Payer(), jobs: map[string]struct{}{}, hours: map[int64]*Hour{}}
 		a.keys[e.KeyID] = ks
 	}
-	ks.jobs[e.Job] = struct{}{}
+	if e.Caller != "" {
+		ks.jobs[e.Job+"."+e.Tenant] = struct{}{} // a provider's: its host's name, <job>.<provider>
+	} else {
+		ks.jobs[e.Job] = struct{}{}
+	}
 	hr := t.Unix() / 3600
 	h := ks.hours[hr]
 	if h == nil {
@@ -318,7 +322,7 @@ func (a *Aggregator) Health(tenant string) HealthReport {
 type KeyUsage struct {
 	KeyID  string `json:"keyId"`
 	Tenant string `json:"tenant"`
-	// Endpoints are the jobs the key called.
+	// Endpoints are the jobs the key called; a provider's shared endpoint as <job>.<provider>.
 	Endpoints []string `json:"endpoints"`
 	// Total covers the period asked for.
 	Total Hour       `json:"total"`

@@ -95,7 +95,7 @@ func (s *Service) streamRaw(stream grpc.ServerStream) error {
 			if s.Tokens != nil {
 				for i := range batch {
 					if e := &batch[i]; e.KeyID != "" && !e.Denied && e.TokensIn+e.TokensOut > 0 {
-						s.Tokens.Count(e.Tenant, e.KeyID, e.TokensIn+e.TokensOut, e.Done)
+						s.Tokens.Count(e.Payer(), e.KeyID, e.TokensIn+e.TokensOut, e.Done)
 					}
 				}
 			}

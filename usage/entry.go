@@ -21,6 +21,9 @@ type Entry struct {
 	Tenant, Job string
 	// KeyID is the API key that passed the check; empty for keyless endpoints.
 	KeyID string
+	// Caller is the key's tenant on a call to a shared endpoint of a provider tenant (the
+	// shared serving tier); empty on any other call, whose key is the endpoint's tenant's.
+	Caller string
 	// Code is the HTTP status sent downstream; 0 when none was (a reset).
 	Code int
 	// Denied is a request the key check refused: not the endpoint's fault, so it counts
@@ -34,6 +37,15 @@ type Entry struct {
 	TokensIn, TokensOut int64
 	// Estimated: no usage arrived, TokensOut is the stream's data events (one token each).
 	Estimated bool
+}
+
+// Payer is the tenant the request's key and tokens are counted for: the caller of a shared
+// endpoint, else the endpoint's tenant.
+func (e *Entry) Payer() string {
+	if e.Caller != "" {
+		return e.Caller
+	}
+	return e.Tenant
 }
 
 // Failed reports whether the request counts against the endpoint's success rate: a 5xx or

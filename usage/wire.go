@@ -82,6 +82,7 @@ func each(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, 
 // rawEntry is what a log entry says, before the endpoint is resolved.
 type rawEntry struct {
 	tenant, job, keyID, authority string
+	caller                        string
 	code                          int
 	denied                        bool
 	start                         time.Time
@@ -93,7 +94,7 @@ type rawEntry struct {
 
 // finish turns a raw entry into an Entry.
 func (r *rawEntry) finish(resolve Resolver) (Entry, bool) {
-	e := Entry{Tenant: r.tenant, Job: r.job, KeyID: r.keyID, Code: r.code, Denied: r.denied,
+	e := Entry{Tenant: r.tenant, Job: r.job, KeyID: r.keyID, Caller: r.caller, Code: r.code, Denied: r.denied,
 		Latency: r.lastTx, TTFB: r.ttfb, HasUsage: r.hasIn || r.hasOut, TokensIn: r.in, TokensOut: r.out}
 	if !e.HasUsage && r.events > 0 {
 		// A stream cut off before its usage arrived (the client or the replica went away):
@@ -108,7 +109,7 @@ func (r *rawEntry) finish(resolve Resolver) (Entry, bool) {
 		if e.Tenant, e.Job, ok = resolve(r.authority); !ok {
 			return e, false
 		}
-		e.KeyID = ""
+		e.KeyID, e.Caller = "", ""
 	}
 	if e.Latency == 0 {
 		e.Latency = r.duration
@@ -297,6 +298,8 @@ func decodeMetadata(b []byte, r *rawEntry) error {
 					r.job = string(s)
 				case envoymeta.AuthzKeyID:
 					r.keyID = string(s)
+				case envoymeta.AuthzCaller:
+					r.caller = string(s)
 				}
 			})
 		case envoymeta.UsageNamespace:

@@ -30,6 +30,13 @@ type TenantSpec struct {
 	// +listType=atomic
 	// +optional
 	Models []string `json:"models,omitempty"`
+	// Provider makes the tenant a provider of the shared serving tier: each of its endpoints
+	// (a job serving a model of the operator's inputs, behind an API key) may also be called
+	// with the keys of any other tenant whose catalogue offers the job's model. The gateway
+	// charges such a call to the calling tenant's limits and budgets and meters it under the
+	// calling key. Other tenants' endpoints (dedicated) take only their own tenant's keys.
+	// +optional
+	Provider bool `json:"provider,omitempty"`
 	// Quota is what the tenant's jobs may claim together: each figure set here replaces the
 	// tier's (0 or absent keeps it). The rendered Tenant carries the figures in force.
 	// +optional

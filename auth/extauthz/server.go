@@ -7,9 +7,12 @@
 // tenant and key id added as upstream headers and the key's header removed, so the key never
 // reaches the model replica; it is denied with 401 (missing, malformed or unknown key) or 403
 // (revoked, expired, another tenant's or another endpoint's key: the caller is told only that
-// the key is not allowed there), in the OpenAI error shape. With a limiter (auth/limits), an
-// allowed key is then held to its own and its tenant's rate limits and token budgets: 429
-// with Retry-After past a hard limit, and the x-ratelimit-* headers on every answer.
+// the key is not allowed there), in the OpenAI error shape. Another tenant's key passes on a
+// shared endpoint of a provider tenant when keys.Verifier.Shared says so (the shared serving
+// tier): the key's tenant is then the caller, charged and metered (metadata "caller"). With a
+// limiter (auth/limits), an allowed key is then held to its own and its tenant's rate limits
+// and token budgets: 429 with Retry-After past a hard limit, and the x-ratelimit-* headers on
+// every answer.
 package extauthz
 
 import (
@@ -48,6 +51,7 @@ const (
 	MetaTenant        = envoymeta.AuthzTenant
 	MetaJob           = envoymeta.AuthzJob
 	MetaKeyID         = envoymeta.AuthzKeyID
+	MetaCaller        = envoymeta.AuthzCaller
 )
 
 // CredentialHeaders are the request headers a key may come in; all are removed upstream.
@@ -119,37 +123,43 @@ func (s *Server) Check(_ context.Context, req *authv3.CheckRequest) (*authv3.Che
 			"reason", d.Reason, "detail", d.Detail, "key_id", d.Key.ID)
 		return denied(d), nil
 	}
+	// The key's tenant pays: the endpoint's own, or the caller of a shared endpoint.
+	caller := d.Key.Tenant
 	var lim limits.Result
 	if s.Limits != nil {
-		lim = s.Limits.Check(tenant, d.Key.ID, d.Limits)
+		lim = s.Limits.Check(caller, d.Key.ID, d.Limits)
 		if !lim.Allowed {
 			c := codeLimited
 			if lim.StoreClosed {
 				c = codeStoreClosed
 			}
 			s.byCode[c].Inc()
-			s.Log.Debug("rate limited", "tenant", tenant, "job", job, "key_id", d.Key.ID, "limit", lim.Denied.Kind.String(),
+			s.Log.Debug("rate limited", "tenant", tenant, "job", job, "caller", caller, "key_id", d.Key.ID, "limit", lim.Denied.Kind.String(),
 				"scope", lim.Denied.Scope.String(), "store_closed", lim.StoreClosed)
 			return limited(lim, d.Key.ID), nil
 		}
 	}
 	s.byCode[keys.Allowed].Inc()
-	s.Log.Debug("API key allowed", "tenant", tenant, "job", job, "key_id", d.Key.ID)
+	s.Log.Debug("API key allowed", "tenant", tenant, "job", job, "caller", caller, "key_id", d.Key.ID, "shared", d.Shared)
+	meta := map[string]*structpb.Value{
+		MetaTenant: structpb.NewStringValue(tenant),
+		MetaJob:    structpb.NewStringValue(job),
+		MetaKeyID:  structpb.NewStringValue(d.Key.ID),
+	}
+	if d.Shared {
+		meta[MetaCaller] = structpb.NewStringValue(caller)
+	}
 	return &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(code.Code_OK)},
 		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
 			Headers: []*corev3.HeaderValueOption{
-				setHeader(HeaderTenant, tenant),
+				setHeader(HeaderTenant, caller),
 				setHeader(HeaderKeyID, d.Key.ID),
 			},
 			HeadersToRemove:      CredentialHeaders,
 			ResponseHeadersToAdd: limitHeaders(lim, nil),
 		}},
-		DynamicMetadata: &structpb.Struct{Fields: map[string]*structpb.Value{
-			MetaTenant: structpb.NewStringValue(tenant),
-			MetaJob:    structpb.NewStringValue(job),
-			MetaKeyID:  structpb.NewStringValue(d.Key.ID),
-		}},
+		DynamicMetadata: &structpb.Struct{Fields: meta},
 	}, nil
 }
 

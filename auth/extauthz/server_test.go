@@ -258,3 +258,48 @@ func headerMap(hs []*corev3.HeaderValueOption) map[string]string {
 	}
 	return m
 }
+
+// TestSharedCallOverGRPC: with Verifier.Shared, another tenant's key passes on a shared
+// endpoint: upstream and in the metadata the key's tenant is the caller, the endpoint's tenant
+// and job stay the endpoint's; a key bound to an endpoint and every other endpoint refuse it.
+func TestSharedCallOverGRPC(t *testing.T) {
+	f := start(t)
+	f.srv.Verifier.Shared = func(caller, tenant, job string) bool {
+		return caller == "globex" && tenant == "platform" && job == "qwen"
+	}
+	key, rec := f.key(t, "globex", "", time.Time{})
+	bound, _ := f.key(t, "globex", "mine", time.Time{})
+	if err := (&keys.FileSyncer{Store: f.store}).Sync(t.Context(), f.index); err != nil {
+		t.Fatal(err)
+	}
+	bearer := func(k string) map[string]string { return map[string]string{"authorization": "Bearer " + k} }
+	resp, err := f.client.Check(context.Background(), request("platform", "qwen", bearer(key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := resp.GetOkResponse()
+	if ok == nil {
+		t.Fatalf("refused: %v", resp)
+	}
+	if hdr := headerMap(ok.GetHeaders()); hdr[HeaderTenant] != "globex" || hdr[HeaderKeyID] != rec.ID {
+		t.Errorf("upstream headers %v", hdr)
+	}
+	md := resp.GetDynamicMetadata().GetFields()
+	if md[MetaTenant].GetStringValue() != "platform" || md[MetaJob].GetStringValue() != "qwen" ||
+		md[MetaCaller].GetStringValue() != "globex" || md[MetaKeyID].GetStringValue() != rec.ID {
+		t.Errorf("dynamic metadata %v", md)
+	}
+	for _, req := range []*authv3.CheckRequest{
+		request("platform", "qwen", bearer(bound)),
+		request("platform", "other", bearer(key)),
+		request("acme", "chat", bearer(key)),
+	} {
+		resp, err := f.client.Check(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if den := resp.GetDeniedResponse(); den == nil || den.GetStatus().GetCode() != 403 || resp.GetDynamicMetadata() != nil {
+			t.Errorf("%v: %v", req.GetAttributes().GetContextExtensions(), resp)
+		}
+	}
+}

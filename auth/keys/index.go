@@ -220,12 +220,19 @@ type Decision struct {
 	// unknown), without its limits, which are in Limits.
 	Key    Record
 	Limits limits.Set
+	// Shared is a call with another tenant's key to a shared endpoint of a provider tenant
+	// (the shared serving tier): Key.Tenant is the caller, charged for it.
+	Shared bool
 }
 
 // Verifier decides whether a key may call an endpoint.
 type Verifier struct {
 	Hasher *Hasher
 	Index  *Index
+	// Shared, when set, says whether a key of tenant caller may call the endpoint job of
+	// tenant: a shared endpoint of a provider tenant whose model caller's catalogue offers
+	// (limits.Sharing.SharedCall). Nil: every endpoint takes only its own tenant's keys.
+	Shared func(caller, tenant, job string) bool
 }
 
 // Verify checks key (as the client sent it, "" when absent) against the tenant and job of
@@ -261,6 +268,11 @@ func (v *Verifier) Verify(key, tenant, job string, now time.Time) Decision {
 	}
 	notAllowed := "API key " + r.ID + " is not allowed on this endpoint"
 	if r.Tenant != tenant {
+		// A key limited to one endpoint of its own tenant stays there; any other key of a
+		// tenant whose catalogue offers a shared endpoint's model may call it.
+		if r.Endpoint == "" && v.Shared != nil && v.Shared(r.Tenant, tenant, job) {
+			return Decision{Code: Allowed, Reason: "ok", Key: r, Limits: lim, Shared: true}
+		}
 		return Decision{Code: Forbidden, Reason: notAllowed, Detail: "the key is another tenant's", Key: r}
 	}
 	if r.Endpoint != "" && r.Endpoint != job {

@@ -26,8 +26,9 @@ type TenantFiles struct {
 	Interval time.Duration
 	Log      *slog.Logger
 
-	cur   atomic.Pointer[map[string]Tenant]
-	stamp string
+	cur     atomic.Pointer[map[string]Tenant]
+	sharing atomic.Pointer[Sharing]
+	stamp   string
 }
 
 // Tenant is the limits of name (none, UTC, open for a tenant without limits or unknown).
@@ -42,11 +43,12 @@ func (f *TenantFiles) Tenant(name string) Tenant {
 
 // Load reads the folder once; Watch keeps reading it.
 func (f *TenantFiles) Load() error {
-	m, stamp, err := readTenants(f.Dir)
+	m, sh, stamp, err := readTenants(f.Dir)
 	if err != nil {
 		return err
 	}
 	f.cur.Store(&m)
+	f.sharing.Store(sh)
 	f.stamp = stamp
 	return nil
 }
@@ -73,7 +75,7 @@ func (f *TenantFiles) Watch(done <-chan struct{}) {
 		if s, err := stampTenants(f.Dir); err == nil && s == f.stamp {
 			continue
 		}
-		m, stamp, err := readTenants(f.Dir)
+		m, sh, stamp, err := readTenants(f.Dir)
 		if err != nil {
 			if err.Error() != lastErr {
 				log.Error("tenant limits not reloaded: the last good ones stay", "err", err)
@@ -83,6 +85,7 @@ func (f *TenantFiles) Watch(done <-chan struct{}) {
 		}
 		lastErr = ""
 		f.cur.Store(&m)
+		f.sharing.Store(sh)
 		f.stamp = stamp
 		log.Info("tenant limits reloaded", "dir", f.Dir, "tenants with limits", len(m))
 	}
@@ -161,6 +164,7 @@ func stampTenants(dir string) (string, error) {
 		return "", err
 	}
 	files = append(files, tierFiles(dir)...)
+	files = append(files, providerJobFiles(dir, files)...)
 	var b strings.Builder
 	for _, p := range files {
 		st, err := os.Stat(p)
@@ -172,13 +176,14 @@ func stampTenants(dir string) (string, error) {
 	return b.String(), nil
 }
 
-func readTenants(dir string) (map[string]Tenant, string, error) {
+func readTenants(dir string) (map[string]Tenant, *Sharing, string, error) {
 	stamp, err := stampTenants(dir)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	files, _ := tenantFiles(dir)
 	out := map[string]Tenant{}
+	sh := &Sharing{tenants: map[string]*v1alpha1.Tenant{}, models: map[string]map[string]string{}}
 	tiers, errs := readTiers(dir)
 	for _, p := range files {
 		data, err := os.ReadFile(p)
@@ -192,6 +197,10 @@ func readTenants(dir string) (map[string]Tenant, string, error) {
 			continue
 		}
 		name := filepath.Base(filepath.Dir(p))
+		if err := sh.add(dir, name, &t, tiers[t.Spec.Tier]); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
 		if err := Join(TenantProblems("spec.limits", t.Spec.Limits)); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 			continue
@@ -211,7 +220,7 @@ func readTenants(dir string) (map[string]Tenant, string, error) {
 		tl.KeyDefaults = keyDefaults
 		out[name] = tl
 	}
-	return out, stamp, errors.Join(errs...)
+	return out, sh, stamp, errors.Join(errs...)
 }
 
 // Names lists the tenants that have limits.
@@ -230,10 +239,25 @@ func (f *TenantFiles) Names() []string {
 // TenantFilesWithLimits reads a tenants folder and returns, checked, the tenant.yaml of every
 // tenant with limits (its own or its tier's), by tenant name, and the file of each tier those
 // tenants name, as "tiers/<tier>": what the gateway's install mounts for --limits-tenants.
+// When a tenant is a provider of the shared serving tier, every tenant's file is returned (its
+// catalogue says what it may call) and each provider's jobs, as "<provider>/jobs/<file name>".
 func TenantFilesWithLimits(dir string) (map[string][]byte, error) {
-	m, _, err := readTenants(dir)
+	m, sh, _, err := readTenants(dir)
 	if err != nil {
 		return nil, err
+	}
+	jobs := map[string]string{}
+	if sh.hasProviders() {
+		for name := range sh.tenants {
+			if _, ok := m[name]; !ok {
+				m[name] = Tenant{}
+			}
+			if sh.tenants[name].Spec.Provider {
+				for _, p := range jobFiles(dir, name) {
+					jobs[name+"/"+jobsDir+"/"+filepath.Base(p)] = p
+				}
+			}
+		}
 	}
 	tiers := map[string]string{}
 	for _, p := range tierFiles(dir) {
@@ -262,6 +286,13 @@ func TenantFilesWithLimits(dir string) (map[string][]byte, error) {
 			}
 			out[tiersDir+"/"+t.Spec.Tier] = tb
 		}
+	}
+	for name, p := range jobs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = b
 	}
 	return out, nil
 }

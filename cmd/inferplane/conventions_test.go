@@ -179,8 +179,8 @@ func TestNameCompletion(t *testing.T) {
 	in := []string{"--tenants", "../../tenants", "--recipes", "../../recipes"}
 	assert.Equal(t, []string{"acme/mistral-small", "acme/qwen3-32b", "acme/transcribe"}, complete(append([]string{"jobs", "detail"}, append(in, "acme/")...)...))
 	assert.Contains(t, complete(append([]string{"jobs", "delete"}, append(in, "")...)...), "globex/kimi-k2")
-	assert.Equal(t, []string{"acme/", "globex/", "initech/"}, complete(append([]string{"jobs", "create"}, append(in, "")...)...))
-	assert.Equal(t, []string{"acme", "globex", "initech"}, complete("keys", "create", "--tenants", "../../tenants", "--tenant", ""))
+	assert.Equal(t, []string{"acme/", "globex/", "initech/", "platform/"}, complete(append([]string{"jobs", "create"}, append(in, "")...)...))
+	assert.Equal(t, []string{"acme", "globex", "initech", "platform"}, complete("keys", "create", "--tenants", "../../tenants", "--tenant", ""))
 	assert.Equal(t, []string{"mistral-small", "qwen3-32b", "transcribe"}, complete("keys", "create", "--tenant", "acme", "--tenants", "../../tenants", "--endpoint", ""))
 	assert.Contains(t, complete(append([]string{"recipe", "show"}, append(in, "Qwen/Qwen3-3")...)...), "Qwen/Qwen3-32B")
 	models := complete(append([]string{"jobs", "create", "acme/chat"}, append(in, "--model", "")...)...)

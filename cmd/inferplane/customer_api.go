@@ -360,13 +360,21 @@ func (s *apiSession) modelsList(ctx context.Context, w io.Writer, tenant, output
 	if err != nil {
 		return s.apiErr(err)
 	}
-	return printList(w, output, l, l.Models, func(m apiv1.Model) string { return m.Model },
+	if err := printList(w, output, l, l.Models, func(m apiv1.Model) string { return m.Model },
 		"MODEL\tRUNTIME\tSOURCE\tNODE TYPE\tGPUS/REPLICA\tNODES/REPLICA\tMASTER\tWHY", func(m apiv1.Model) []string {
 			var rows []string
 			for _, c := range m.Choices {
 				rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s", m.Model, m.Runtime, m.Source, c.NodeType, c.GPUsPerReplica, c.NodesPerReplica, c.Master, c.Why))
 			}
 			return rows
+		}); err != nil || len(l.Shared) == 0 || (output != "" && output != "table") {
+		return err
+	}
+	// The shared serving tier: what the tenant calls with its own keys, without a job.
+	fmt.Fprintln(w)
+	return printList(w, output, l, l.Shared, func(m apiv1.SharedModel) string { return m.Model },
+		"SHARED MODEL\tPROVIDER\tENDPOINT\tURL", func(m apiv1.SharedModel) []string {
+			return []string{fmt.Sprintf("%s\t%s\t%s/%s\t%s", m.Model, m.Provider, m.Provider, m.Endpoint, m.URL)}
 		})
 }
 

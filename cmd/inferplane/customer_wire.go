@@ -303,7 +303,11 @@ func newModelsListCmd() *cobra.Command {
 		Long: `models list asks the product API of the current context (inferplane login) which models the
 tenant may run: hand-written masters, Parakeet and every recipe, on each node type the tenant
 allows where a job naming it would be admitted, with the GPUs and nodes each replica needs and
-why. Operators read the same from their files with inferplane recipe list and recipe show.`,
+why. Operators read the same from their files with inferplane recipe list and recipe show.
+
+Below them, SHARED MODEL lists the endpoints of provider tenants (the shared serving tier) whose
+model the tenant's catalogue offers: it calls them with its own API keys, no job of its own
+needed, and each call is charged to its own limits and budgets and shows in its own usage.`,
 		Example: `  inferplane models list
   inferplane models list --tenant acme -o yaml`,
 		Args: cobra.NoArgs,

@@ -70,7 +70,9 @@ func newGatewayManifestsCmd() *cobra.Command {
   the limits store a StatefulSet of one Redis (its append-only file on a volume) and its
                     Service, which every xDS server shares for rate limits and token budgets;
                     with --limits-tenants, a ConfigMap of the tenants' limits (their tenant.yaml)
-                    mounted as the xDS servers' --limits-tenants folder
+                    mounted as the xDS servers' --limits-tenants folder; with a provider tenant
+                    (the shared serving tier) every tenant's file and the provider's jobs, from
+                    which the key checks learn who may call its shared endpoints
 
 The API key secret is not in them (secrets never go to git): the header says how to create it.
 TLS certificates are the kubernetes.io/tls Secrets of the gateway's namespace (e.g. written by

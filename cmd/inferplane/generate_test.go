@@ -32,13 +32,13 @@ func TestGenerateCommandOnTheBundledExamples(t *testing.T) {
 
 	stdout, err = runCLI(t, common...)
 	require.NoError(t, err)
-	for _, tenant := range []string{"acme", "globex", "initech"} {
+	for _, tenant := range []string{"acme", "globex", "initech", "platform"} {
 		assert.Contains(t, stdout, tenant+": created (")
 		assert.DirExists(t, filepath.Join(out, tenant, ".git"))
 	}
 	stdout, err = runCLI(t, common...)
 	require.NoError(t, err)
-	assert.Equal(t, 3, strings.Count(stdout, ": unchanged ("), stdout)
+	assert.Equal(t, 4, strings.Count(stdout, ": unchanged ("), stdout)
 }
 
 func TestGenerateCommandBadInput(t *testing.T) {

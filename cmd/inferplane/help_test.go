@@ -69,7 +69,7 @@ func TestKeysCreateChecksTenantAndEndpoint(t *testing.T) {
 	_, err := create("--tenants", "../../tenants", "--tenant", "acmee", "--endpoint", "qwen3-32b")
 	require.Error(t, err)
 	assert.Equal(t, 2, exitCode(err))
-	assert.Contains(t, err.Error(), `--tenant "acmee": no such tenant in the tenants folder ../../tenants (known: acme, globex, initech); did you mean acme?`)
+	assert.Contains(t, err.Error(), `--tenant "acmee": no such tenant in the tenants folder ../../tenants (known: acme, globex, initech, platform); did you mean acme?`)
 
 	_, err = create("--tenants", "../../tenants", "--tenant", "acme", "--endpoint", "qwen3-33b")
 	require.Error(t, err)

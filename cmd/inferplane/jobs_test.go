@@ -165,7 +165,7 @@ func TestJobsCreateBadInput(t *testing.T) {
 		want []string
 	}{
 		{[]string{"acmee/chat", "--model", "Qwen/Qwen3-32B"}, 1,
-			[]string{`unknown tenant "acmee": no acmee/tenant.yaml in ` + tr.tenants + `; did you mean acme? (tenants: acme, globex, initech)`}},
+			[]string{`unknown tenant "acmee": no acmee/tenant.yaml in ` + tr.tenants + `; did you mean acme? (tenants: acme, globex, initech, platform)`}},
 		{[]string{"acme/qwen3-32b", "--model", "Qwen/Qwen3-32B"}, 1,
 			[]string{"job acme/qwen3-32b exists (" + filepath.Join(tr.tenants, "acme", "jobs", "qwen3-32b.yaml") + "); pass --replace to overwrite it"}},
 		{[]string{"acme/chat", "--model", "Qwen/Qwen3-23B"}, 1,

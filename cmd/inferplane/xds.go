@@ -339,4 +339,4 @@ func xdsLogger(cmd *cobra.Command, level, format string) (*slog.Logger, error) {
 
 // limitsTenantsUsage is --limits-tenants' meaning wherever it is a flag (xds serve reads the
 // folder, gateway manifests mounts it from a ConfigMap for the xDS servers).
-const limitsTenantsUsage = "tenants folder whose <tenant>/tenant.yaml spec.limits cap each tenant's keys together"
+const limitsTenantsUsage = "tenants folder whose <tenant>/tenant.yaml spec.limits cap each tenant's keys together (and whose provider tenants' endpoints take the keys of tenants whose catalogue offers their model)"

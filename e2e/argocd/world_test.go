@@ -80,7 +80,7 @@ func (h *hookServer) release() {
 }
 
 // bundledTenants are the example tenants in tenants/.
-var bundledTenants = []string{"acme", "globex", "initech"}
+var bundledTenants = []string{"acme", "globex", "initech", "platform"}
 
 func newWorld(t *testing.T) *world {
 	t.Helper()

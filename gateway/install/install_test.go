@@ -165,6 +165,19 @@ func TestManifestsTenantLimits(t *testing.T) {
 	assert.Equal(t, "acme/tenant.yaml", kc.Spec.Template.Spec.Volumes[0].ConfigMap.Items[0].Path)
 	assert.Equal(t, "/etc/inferplane/tenants", kc.Spec.Template.Spec.Containers[0].VolumeMounts[0].MountPath)
 	assert.Contains(t, strings.Join(kc.Spec.Template.Spec.Containers[0].Args, " "), "--limits-tenants /etc/inferplane/tenants")
+	// A provider's job (the shared serving tier) keeps its file name in the folder.
+	shared, err := Manifests(Options{Domain: "inference.example.com", TenantLimits: map[string][]byte{
+		"acme": []byte(tenantWithLimits), "platform/jobs/qwen.yaml": []byte("kind: ManagedInferenceJob\n")}})
+	require.NoError(t, err)
+	for _, o := range shared {
+		if v, ok := o.(*corev1.ConfigMap); ok && v.Name == "inferplane-gateway-tenant-limits" {
+			assert.Equal(t, "kind: ManagedInferenceJob\n", v.Data["platform.jobs.qwen.yaml"])
+		}
+		if v, ok := o.(*appsv1.StatefulSet); ok && v.Name == "inferplane-gateway-xds" {
+			assert.Contains(t, v.Spec.Template.Spec.Volumes[0].ConfigMap.Items,
+				corev1.KeyToPath{Key: "platform.jobs.qwen.yaml", Path: "platform/jobs/qwen.yaml"})
+		}
+	}
 	without, err := Manifests(Options{Domain: "inference.example.com"})
 	require.NoError(t, err)
 	assert.Len(t, without, len(objs)-1, "no tenant limits, no ConfigMap")

@@ -17,9 +17,10 @@ import (
 // tenantsMount is where the xDS servers find the tenants' limits.
 const tenantsMount = "/etc/inferplane/tenants"
 
-// tenantLimitsConfigMap holds each tenant's tenant.yaml under <tenant>.yaml, and each tier's
-// under tier.<tier>.yaml (a tenant's name has no dot); the volume maps them to
-// <tenant>/tenant.yaml and tiers/<tier>.yaml, the layout of a tenants folder. The kubelet
+// tenantLimitsConfigMap holds each tenant's tenant.yaml under <tenant>.yaml, each tier's
+// under tier.<tier>.yaml (a tenant's name has no dot) and each provider's job file under
+// <tenant>.jobs.<file>; the volume maps them to <tenant>/tenant.yaml, tiers/<tier>.yaml and
+// <tenant>/jobs/<file>, the layout of a tenants folder. The kubelet
 // updates a mounted ConfigMap in place, and the xDS servers reload it.
 func tenantLimitsConfigMap(o Options) *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{TypeMeta: typeConfigMap, ObjectMeta: meta(o, o.Name+"-tenant-limits", "xds"), Data: map[string]string{}}
@@ -35,6 +36,11 @@ func tenantLimitsConfigMap(o Options) *corev1.ConfigMap {
 func limitsFile(name string) (key, path string) {
 	if tier, ok := strings.CutPrefix(name, tiersPrefix); ok {
 		return "tier." + tier + ".yaml", "tiers/" + tier + ".yaml"
+	}
+	if tenant, file, ok := strings.Cut(name, "/jobs/"); ok {
+		// A provider's job (the shared serving tier): a job file's name may hold dots, a
+		// tenant's never does.
+		return tenant + ".jobs." + file, name
 	}
 	return name + ".yaml", name + "/tenant.yaml"
 }

@@ -61,7 +61,7 @@ func TestBuildBundledExamples(t *testing.T) {
 	for _, tp := range p.Tenants {
 		names = append(names, tp.Tenant.Name)
 	}
-	assert.Equal(t, []string{"acme", "globex", "initech"}, names, "tenants sorted by name")
+	assert.Equal(t, []string{"acme", "globex", "initech", "platform"}, names, "tenants sorted by name")
 
 	t.Run("single GPU: Qwen3-32B on H100", func(t *testing.T) {
 		j := findJob(t, p, "acme", "qwen3-32b")
@@ -453,7 +453,8 @@ func TestBuildBadInput(t *testing.T) {
 			mutate: func(t *testing.T, m fstest.MapFS) {
 				gentest.Edit(t, m, "nodetypes/metal3.gpu-h100.yaml", "  hardwareProfile: h100\n", "")
 			},
-			want: []want{{qwenF, "spec.nodeType", "node type metal3.gpu-h100 names no hardware profile", "spec.hardwareProfile set"}},
+			want: []want{{qwenF, "spec.nodeType", "node type metal3.gpu-h100 names no hardware profile", "spec.hardwareProfile set"},
+				{"tenants/platform/jobs/qwen3-32b.yaml", "spec.nodeType", "node type metal3.gpu-h100 names no hardware profile", "spec.hardwareProfile set"}},
 		},
 		{
 			name: "every problem of the run at once, sorted",
@@ -518,7 +519,7 @@ func TestBuildWithoutRecipes(t *testing.T) {
 	require.Error(t, err)
 	assert.Nil(t, p)
 	ps := problem.Problems(err)
-	require.Len(t, ps, 3, "%v", err) // qwen, kimi, llama; Parakeet and the hand-written master resolve
+	require.Len(t, ps, 4, "%v", err) // acme's and platform's qwen, kimi, llama; Parakeet and the hand-written master resolve
 	for _, pr := range ps {
 		assert.Contains(t, pr.Err.Detail, "(no recipes are loaded)")
 	}

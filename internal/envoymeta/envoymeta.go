@@ -11,6 +11,9 @@ const (
 	AuthzTenant    = "tenant"
 	AuthzJob       = "job"
 	AuthzKeyID     = "key_id"
+	// AuthzCaller is the tenant of the key, set on a call to a shared endpoint (the shared
+	// serving tier), whose usage and tokens are the caller's, not the endpoint's tenant's.
+	AuthzCaller = "caller"
 )
 
 // The usage Lua filter's metadata (usage/envoylua's script writes these).

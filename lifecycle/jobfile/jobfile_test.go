@@ -54,7 +54,7 @@ func TestCheckNameAndTenant(t *testing.T) {
 		"it names the job's VMs, <job>-r<replica>-n<node>, up to <job>-r0-n0, and a VM name is at most 63")
 	require.NoError(t, CheckTenant("../../tenants", "acme"))
 	assert.EqualError(t, CheckTenant("../../tenants", "acmee"),
-		`unknown tenant "acmee": no acmee/tenant.yaml in ../../tenants; did you mean acme? (tenants: acme, globex, initech)`)
+		`unknown tenant "acmee": no acmee/tenant.yaml in ../../tenants; did you mean acme? (tenants: acme, globex, initech, platform)`)
 	assert.ErrorContains(t, CheckTenant("../../tenants", "nodetypes"), `unknown tenant "nodetypes"`)
 }
 

@@ -219,6 +219,18 @@ type ModelList struct {
 	InputsCommit string     `json:"inputsCommit"`
 	NodeTypes    []NodeType `json:"nodeTypes" doc:"The tenant's allowed node types"`
 	Models       []Model    `json:"models"`
+	// Shared are the models of provider tenants (the shared serving tier) that the tenant may
+	// call with its own keys: those its catalogue offers.
+	Shared []SharedModel `json:"shared" doc:"Models of provider tenants the tenant may call with its own keys (the shared serving tier): those its catalogue offers"`
+}
+
+// SharedModel is a provider tenant's endpoint that a tenant may call with its own keys,
+// charged to its own limits and budgets.
+type SharedModel struct {
+	Model    string `json:"model" doc:"The model the endpoint serves"`
+	Provider string `json:"provider" doc:"The provider tenant"`
+	Endpoint string `json:"endpoint" doc:"The provider's job serving it"`
+	URL      string `json:"url,omitempty" doc:"https://<job>.<provider>.<domain>, when the API knows the domain"`
 }
 
 // NodeType is a GPU node class.
