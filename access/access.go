@@ -31,6 +31,9 @@ const (
 	ScaleJobs Action = "scale-jobs"
 	// RequestQuota: ask the operator for more GPU quota.
 	RequestQuota Action = "request-quota"
+	// ManageTenant: change a tenant's tier or quota. The operator's alone: no role of
+	// spec.access grants it.
+	ManageTenant Action = "manage-tenant"
 )
 
 // needs is the weakest role that may take each action; an action missing here is refused.
@@ -40,7 +43,11 @@ var needs = map[Action]v1alpha1.TenantRole{
 	WriteKeys:    v1alpha1.RoleDeveloper,
 	ScaleJobs:    v1alpha1.RoleAdmin,
 	RequestQuota: v1alpha1.RoleAdmin,
+	ManageTenant: v1alpha1.RoleAdmin,
 }
+
+// operatorOnly are the actions no tenant role grants, only the operator's admin groups.
+var operatorOnly = map[Action]bool{ManageTenant: true}
 
 // Needs is the weakest role that may take the action ("" for an unknown action).
 func Needs(a Action) v1alpha1.TenantRole { return needs[a] }
@@ -149,6 +156,8 @@ func (p Policy) Decide(id Identity, name string, tenant *v1alpha1.Tenant, a Acti
 		d.Reason = fmt.Sprintf("unknown action %q", a)
 	case role == "":
 		d.Reason = fmt.Sprintf("you have no role in tenant %q", name)
+	case operatorOnly[a] && !d.Operator:
+		d.Reason = fmt.Sprintf("%s is for the operator (its admin groups), not a role of tenant %q", describe(a), name)
 	case rank(role) < rank(need):
 		d.Reason = fmt.Sprintf("your role in tenant %q is %s; %s needs %s", name, role, describe(a), need)
 	default:
@@ -173,6 +182,8 @@ func describe(a Action) string {
 		return "changing a job's replicas"
 	case RequestQuota:
 		return "requesting quota"
+	case ManageTenant:
+		return "changing a tenant's tier or quota"
 	}
 	return string(a)
 }

@@ -51,6 +51,9 @@ func TestDecide(t *testing.T) {
 		{"acme's member is denied globex", dana, "globex", Read, false, "", `you have no role in tenant "globex"`, false},
 		{"globex's admin scales globex", gina, "globex", ScaleJobs, true, v1alpha1.RoleAdmin, "", false},
 		{"operator writes any tenant", operator, "acme", ScaleJobs, true, v1alpha1.RoleAdmin, "operator (admin group)", true},
+		{"a tenant's admin may not change its tier or quota", ops, "acme", ManageTenant, false, v1alpha1.RoleAdmin,
+			`changing a tenant's tier or quota is for the operator (its admin groups), not a role of tenant "acme"`, false},
+		{"the operator changes any tenant's tier or quota", operator, "globex", ManageTenant, true, v1alpha1.RoleAdmin, "operator (admin group)", true},
 		{"unknown action is refused, even to the operator", operator, "acme", Action("drop-tables"), false, v1alpha1.RoleAdmin, `unknown action "drop-tables"`, true},
 	}
 	tenants := map[string]*v1alpha1.Tenant{"acme": acme, "globex": globex}

@@ -22,6 +22,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/inputs"
@@ -30,6 +31,7 @@ import (
 	"github.com/inferplane/inferplane/generator/publish"
 	"github.com/inferplane/inferplane/generator/recipe"
 	"github.com/inferplane/inferplane/generator/render"
+	"github.com/inferplane/inferplane/policy"
 )
 
 // DefaultRepoURL is the URL Argo CD is told to pull a tenant's repository from when the tenant
@@ -56,6 +58,12 @@ type Options struct {
 
 	// DryRun computes what would change, as unified diffs in the report, and writes nothing.
 	DryRun bool
+
+	// Running says what each tenant runs now, from the loaded inputs: the baseline its quota
+	// keeps (plan.Running; a job that does not grow past it is never refused for quota). Nil:
+	// what each tenant's repository under OutDir holds (RunningInOut), nothing for a tenant
+	// without one. plan.AsRunning takes the inputs themselves (a run that only reads).
+	Running func(in *inputs.Inputs) plan.Running
 
 	// Check, when set, is called with each tenant's files before anything is written, for
 	// several tenants at once (it must be safe for concurrent use); an error stops the run (e.g.
@@ -213,7 +221,11 @@ func Plan(opts Options) (*Planned, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := plan.Build(in, book)
+	running := RunningInOut(opts.OutDir)
+	if opts.Running != nil {
+		running = opts.Running(in)
+	}
+	p, err := plan.Build(in, book, running)
 	if err != nil {
 		if book == nil && opts.Recipes == nil {
 			probs := problem.List(problem.Problems(err))
@@ -224,6 +236,32 @@ func Plan(opts Options) (*Planned, error) {
 		return nil, err
 	}
 	return &Planned{Inputs: in, Book: book, Plan: p}, nil
+}
+
+// RunningInOut is what each tenant runs as its repository under outDir holds it: the jobs of
+// its jobs/<job>/job.yaml files as generate last rendered them (its work tree). A tenant
+// without a repository there runs nothing; a job file that does not read counts as not
+// running (its job is then held to the quota as new).
+func RunningInOut(outDir string) plan.Running {
+	return func(tenant string) map[string]policy.Claim {
+		dir := filepath.Join(outDir, tenant, "jobs")
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil
+		}
+		out := map[string]policy.Claim{}
+		for _, e := range entries {
+			data, err := os.ReadFile(filepath.Join(dir, e.Name(), render.JobFile))
+			if err != nil {
+				continue
+			}
+			var j v1alpha1.ManagedInferenceJob
+			if yaml.Unmarshal(data, &j) == nil && j.Name != "" {
+				out[j.Name] = policy.JobClaim(&j)
+			}
+		}
+		return out
+	}
 }
 
 // load reads the tenants tree (only Options.Tenant's tenant, when set) and the recipes (nil

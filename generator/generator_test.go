@@ -252,14 +252,16 @@ func TestGenerateBadInputWritesNothing(t *testing.T) {
 		}, nil, []want{{"tenants/" + mistral, "spec.nodeType", "not a whole number of such nodes", "a multi-node replica takes whole nodes"}}},
 		{"multi-node Parakeet job", func(t *testing.T, m fstest.MapFS) {
 			gentest.Edit(t, m, parakeet, "gpuCount: 1", "gpuCount: 16")
-			gentest.Edit(t, m, "acme/tenant.yaml", "gpuQuota: 16", "gpuQuota: 64")
+			gentest.Edit(t, m, "acme/tenant.yaml", "gpus: 16", "gpus: 64")
 		}, nil, []want{{"tenants/" + parakeet, "spec.gpuCount", "is 16", "must equal perReplicaGPUCount 1 of ModelMaster parakeet-tdt-0.6b-v3"}}},
 		{"node type outside allowedNodeTypes", func(t *testing.T, m fstest.MapFS) { gentest.Edit(t, m, qwen, "metal3.gpu-h100", "metal3.gpu-h200") }, nil,
 			[]want{{"tenants/" + qwen, "spec.nodeType", "not allowed for Tenant acme", "Tenant acme may use: metal3.gpu-h100"}}},
-		{"GPU quota exceeded", func(t *testing.T, m fstest.MapFS) {
-			gentest.Edit(t, m, "globex/tenant.yaml", "gpuQuota: 32", "gpuQuota: 16")
-		}, nil,
-			[]want{{"tenants/globex/tenant.yaml", "spec.gpuQuota", "must be at least 24", "(replicas x gpuCount: kimi-k2 1x16, llama-70b 1x8)"}}},
+		{"a tenant list wider than its tier's", func(t *testing.T, m fstest.MapFS) {
+			gentest.Edit(t, m, "initech/tenant.yaml", "allowedNodeTypes: []", "allowedNodeTypes: [metal3.*]")
+		}, nil, []want{{"tenants/initech/tenant.yaml", "spec.allowedNodeTypes[0]", `is "metal3.*": must be within Tier h100-dedicated's node types (metal3.gpu-h100)`, "never widen it"}}},
+		{"a tier that does not exist", func(t *testing.T, m fstest.MapFS) {
+			gentest.Edit(t, m, "globex/tenant.yaml", "tier: h200-dedicated", "tier: h300-dedicated")
+		}, nil, []want{{"tenants/globex/tenant.yaml", "spec.tier", `"h300-dedicated": no Tier "h300-dedicated" in tenants/tiers/ (the tiers: h100-dedicated, h200-dedicated)`, "did you mean h100-dedicated, h200-dedicated?"}}},
 		{"render problem: no Argo CD connector", func(t *testing.T, m fstest.MapFS) {
 			gentest.Edit(t, m, "acme/tenant.yaml", "  argoCD:\n    connector: argocd-main\n", "")
 		}, nil, []want{{"tenants/acme/tenant.yaml", "spec.argoCD.connector", "required when the tenant has jobs", "connector"}}},
@@ -294,6 +296,37 @@ func TestGenerateBadInputWritesNothing(t *testing.T) {
 			assert.Equal(t, good, gentest.Snapshot(t, out), "nothing written or committed")
 		})
 	}
+}
+
+// TestGenerateQuotaKeepsWhatRuns: a GPU quota lowered below what a tenant's repository runs
+// is rendered and stops nothing (its cluster's ResourceQuota keeps room for what runs); a job
+// that grows past what the repository runs is refused and nothing is written; a tenant with no
+// repository yet runs nothing, so all its jobs are held to the quota.
+func TestGenerateQuotaKeepsWhatRuns(t *testing.T) {
+	out := t.TempDir()
+	in := gentest.Copy(t, "../tenants")
+	generate(t, in, out)
+
+	gentest.Edit(t, in, "globex/tenant.yaml", "  argoCD:", "  quota: {gpus: 16}\n  argoCD:")
+	rep, _ := generate(t, in, out)
+	assert.Equal(t, publish.Updated, statuses(rep)["globex"])
+	files := gentest.WorkTree(t, filepath.Join(out, "globex"))
+	assert.Contains(t, string(files["addons/tenant.yaml"]), "gpus: 16")
+	assert.Contains(t, string(files["vcluster.yaml"]), "requests.nvidia.com/gpu: 24", "room for the 24 GPUs that run")
+
+	good := gentest.Snapshot(t, out)
+	gentest.Edit(t, in, "globex/jobs/kimi-k2.yaml", "replicas: 1", "replicas: 2")
+	_, err := Generate(context.Background(), options(in, out))
+	gentest.AssertProblems(t, err, []want{{"tenants/globex/jobs/kimi-k2.yaml", "spec.replicas",
+		"is 2: needs 32 GPUs (2 replicas x 16), but Tenant globex's GPU quota is 16 and its other jobs use 8 (llama-70b 1x8): 8 left", ""}})
+	assert.Equal(t, good, gentest.Snapshot(t, out), "nothing written or committed")
+
+	gentest.Edit(t, in, "globex/jobs/kimi-k2.yaml", "replicas: 2", "replicas: 1")
+	_, err = Generate(context.Background(), options(in, filepath.Join(t.TempDir(), "fresh")))
+	gentest.AssertProblems(t, err, []want{
+		{"tenants/globex/jobs/kimi-k2.yaml", "spec.replicas", "is 1: needs 16 GPUs (1 replica x 16), but Tenant globex's GPU quota is 16 and its other jobs use 8 (llama-70b 1x8): 8 left", ""},
+		{"tenants/globex/jobs/llama-70b.yaml", "spec.replicas", "is 1: needs 8 GPUs (1 replica x 8), but Tenant globex's GPU quota is 16 and its other jobs use 16 (kimi-k2 1x16): 0 left", ""},
+	})
 }
 
 func TestGenerateMissingFolders(t *testing.T) {

@@ -82,7 +82,12 @@ spec:
 	require.ErrorAs(t, err, &ce)
 	probs := problem.Problems(ce.Err)
 	require.NotEmpty(t, probs, "the generator's own problems: %v", ce.Err)
-	assert.Equal(t, "tenants/acme/tenant.yaml", probs[0].File)
-	assert.Equal(t, "spec.gpuQuota", probs[0].Err.Field)
+	var quota []string
+	for _, p := range probs {
+		if p.File == "tenants/acme/jobs/qwen-big.yaml" {
+			quota = append(quota, p.Err.Field+": "+p.Err.Detail)
+		}
+	}
+	assert.Contains(t, quota, "spec.replicas: must be at most 16, Tenant acme's quota of replicas per job")
 	assert.Equal(t, before, remoteLog(t, dir), "nothing committed")
 }

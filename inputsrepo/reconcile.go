@@ -25,9 +25,9 @@ const TrailerInputs = "Inferplane-Inputs"
 func InputsTrailer(c string) string { return TrailerInputs + ": " + c }
 
 // DefaultDeps are the input paths a tenant's rendering reads: its own folder, the node types,
-// the hand-written masters and the recipes.
+// the hand-written masters, the tiers and the recipes.
 func DefaultDeps(tenant string) []string {
-	return []string{"tenants/" + tenant, "tenants/nodetypes", "tenants/masters", "recipes"}
+	return []string{"tenants/" + tenant, "tenants/nodetypes", "tenants/masters", "tenants/tiers", "recipes"}
 }
 
 // TenantRepo is one tenant's rendered repository, as reconcile sees it.

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -20,6 +21,10 @@ type Data struct {
 	// NodeTypes are the names of every NodeType in the policy data: where a rule refuses a node
 	// type, it offers those of them the tenant may use instead. nil offers nothing.
 	NodeTypes []string
+	// Running is what the tenant's cluster runs, counted for the quota rules of admission; nil
+	// when it is not counted (offline, or the tenant has no quota), which leaves those rules
+	// out (the plan holds the inputs' jobs to the quota).
+	Running *Running
 }
 
 // JobMaster names a job's master: its inferplane.io/model-master label, else spec.model read as
@@ -41,9 +46,25 @@ var (
 )
 
 // CheckJob applies the rules to a guarded ManagedInferenceJob as the cluster holds it: its
-// tenant exists and owns its namespace, it names a master the policy data holds, and its name
-// and spec pass CheckJobSpec.
+// tenant exists and owns its namespace, it names a master the policy data holds, its name and
+// spec pass CheckJobSpec, and, once they do and d.Running counts the tenant's cluster, it fits
+// the tenant's quota beside the cluster's other jobs (CheckJobQuota).
 func CheckJob(job *v1alpha1.ManagedInferenceJob, d Data) field.ErrorList {
+	out := checkJob(job, d)
+	if len(out) == 0 && d.Tenant != nil && d.Running != nil {
+		var before *Claim
+		for _, c := range d.Running.Jobs {
+			if c.Job == job.Name {
+				before = &c
+			}
+		}
+		others := slices.DeleteFunc(slices.Clone(d.Running.Jobs), func(c Claim) bool { return c.Job == job.Name })
+		out = CheckJobQuota(d.Tenant, job, others, before)
+	}
+	return out
+}
+
+func checkJob(job *v1alpha1.ManagedInferenceJob, d Data) field.ErrorList {
 	out := checkTenant(job.Labels[v1alpha1.LabelTenant], job.Namespace, metaLabels, d.Tenant)
 	switch masterName, masterField := JobMaster(job); {
 	case masterName == "":
@@ -56,10 +77,11 @@ func CheckJob(job *v1alpha1.ManagedInferenceJob, d Data) field.ErrorList {
 }
 
 // CheckJobSpec is the rules on a job's name and spec, wherever the job comes from (a file of
-// the inputs, the cluster, the product API): at least one replica; a node type the tenant may
-// use that can hold a replica of the master; gpuCount equal to the master's
-// perReplicaGPUCount; the master's runtime and hardware profile; no extra argument that would
-// change the GPUs or the launcher; a name that gives valid VM names (CheckJobName). With
+// the inputs, the cluster, the product API): at least one replica; a model of the tenant's
+// catalogue (ModelOffered); a node type the tenant may use that can hold a replica of the
+// master; gpuCount equal to the master's perReplicaGPUCount; the master's runtime and hardware
+// profile; no extra argument that would change the GPUs or the launcher; a name that gives
+// valid VM names (CheckJobName). The quota is CheckJobQuota's, against the other jobs. With
 // d.Master nil, the rules that need the master are left out: the caller says why it has none.
 func CheckJobSpec(job *v1alpha1.ManagedInferenceJob, d Data) field.ErrorList {
 	var out field.ErrorList
@@ -68,6 +90,11 @@ func CheckJobSpec(job *v1alpha1.ManagedInferenceJob, d Data) field.ErrorList {
 		out = append(out, field.Invalid(specPath.Child("replicas"), s.Replicas, "must be at least 1"))
 	}
 	out = append(out, checkExtraArgs(s.ExtraArgs)...)
+	// A model that resolves to no master is refused as such (the caller says why), not twice.
+	if m := jobModel(job); d.Tenant != nil && d.Master != nil && !ModelOffered(d.Tenant.Spec.Models, m) {
+		out = append(out, field.Invalid(specPath.Child("model"), m, fmt.Sprintf("not in Tenant %s's model catalogue (%s, its tier's or narrower)",
+			d.Tenant.Name, strings.Join(d.Tenant.Spec.Models, ", "))))
+	}
 	nt := checkNodeTypeRef(&out, s.NodeType, nodeTypeFld, d)
 	nodes := int32(1)
 	master := d.Master
@@ -91,6 +118,15 @@ func CheckJobSpec(job *v1alpha1.ManagedInferenceJob, d Data) field.ErrorList {
 		out = append(out, CheckJobName(metaName, job.Name, s.Replicas, nodes)...)
 	}
 	return out
+}
+
+// jobModel is the model a job names, for the model catalogue: spec.model, or Parakeet's model
+// for a Parakeet job that leaves it out.
+func jobModel(job *v1alpha1.ManagedInferenceJob) string {
+	if job.Spec.Model == "" && job.Spec.EffectiveRuntime() == v1alpha1.RuntimeParakeet {
+		return v1alpha1.ParakeetModel
+	}
+	return job.Spec.Model
 }
 
 // checkJobMaster holds a job to its master: the GPUs of a replica, the runtime, the hardware

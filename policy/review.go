@@ -188,7 +188,7 @@ var (
 	jobRules = rules[*v1alpha1.ManagedInferenceJob]{
 		check: func(ctx context.Context, src Source, o *v1alpha1.ManagedInferenceJob) (field.ErrorList, error) {
 			master, _ := JobMaster(o)
-			d, err := lookup(ctx, src, WorkloadNames{Tenant: o.Labels[v1alpha1.LabelTenant], Master: master, NodeType: o.Spec.NodeType})
+			d, err := lookup(ctx, src, WorkloadNames{Tenant: o.Labels[v1alpha1.LabelTenant], Master: master, NodeType: o.Spec.NodeType}, o.Namespace)
 			return CheckJob(o, d), err
 		},
 		spec: func(o *v1alpha1.ManagedInferenceJob) any { return o.Spec }}
@@ -199,13 +199,17 @@ var (
 		spec: func(o *v1alpha1.ModelMaster) any { return o.Spec }}
 	vmRules = rules[*kubevirtv1.VirtualMachine]{
 		check: func(ctx context.Context, src Source, o *kubevirtv1.VirtualMachine) (field.ErrorList, error) {
-			d, err := lookup(ctx, src, vmWorkload(o).names())
+			d, err := lookup(ctx, src, vmWorkload(o).names(), o.Namespace)
 			return CheckVirtualMachine(o, d), err
 		},
 		spec: func(o *kubevirtv1.VirtualMachine) any { return o.Spec }}
 	vmiRules = rules[*kubevirtv1.VirtualMachineInstance]{
 		check: func(ctx context.Context, src Source, o *kubevirtv1.VirtualMachineInstance) (field.ErrorList, error) {
-			d, err := lookup(ctx, src, vmiWorkload(o).names())
+			countIn := o.Namespace
+			if OwnedByVM(o) {
+				countIn = "" // its VM was held to the quota
+			}
+			d, err := lookup(ctx, src, vmiWorkload(o).names(), countIn)
 			return CheckVirtualMachineInstance(o, d), err
 		},
 		spec: func(o *kubevirtv1.VirtualMachineInstance) any { return o.Spec }}
@@ -251,8 +255,10 @@ func Review(ctx context.Context, src Source, obj client.Object) (Result, error) 
 
 // lookup reads the named policy data; a name that is empty or not found leaves its field nil
 // (the rules turn that into a violation naming it). The names of every node type are read
-// only for a node type the rules will refuse, which is when they offer others.
-func lookup(ctx context.Context, src Source, n WorkloadNames) (Data, error) {
+// only for a node type the rules will refuse, which is when they offer others. When src is a
+// Counter, countIn names a namespace and the tenant has a quota, what the tenant runs there is
+// counted for the quota rules; a count that fails is an error (the caller fails closed).
+func lookup(ctx context.Context, src Source, n WorkloadNames, countIn string) (Data, error) {
 	tenant, master, nodeType := n.Tenant, n.Master, n.NodeType
 	var d Data
 	var errs []error
@@ -274,6 +280,13 @@ func lookup(ctx context.Context, src Source, n WorkloadNames) (Data, error) {
 			errs = append(errs, fmt.Errorf("list %ss: %w", v1alpha1.KindNodeType, err))
 		}
 		d.NodeTypes = names
+	}
+	if c, ok := src.(Counter); ok && countIn != "" && d.Tenant != nil && !d.Tenant.Spec.Quota.IsZero() {
+		r, err := c.Running(ctx, tenant, countIn)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("count what tenant %s runs in namespace %s, for its quota: %w", tenant, countIn, err))
+		}
+		d.Running = r
 	}
 	return d, errors.Join(errs...)
 }

@@ -103,21 +103,20 @@ func TestNodeTypeOffers(t *testing.T) {
 	}
 }
 
-func TestCheckTenantAndQuota(t *testing.T) {
+func TestCheckTenant(t *testing.T) {
 	tn := pt.Tenant("acme", []string{"aws.*", "aws.*", "Bad_Name", "metal3.gpu-h100"})
-	tn.Spec.GPUQuota = -1
+	tn.Spec.Quota = &v1alpha1.Quota{GPUs: -1, ReplicasPerJob: -2}
+	tn.Spec.Models = []string{"Qwen/*", "qwen/*", "*", "a b"}
 	assert.Equal(t, `spec.allowedNodeTypes[1] is "aws.*": must be listed once; `+
 		`spec.allowedNodeTypes[2] is "Bad_Name": must be a node type name (metal3.gpu-h100) or a provider wildcard (metal3.*); `+
-		`spec.gpuQuota is -1: must be 0 (no quota) or more`, fielderr.Join(policy.CheckTenant(tn)))
-
-	tn = pt.Acme()
-	tn.Spec.GPUQuota = 8
-	a, b := pt.Job("a", pt.Master("qwen-4", 4), "aws.h100"), pt.Job("b", pt.Master("qwen-4", 4), "aws.h100")
-	b.Spec.Replicas = 2
-	assert.Equal(t, "spec.gpuQuota is 8: must be at least 12, the GPUs the tenant's jobs request (replicas x gpuCount: a 1x4, b 2x4), "+
-		"or the jobs must request fewer", fielderr.Join(policy.CheckQuota(tn, []*v1alpha1.ManagedInferenceJob{a, b})))
-	tn.Spec.GPUQuota = 0
-	assert.Empty(t, policy.CheckQuota(tn, []*v1alpha1.ManagedInferenceJob{a, b}), "0 is no quota")
+		`spec.models[1] is "qwen/*": must be listed once; `+
+		`spec.models[2] is "*": must name one model, or end in /* to offer every model of an organisation; `+
+		`spec.models[3] is "a b": must be a model id (Qwen/Qwen3-32B), a ModelMaster name, or every model of an organisation (Qwen/*); `+
+		`spec.quota.gpus is -1: must be 0 (the tier's figure) or more; spec.quota.replicasPerJob is -2: must be 0 (the tier's figure) or more`,
+		fielderr.Join(policy.CheckTenant(tn)))
+	tn.Spec.Models = []string{}
+	tn.Spec.Quota, tn.Spec.AllowedNodeTypes = nil, nil
+	assert.Equal(t, `spec.models is []: must list at least one model, or be left out to offer every model`, fielderr.Join(policy.CheckTenant(tn)))
 }
 
 // TestKinds: every kind of the table has its Go type in the scheme, the reviewed ones come

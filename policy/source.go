@@ -28,6 +28,15 @@ type Source interface {
 	NodeTypeNames(ctx context.Context) ([]string, error)
 }
 
+// Counter is a Source that can count what a tenant's cluster runs in a namespace: its
+// ManagedInferenceJobs, VirtualMachines and the VMIs no VM owns (the webhook's, reading the
+// cluster). The quota rules of admission read it for tenants with a quota; an error means
+// the count could not be made, and the caller must fail closed. Offline sources (Store) do
+// not count: the plan holds the inputs' jobs to the quota there.
+type Counter interface {
+	Running(ctx context.Context, tenant, namespace string) (*Running, error)
+}
+
 // NotFoundError says that the policy data holds no object of a kind and name.
 type NotFoundError struct {
 	Kind string

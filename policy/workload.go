@@ -21,7 +21,9 @@ import (
 // workload is a VirtualMachine or a VirtualMachineInstance as the rules see it: the labels and
 // spec its virt-launcher pod gets, and where those live in the object (for messages).
 type workload struct {
-	name, namespace string
+	kind, name, namespace string
+	// ownedByVM: a VMI a VirtualMachine owns (its VM was held to the quota already).
+	ownedByVM bool
 	// vmLabels are a VirtualMachine's own labels (nil for a VMI): the template must repeat
 	// them, since only the template's reach the VMI and its pod.
 	vmLabels map[string]string
@@ -35,7 +37,7 @@ type workload struct {
 
 func vmWorkload(vm *kubevirtv1.VirtualMachine) workload {
 	w := workload{
-		name: vm.Name, namespace: vm.Namespace, vmLabels: vm.Labels,
+		kind: GroupKindVM.Kind, name: vm.Name, namespace: vm.Namespace, vmLabels: vm.Labels,
 		labelsPath:      field.NewPath("spec", "template", "metadata", "labels"),
 		annotationsPath: field.NewPath("spec", "template", "metadata", "annotations"),
 		specPath:        field.NewPath("spec", "template", "spec"),
@@ -48,10 +50,21 @@ func vmWorkload(vm *kubevirtv1.VirtualMachine) workload {
 
 func vmiWorkload(vmi *kubevirtv1.VirtualMachineInstance) workload {
 	return workload{
-		name: vmi.Name, namespace: vmi.Namespace,
+		kind: GroupKindVMI.Kind, name: vmi.Name, namespace: vmi.Namespace, ownedByVM: OwnedByVM(vmi),
 		podLabels: vmi.Labels, podAnnotations: vmi.Annotations, spec: &vmi.Spec,
 		labelsPath: metaLabels, annotationsPath: field.NewPath("metadata", "annotations"), specPath: specPath,
 	}
+}
+
+// OwnedByVM reports whether a VirtualMachine owns the VMI (KubeVirt's controller made it for
+// the VM).
+func OwnedByVM(vmi *kubevirtv1.VirtualMachineInstance) bool {
+	for _, o := range vmi.OwnerReferences {
+		if o.Kind == GroupKindVM.Kind && strings.HasPrefix(o.APIVersion, GroupKindVM.Group+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // WorkloadNames are the policy data a VM or VMI names through its labels.
@@ -94,7 +107,9 @@ func CheckVirtualMachineInstance(vmi *kubevirtv1.VirtualMachineInstance, d Data)
 
 // checkWorkload holds one VM (one node of one replica) to the replica layout of its master on
 // its node type: exactly perReplicaGPUCount GPUs on one VM when they fit a node, else one whole
-// node per VM, ranks below the node count, one rack; plus tenant, node type and device rules.
+// node per VM, ranks below the node count, one rack; plus tenant, node type and device rules;
+// and, once all those pass and d.Running counts the tenant's cluster, the tenant's quota (not
+// for a VMI a VM owns: its VM was held to it).
 // With the name rule (<job>-r<replica>-n<rank>) at most one VM exists per rank, so a replica's
 // VMs together never request more than perReplicaGPUCount GPUs.
 func checkWorkload(w workload, d Data) field.ErrorList {
@@ -131,7 +146,11 @@ func checkWorkload(w workload, d Data) field.ErrorList {
 	if err != nil {
 		return append(out, field.Invalid(ntPath, nt.Name, err.Error()))
 	}
-	return append(out, checkLayout(w, master, nt, layout, rank, rankOK)...)
+	out = append(out, checkLayout(w, master, nt, layout, rank, rankOK)...)
+	if len(out) == 0 && d.Tenant != nil && !w.ownedByVM {
+		out = checkWorkloadQuota(w, d)
+	}
+	return out
 }
 
 // checkContractLabels reports the workload contract's labels that are missing, or that a

@@ -81,7 +81,7 @@ func (s *Server) follows(a, b string) bool {
 func (s *Server) current() *view { return s.view.Load() }
 
 // onlyTenant is the tenants tree as one tenant's render reads it: the node types, the
-// hand-written masters and that tenant's folder. What the generator loads for one tenant then
+// hand-written masters, the tiers and that tenant's folder. What the generator loads for one tenant then
 // costs the same at 20 tenants as at 2,000: the other tenants' folders are not there. (The API
 // writes a tenant's jobs only; the checks across tenants, of tenant.yaml files, are generate's.)
 type onlyTenant struct {
@@ -94,7 +94,7 @@ func (o onlyTenant) allowed(name string) bool {
 		return true
 	}
 	first, _, _ := strings.Cut(name, "/")
-	return first == inputs.NodeTypesDir || first == inputs.MastersDir || first == o.tenant
+	return first == inputs.NodeTypesDir || first == inputs.MastersDir || first == inputs.TiersDir || first == o.tenant
 }
 
 func (o onlyTenant) Open(name string) (fs.File, error) {
@@ -153,6 +153,10 @@ func (s *Server) genOptions(ctx context.Context, tree fs.FS, tenant string, book
 		RecipesDir: recipesDir, TenantsDir: tenantsDir, OutDir: s.opts.WorkDir, Tenant: tenant,
 		Check: generator.AdmissionCheck(ctx), Render: s.opts.Render, RepoURL: s.opts.RepoURL,
 		Getenv: s.opts.Getenv, Now: s.opts.Now,
+		// What the inputs hold is what runs: the render of a write never refuses a job for
+		// quota (a quota lowered below what runs keeps it); the writes that grow a job are held
+		// to the quota before they commit (checkQuota).
+		Running: plan.AsRunning,
 	}, nil
 }
 
@@ -246,7 +250,7 @@ func (s *Server) tenants(v *view) ([]*v1alpha1.Tenant, error) {
 	}
 	var out []*v1alpha1.Tenant
 	for _, e := range entries {
-		if !e.IsDir() || e.Name() == inputs.NodeTypesDir || e.Name() == inputs.MastersDir {
+		if !e.IsDir() || e.Name() == inputs.NodeTypesDir || e.Name() == inputs.MastersDir || e.Name() == inputs.TiersDir {
 			continue
 		}
 		t, err := s.tenantObject(v, e.Name())
@@ -263,7 +267,7 @@ func (s *Server) tenants(v *view) ([]*v1alpha1.Tenant, error) {
 // planKey names what a tenant's plan is computed from.
 func planKey(v *view, tenant string) string {
 	return strings.Join([]string{tenant, v.tree.Hash(path.Join(tenantsDir, tenant)), v.tree.Hash(path.Join(tenantsDir, inputs.NodeTypesDir)),
-		v.tree.Hash(path.Join(tenantsDir, inputs.MastersDir)), v.tree.Hash(recipesDir)}, "/")
+		v.tree.Hash(path.Join(tenantsDir, inputs.MastersDir)), v.tree.Hash(path.Join(tenantsDir, inputs.TiersDir)), v.tree.Hash(recipesDir)}, "/")
 }
 
 // plan is the tenant's inputs loaded and planned exactly as generate plans them, once per

@@ -1,10 +1,8 @@
 package productapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -96,6 +94,11 @@ func (s *Server) applyCreate(ctx context.Context, t *inputsrepo.Tree, tenant str
 		Strategy: b.Strategy, NodeType: b.NodeType, GPUCount: b.GPUCount, Replicas: max(b.Replicas, 1),
 		ModelCacheSize: b.ModelCacheSize, Features: b.Features, RequireAPIKey: b.RequireAPIKey}
 	jobfile.Complete(&spec, tp.Inputs, tp.Book, tenant)
+	job := &v1alpha1.ManagedInferenceJob{Spec: spec}
+	job.Name = b.Name
+	if err := checkQuota(tp, tenant, job, p); err != nil {
+		return err
+	}
 	data, err := jobfile.EncodeInput(v1alpha1.KindManagedInferenceJob, b.Name, spec,
 		"# Written by the product API (POST /api/v1/tenants/"+tenant+"/jobs); edit it like any job file.\n")
 	if err != nil {
@@ -162,6 +165,9 @@ func (s *Server) setReplicas(ctx context.Context, in *replicasInput) (*body[apiv
 			if err != nil {
 				return err
 			}
+			if err := s.checkReplicasQuota(ctx, t, in.Tenant, in.Job, n, p); err != nil {
+				return err
+			}
 			data, err := t.ReadFile(p)
 			if err != nil {
 				return err
@@ -183,40 +189,29 @@ func (s *Server) setReplicas(ctx context.Context, in *replicasInput) (*body[apiv
 	return &body[apiv1.JobWritten]{Body: apiv1.JobWritten{Job: s.jobView(jp, s.stages(ctx, tp, in.Job)[in.Job]), Write: w}}, nil
 }
 
-// setReplicasYAML sets spec.replicas in a job file, keeping its comments and the rest as
-// written.
-func setReplicasYAML(data []byte, n int32) ([]byte, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, err
+// checkReplicasQuota refuses, before anything is written, a replica change that would take
+// the tenant past its quota (checkQuota): the job at file p of tree t, with n replicas.
+func (s *Server) checkReplicasQuota(ctx context.Context, t *inputsrepo.Tree, tenant, job string, n int32, p string) error {
+	tp, err := s.plan(ctx, &view{tree: t}, tenant)
+	if err != nil {
+		return err
 	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
-		return nil, errors.New("not a YAML object")
-	}
-	spec := mapValue(doc.Content[0], "spec")
-	if spec == nil || spec.Kind != yaml.MappingNode {
-		return nil, errors.New("no spec")
-	}
-	val := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprint(n)}
-	if old := mapValue(spec, "replicas"); old != nil {
-		*old = *val
-	} else {
-		spec.Content = append(spec.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "replicas"}, val)
-	}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), enc.Close()
-}
-
-func mapValue(m *yaml.Node, key string) *yaml.Node {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
+	if tn := plannedInputs(tp, tenant); tn != nil {
+		for i := range tn.Jobs {
+			if j := tn.Jobs[i].Object.DeepCopy(); j.Name == job {
+				j.Spec.Replicas = n
+				return checkQuota(tp, tenant, j, p)
+			}
 		}
 	}
 	return nil
+}
+
+// setReplicasYAML sets spec.replicas in a job file, keeping its comments and the rest as
+// written.
+func setReplicasYAML(data []byte, n int32) ([]byte, error) {
+	return editSpecYAML(data, func(spec *yaml.Node) error {
+		setScalar(spec, "replicas", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprint(n)})
+		return nil
+	})
 }

@@ -3,6 +3,7 @@ package productapi
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -19,7 +20,7 @@ import (
 type modelEntry = apiv1.Model
 
 func (s *Server) listModels(ctx context.Context, in *TenantParam) (*body[apiv1.ModelList], error) {
-	v, t, err := s.authorize(ctx, in.Tenant, access.Read)
+	v, _, err := s.authorize(ctx, in.Tenant, access.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -30,14 +31,19 @@ func (s *Server) listModels(ctx context.Context, in *TenantParam) (*body[apiv1.M
 		}
 		return nil, s.internal("planning tenant "+in.Tenant, err)
 	}
-	out := apiv1.ModelList{Tenant: in.Tenant, InputsCommit: v.commit, NodeTypes: []apiv1.NodeType{}}
+	tn := plannedInputs(p, in.Tenant)
+	if tn == nil {
+		return nil, newProblem(http.StatusNotFound, fmt.Sprintf("no tenant %q in the inputs", in.Tenant))
+	}
+	t := &tn.Object // in force: its tier's node types and catalogue, narrowed by its own lists
+	out := apiv1.ModelList{Tenant: in.Tenant, Tier: t.Spec.Tier, InputsCommit: v.commit, NodeTypes: []apiv1.NodeType{}}
 	allowed := allowedNodeTypes(t, p)
 	for _, nt := range allowed {
 		out.NodeTypes = append(out.NodeTypes, apiv1.NodeType{Name: nt.Name, GPUsPerNode: nt.Spec.GPU.Count,
 			GPUMemoryGB: nt.Spec.GPU.MemoryGB, HardwareProfile: nt.Spec.HardwareProfile})
 	}
 	models, err := get(&s.cache.mu, &s.cache.models, planKey(v, in.Tenant), func() ([]modelEntry, error) {
-		return modelChoices(p, allowed), nil
+		return modelChoices(p, allowed, t.Spec.Models), nil
 	})
 	if err != nil {
 		return nil, s.internal("listing models", err)
@@ -58,13 +64,17 @@ func allowedNodeTypes(t *v1alpha1.Tenant, p *generator.Planned) []*v1alpha1.Node
 	return out
 }
 
-// modelChoices resolves every model (hand-written masters, Parakeet, each recipe) on every
-// allowed node type exactly as a job naming it would be resolved (plan.Resolver), keeping the
-// node types where it would be admitted.
-func modelChoices(p *generator.Planned, allowed []*v1alpha1.NodeType) []apiv1.Model {
+// modelChoices resolves every model of the tenant's catalogue (hand-written masters, Parakeet,
+// each recipe that policy.ModelOffered finds in it) on every allowed node type exactly as a
+// job naming it would be resolved (plan.Resolver), keeping the node types where it would be
+// admitted.
+func modelChoices(p *generator.Planned, allowed []*v1alpha1.NodeType, catalogue []string) []apiv1.Model {
 	r := plan.NewResolver(p.Inputs, p.Book)
 	out := []apiv1.Model{}
 	add := func(model string, rt v1alpha1.Runtime, source string) {
+		if !policy.ModelOffered(catalogue, model) {
+			return
+		}
 		m := apiv1.Model{Model: model, Runtime: string(rt), Source: source, Choices: []apiv1.Choice{}}
 		for _, nt := range allowed {
 			job := &v1alpha1.ManagedInferenceJob{Spec: v1alpha1.ManagedInferenceJobSpec{Model: model, Runtime: rt, NodeType: nt.Name}}

@@ -35,6 +35,14 @@ func (s *Server) register() {
 		"Restarts one replica's VMs or all, keeping the model cache. Needs the clusters. Role: developer.", 200), s.restartJob)
 	huma.Register(s.api, op(http.MethodGet, t+"/models", "listModels", "List models",
 		"What the tenant may run: hand-written masters, Parakeet and every recipe, on each allowed node type where a job naming it would be admitted, with the GPUs per replica and why. Role: viewer.", 200), s.listModels)
+	huma.Register(s.api, op(http.MethodGet, t+"/quota", "getQuota", "Get the tenant's quota",
+		"The tenant's tier, its quota (the tier's, the tenant's own figures, and those in force), what its jobs claim of it, and its node types and models in force. Role: viewer.", 200), s.getQuota)
+	huma.Register(s.api, op(http.MethodPut, t+"/quota", "setQuota", "Change the tenant's quota",
+		"Sets the tenant's own quota figures (0: the tier's) in its tenant.yaml, one commit as the caller with the reason, shown in the tenant's history. A quota lowered below what runs keeps what runs and refuses growth. The operator's alone (its admin groups).", 200), s.setQuota)
+	huma.Register(s.api, op(http.MethodPut, t+"/tier", "setTier", "Move the tenant to another tier",
+		"Sets spec.tier in the tenant's tenant.yaml, one commit as the caller with the reason, checked by the rules generate applies (the new tier must offer the node types and models the tenant's jobs use). The operator's alone (its admin groups).", 200), s.setTier)
+	huma.Register(s.api, op(http.MethodGet, t+"/history", "getTenantHistory", "The tenant's quota and tier changes",
+		"Every quota and tier change of the tenant, newest first: when, who, what and why. Role: viewer.", 200), s.tenantHistory)
 	huma.Register(s.api, op(http.MethodGet, t+"/keys", "listKeys", "List API keys",
 		"The tenant's API keys (never their secret). Role: viewer.", 200), s.listKeys)
 	huma.Register(s.api, op(http.MethodPost, t+"/keys", "createKey", "Create an API key",
@@ -53,6 +61,11 @@ func tag(path string) string {
 	for _, t := range []string{"jobs", "models", "keys", "usage", "endpoints"} {
 		if strings.Contains(path, "/"+t) {
 			return t
+		}
+	}
+	for _, t := range []string{"/quota", "/tier", "/history"} {
+		if strings.HasSuffix(path, t) {
+			return "tenants"
 		}
 	}
 	return "me"

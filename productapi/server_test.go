@@ -98,8 +98,9 @@ func TestCreateListDeleteWithoutClusters(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, http.StatusUnprocessableEntity, ce.Status)
 	require.NotEmpty(t, ce.Problem.Errors, "%v", err)
-	assert.Equal(t, "tenants/acme/tenant.yaml", ce.Problem.Errors[0].File)
-	assert.Equal(t, "spec.gpuQuota", ce.Problem.Errors[0].Field)
+	assert.Equal(t, "tenants/acme/jobs/big.yaml", ce.Problem.Errors[0].File)
+	assert.Equal(t, "spec.replicas", ce.Problem.Errors[0].Field)
+	assert.Equal(t, "must be at most 16, Tenant acme's quota of replicas per job", ce.Problem.Errors[0].Detail)
 
 	list, err := dana.ListJobs(ctx, "acme")
 	require.NoError(t, err)

@@ -1,5 +1,5 @@
 // Package v1alpha1 holds inferplane's own Kubernetes-style objects: the inputs an operator writes
-// (NodeType, ModelMaster, Tenant, ManagedInferenceJob) and the labels that tie rendered
+// (NodeType, ModelMaster, Tier, Tenant, ManagedInferenceJob) and the labels that tie rendered
 // workloads back to them. The same types are read from files by the generator and from the
 // cluster by the webhook, so both sides decide on identical data.
 //
@@ -31,5 +31,6 @@ const (
 	KindNodeType            = "NodeType"
 	KindModelMaster         = "ModelMaster"
 	KindTenant              = "Tenant"
+	KindTier                = "Tier"
 	KindManagedInferenceJob = "ManagedInferenceJob"
 )

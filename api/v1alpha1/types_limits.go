@@ -64,3 +64,34 @@ type TenantLimits struct {
 	// +optional
 	OnStoreDown StoreDownMode `json:"onStoreDown,omitempty"`
 }
+
+// Over is t with each limit, time zone and store-down mode it does not set taken from base:
+// a tenant's own limits over its tier's. Either may be nil; the result is a new object (nil
+// when both are).
+func (t *TenantLimits) Over(base *TenantLimits) *TenantLimits {
+	switch {
+	case t == nil && base == nil:
+		return nil
+	case t == nil:
+		return base.DeepCopy()
+	case base == nil:
+		return t.DeepCopy()
+	}
+	out := base.DeepCopy()
+	own := t.DeepCopy()
+	for _, f := range []struct{ dst, src **Limit }{
+		{&out.RequestsPerMinute, &own.RequestsPerMinute}, {&out.TokensPerMinute, &own.TokensPerMinute},
+		{&out.TokensPerDay, &own.TokensPerDay}, {&out.TokensPerWeek, &own.TokensPerWeek}, {&out.TokensPerMonth, &own.TokensPerMonth},
+	} {
+		if *f.src != nil {
+			*f.dst = *f.src
+		}
+	}
+	if own.TimeZone != "" {
+		out.TimeZone = own.TimeZone
+	}
+	if own.OnStoreDown != "" {
+		out.OnStoreDown = own.OnStoreDown
+	}
+	return out
+}

@@ -5,22 +5,35 @@ import (
 )
 
 // TenantSpec is one customer: its tier, the GPU node types it may claim, its quota, and where
-// its GitOps state lives.
+// its GitOps state lives. The tier (a Tier of the inputs) gives the node types, the quota, the
+// limits and the models; the tenant's own allowedNodeTypes may narrow the tier's, and its own
+// quota and limits replace the tier's field by field. The Tenant rendered into the tenant's
+// cluster (the webhook's policy data) carries the result.
 type TenantSpec struct {
 	// +optional
 	DisplayName string `json:"displayName,omitempty"`
-	// Tier is the product tier (e.g. h100-dedicated, l40s-shared); it is carried as a label.
+	// Tier names the tenant's product tier (e.g. h100-dedicated, l40s-shared): a Tier of the
+	// inputs (tiers/<name>.yaml) when the inputs define tiers.
 	// +kubebuilder:validation:MinLength=1
 	Tier string `json:"tier"`
 	// AllowedNodeTypes lists the node types the tenant may claim: exact names or
-	// "<provider>.*" wildcards. Absent (null) allows every node type; an empty list allows none.
+	// "<provider>.*" wildcards. Absent (null): the tier's node types (every node type when the
+	// inputs define no tiers); an empty list allows none. It may narrow the tier's, never widen
+	// them.
 	// +nullable
 	// +optional
 	AllowedNodeTypes []string `json:"allowedNodeTypes"`
-	// GPUQuota is the most GPUs the tenant's jobs may request together; 0 means no quota.
-	// +kubebuilder:validation:Minimum=0
+	// Models narrows the tier's model catalogue for this tenant: model ids, ModelMaster names or
+	// "<org>/*", each one the tier offers. Absent: the tier's catalogue (every model when the
+	// inputs define no tiers).
+	// +kubebuilder:validation:MinItems=1
+	// +listType=atomic
 	// +optional
-	GPUQuota int32 `json:"gpuQuota,omitempty"`
+	Models []string `json:"models,omitempty"`
+	// Quota is what the tenant's jobs may claim together: each figure set here replaces the
+	// tier's (0 or absent keeps it). The rendered Tenant carries the figures in force.
+	// +optional
+	Quota *Quota `json:"quota,omitempty"`
 	// Git is the repository the tenant's rendered state is committed to.
 	// +optional
 	Git TenantGit `json:"git,omitempty"`
@@ -32,7 +45,7 @@ type TenantSpec struct {
 	// +optional
 	ServingAddress *ServingAddress `json:"servingAddress,omitempty"`
 	// Limits caps the requests and tokens of all the tenant's API keys together (each key may
-	// have limits of its own as well) at the gateway.
+	// have limits of its own as well) at the gateway. Each field set here replaces the tier's.
 	// +optional
 	Limits *TenantLimits `json:"limits,omitempty"`
 	// Access says who may use the tenant through the product API: groups and users of the
@@ -113,7 +126,7 @@ type TenantArgoCD struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=ipt
 // +kubebuilder:printcolumn:name="Tier",type=string,JSONPath=`.spec.tier`
-// +kubebuilder:printcolumn:name="GPU quota",type=integer,JSONPath=`.spec.gpuQuota`
+// +kubebuilder:printcolumn:name="GPU quota",type=integer,JSONPath=`.spec.quota.gpus`
 
 // Tenant is a customer with its own tenant cluster.
 type Tenant struct {

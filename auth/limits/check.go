@@ -67,11 +67,13 @@ type ref struct {
 	rule  Rule
 }
 
-// Check decides a request of key keyID (with its own limits keyLimits) of tenant, and spends
+// Check decides a request of key keyID (with its own limits keyLimits, over its tenant's
+// KeyDefaults) of tenant, and spends
 // one request unit of each request limit when it is allowed. A request with no limits at all
 // is allowed without touching anything.
 func (l *Limiter) Check(tenant, keyID string, keyLimits Set) Result {
 	pol := l.tenant(tenant)
+	keyLimits = keyLimits.Or(pol.KeyDefaults)
 	if keyLimits.Empty() && pol.Limits.Empty() {
 		return Result{Allowed: true}
 	}

@@ -19,6 +19,9 @@ func (l *Limiter) Count(tenant, keyID string, tokens int64, at time.Time) {
 		}
 	}
 	pol := l.tenant(tenant)
+	if keyID != "" {
+		keyLimits = keyLimits.Or(pol.KeyDefaults)
+	}
 	if keyLimits.Empty() && pol.Limits.Empty() {
 		return
 	}

@@ -76,6 +76,17 @@ type Set [NumKinds]Rule
 // Empty reports whether no limit is set.
 func (s Set) Empty() bool { return s == Set{} }
 
+// Or is s with each kind it does not set taken from d: a key's own limits over the default
+// limits of its tenant's tier.
+func (s Set) Or(d Set) Set {
+	for k := range s {
+		if s[k].Value == 0 {
+			s[k] = d[k]
+		}
+	}
+	return s
+}
+
 // FromSpec turns the API's limits into a Set (nil: none).
 func FromSpec(r *v1alpha1.RateLimits) Set {
 	var s Set
@@ -192,7 +203,10 @@ func Problems(prefix string, r *v1alpha1.RateLimits) []Problem {
 // Tenant is what the check needs of a tenant: its own limits (all its keys together), the
 // time zone its days, weeks and months start in, and what to do when the store is down.
 type Tenant struct {
-	Limits      Set
+	Limits Set
+	// KeyDefaults are the limits of each of the tenant's keys where the key sets none of that
+	// kind (its tier's spec.keyLimits).
+	KeyDefaults Set
 	Location    *time.Location // nil: UTC
 	OnStoreDown v1alpha1.StoreDownMode
 }

@@ -17,8 +17,9 @@ import (
 )
 
 // TenantFiles reads the tenants' limits from a tenants folder, the generator's input tree
-// (<tenant>/tenant.yaml, spec.limits), and reloads it when a file changes. A folder with an
-// error at start is refused; a bad edit later is logged and the last good limits stay.
+// (<tenant>/tenant.yaml, spec.limits, over the limits of the tier it names, tiers/<tier>.yaml,
+// whose keyLimits are its keys' defaults), and reloads it when a file changes. A folder with
+// an error at start is refused; a bad edit later is logged and the last good limits stay.
 type TenantFiles struct {
 	Dir string
 	// Interval between checks for changes (default 10 s).
@@ -110,12 +111,56 @@ func tenantFiles(dir string) ([]string, error) {
 	return out, nil
 }
 
+// tierFiles are the tier files of a tenants folder (tiers/*.yaml; none without the folder).
+func tierFiles(dir string) []string {
+	entries, err := os.ReadDir(filepath.Join(dir, tiersDir))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if n := e.Name(); !strings.HasPrefix(n, ".") && (strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+			out = append(out, filepath.Join(dir, tiersDir, n))
+		}
+	}
+	return out
+}
+
+// tiersDir is the folder of the tiers in a tenants folder (generator/inputs.TiersDir).
+const tiersDir = "tiers"
+
+// readTiers reads the tier files of a tenants folder, by tier name.
+func readTiers(dir string) (map[string]*v1alpha1.Tier, []error) {
+	out := map[string]*v1alpha1.Tier{}
+	var errs []error
+	for _, p := range tierFiles(dir) {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var t v1alpha1.Tier
+		if err := yaml.UnmarshalStrict(data, &t); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
+		ps := append(TenantProblems("spec.limits", t.Spec.Limits), Problems("spec.keyLimits", t.Spec.KeyLimits)...)
+		if err := Join(ps); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
+		out[t.Name] = &t
+	}
+	return out, errs
+}
+
 // stampTenants is the files' names, sizes and modification times: what tells a change.
 func stampTenants(dir string) (string, error) {
 	files, err := tenantFiles(dir)
 	if err != nil {
 		return "", err
 	}
+	files = append(files, tierFiles(dir)...)
 	var b strings.Builder
 	for _, p := range files {
 		st, err := os.Stat(p)
@@ -134,7 +179,7 @@ func readTenants(dir string) (map[string]Tenant, string, error) {
 	}
 	files, _ := tenantFiles(dir)
 	out := map[string]Tenant{}
-	var errs []error
+	tiers, errs := readTiers(dir)
 	for _, p := range files {
 		data, err := os.ReadFile(p)
 		if err != nil {
@@ -151,14 +196,19 @@ func readTenants(dir string) (map[string]Tenant, string, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 			continue
 		}
-		if t.Spec.Limits == nil {
+		own, keyDefaults := t.Spec.Limits, Set{}
+		if tier := tiers[t.Spec.Tier]; tier != nil {
+			own, keyDefaults = own.Over(tier.Spec.Limits), FromSpec(tier.Spec.KeyLimits)
+		}
+		if own == nil && keyDefaults.Empty() {
 			continue
 		}
-		tl, err := TenantFromSpec(t.Spec.Limits)
+		tl, err := TenantFromSpec(own)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: spec.limits.%w", p, err))
 			continue
 		}
+		tl.KeyDefaults = keyDefaults
 		out[name] = tl
 	}
 	return out, stamp, errors.Join(errs...)
@@ -178,19 +228,40 @@ func (f *TenantFiles) Names() []string {
 }
 
 // TenantFilesWithLimits reads a tenants folder and returns, checked, the tenant.yaml of every
-// tenant with limits, by tenant name: what the gateway's install mounts for --limits-tenants.
+// tenant with limits (its own or its tier's), by tenant name, and the file of each tier those
+// tenants name, as "tiers/<tier>": what the gateway's install mounts for --limits-tenants.
 func TenantFilesWithLimits(dir string) (map[string][]byte, error) {
 	m, _, err := readTenants(dir)
 	if err != nil {
 		return nil, err
 	}
+	tiers := map[string]string{}
+	for _, p := range tierFiles(dir) {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		var t v1alpha1.Tier
+		if yaml.Unmarshal(data, &t) == nil && t.Name != "" {
+			tiers[t.Name] = p
+		}
+	}
 	out := map[string][]byte{}
 	for name := range m {
-		b, err := os.ReadFile(filepath.Join(dir, name, "tenant.yaml"))
+		p := filepath.Join(dir, name, "tenant.yaml")
+		b, err := os.ReadFile(p)
 		if err != nil {
 			return nil, err
 		}
 		out[name] = b
+		var t v1alpha1.Tenant
+		if yaml.Unmarshal(b, &t) == nil && tiers[t.Spec.Tier] != "" {
+			tb, err := os.ReadFile(tiers[t.Spec.Tier])
+			if err != nil {
+				return nil, err
+			}
+			out[tiersDir+"/"+t.Spec.Tier] = tb
+		}
 	}
 	return out, nil
 }

@@ -75,3 +75,65 @@ func TestTenantFiles(t *testing.T) {
 		t.Fatal("a missing folder loaded")
 	}
 }
+
+// TestTenantFilesTiers: a tenant's limits are its own over its tier's, field by field, and its
+// keys get the tier's keyLimits where they set none of a kind; a tenant without limits of its
+// own takes the tier's; the install mounts the tier's file beside the tenant's.
+func TestTenantFilesTiers(t *testing.T) {
+	dir := t.TempDir()
+	writeTenant(t, dir, "acme", "  limits:\n    requestsPerMinute: {value: 60}\n")
+	writeTenant(t, dir, "globex", "")
+	for name, p := range map[string]string{"acme": filepath.Join(dir, "acme", "tenant.yaml"), "globex": filepath.Join(dir, "globex", "tenant.yaml")} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(strings.Replace(string(b), "tier: t", "tier: gold", 1)), 0o644); err != nil {
+			t.Fatal(name, err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "tiers"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tier := "apiVersion: inferplane.io/v1alpha1\nkind: Tier\nmetadata: {name: gold}\nspec:\n  nodeTypes: [metal3.*]\n" +
+		"  limits:\n    requestsPerMinute: {value: 600}\n    tokensPerDay: {value: 1000, mode: soft}\n" +
+		"  keyLimits:\n    requestsPerMinute: {value: 10}\n"
+	if err := os.WriteFile(filepath.Join(dir, "tiers", "gold.yaml"), []byte(tier), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := &TenantFiles{Dir: dir}
+	if err := f.Load(); err != nil {
+		t.Fatal(err)
+	}
+	acme, globex := f.Tenant("acme"), f.Tenant("globex")
+	if acme.Limits[RequestsPerMinute].Value != 60 || acme.Limits[TokensPerDay] != (Rule{Value: 1000, Soft: true}) {
+		t.Fatalf("acme's own rpm over the tier's, the tier's tokens per day: %+v", acme.Limits)
+	}
+	if globex.Limits[RequestsPerMinute].Value != 600 || globex.KeyDefaults[RequestsPerMinute].Value != 10 || acme.KeyDefaults[RequestsPerMinute].Value != 10 {
+		t.Fatalf("globex takes the tier's limits, both its key limits: %+v %+v", globex, acme)
+	}
+	files, err := TenantFilesWithLimits(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 || string(files["tiers/gold"]) != tier {
+		t.Fatalf("the install's files: %v", len(files))
+	}
+
+	// A key's own limit of a kind replaces the tier's default of that kind, and only it.
+	l := New(Options{Tenants: f.Tenant})
+	var own Set
+	own[TokensPerMinute] = Rule{Value: 5}
+	for i := range 10 {
+		if res := l.Check("globex", "k1", own); !res.Allowed {
+			t.Fatalf("request %d refused: %+v", i+1, res.Denied)
+		}
+	}
+	if res := l.Check("globex", "k1", own); res.Allowed || res.Denied.Scope != ScopeKey || res.Denied.Kind != RequestsPerMinute {
+		t.Fatalf("the 11th request of a key with the tier's default of 10 per minute: %+v", res)
+	}
+	own[RequestsPerMinute] = Rule{Value: 100}
+	if res := l.Check("globex", "k2", own); !res.Allowed {
+		t.Fatalf("a key's own requests per minute replace the default: %+v", res.Denied)
+	}
+}

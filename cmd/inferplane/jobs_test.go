@@ -177,7 +177,7 @@ func TestJobsCreateBadInput(t *testing.T) {
 		{[]string{"initech/chat", "--model", "Qwen/Qwen3-32B"}, 1,
 			[]string{"spec.nodeType is missing: must name a NodeType; Tenant initech may use no node type (allowedNodeTypes: [])"}},
 		{[]string{"acme/chat", "--model", "Qwen/Qwen3-32B", "--replicas", "13"}, 1,
-			[]string{"spec.gpuQuota is 16: must be at least 17, the GPUs the tenant's jobs request"}},
+			[]string{"spec.replicas is 13: needs 13 GPUs (13 replicas x 1), but Tenant acme's GPU quota is 16 and its other jobs use 4 (mistral-small 1x1, qwen3-32b 2x1, transcribe 1x1): 12 left"}},
 		{[]string{"acme/Chat", "--model", "Qwen/Qwen3-32B"}, 2, []string{`job "Chat": must be lower-case letters, digits and '-'`}},
 		{[]string{"acme/../globex", "--model", "Qwen/Qwen3-32B"}, 2, []string{`job "../globex": must be lower-case letters, digits and '-'`}},
 		{[]string{"acme/" + strings.Repeat("c", 58), "--model", "Qwen/Qwen3-32B"}, 2, []string{"must be at most 57 characters (it has 58)"}},

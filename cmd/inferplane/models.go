@@ -129,7 +129,7 @@ func checkMaster(name string, data []byte) error {
 	tree := fstest.MapFS{path.Join(inputs.MastersDir, name+".yaml"): {Data: data}}
 	in, err := inputs.Load(tree, "(the master)")
 	if err == nil {
-		_, err = plan.Build(in, nil)
+		_, err = plan.Build(in, nil, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("the master would not be accepted: %w", err)

@@ -48,6 +48,10 @@ func wrongJobs() []wrongJob {
 	asParakeet.GPUCount, asParakeet.Runtime = 1, v1alpha1.RuntimeParakeet
 	parakeet := v1alpha1.ManagedInferenceJobSpec{Model: v1alpha1.ParakeetModel, Runtime: v1alpha1.RuntimeParakeet, NodeType: "metal3.gpu-h100", GPUCount: 2, Replicas: 1}
 	kimi := v1alpha1.ManagedInferenceJobSpec{Model: "moonshotai/Kimi-K2-Instruct", NodeType: "metal3.gpu-h200", GPUCount: 8, Replicas: 1}
+	kimi16 := kimi
+	kimi16.GPUCount = 16
+	kimiH100 := kimi16
+	kimiH100.NodeType = "metal3.gpu-h100"
 	return []wrongJob{
 		{"a GPU count that is not the master's", "acme", "chat", qwen("metal3.gpu-h100", 2, 1), []string{
 			`spec.gpuCount is 2: must equal perReplicaGPUCount 1 of ModelMaster qwen3-32b-h100`}, false},
@@ -73,6 +77,10 @@ func wrongJobs() []wrongJob {
 			`spec.gpuCount is 2: must equal perReplicaGPUCount 1 of ModelMaster parakeet-tdt-0.6b-v3`}, false},
 		{"a GPU count short of a two-node master", "globex", "kimi-2", kimi, []string{
 			`spec.gpuCount is 8: must equal perReplicaGPUCount 16 of ModelMaster kimi-k2-instruct-h200`}, false},
+		{"a two-node job over the tenant's GPU quota", "globex", "kimi-2", kimi16, []string{
+			`spec.replicas is 1: needs 16 GPUs (1 replica x 16), but Tenant globex's GPU quota is 32 and its other jobs use 24 (kimi-k2 1x16, llama-70b 1x8): 8 left`}, false},
+		{"a model the tenant's tier does not offer", "acme", "kimi", kimiH100, []string{
+			`spec.model is "moonshotai/Kimi-K2-Instruct": not in Tenant acme's model catalogue (Qwen/*, meta-llama/*, mistral-small-24b, nvidia/parakeet-tdt-0.6b-v3, its tier's or narrower)`}, false},
 	}
 }
 
@@ -80,9 +88,10 @@ func wrongJobs() []wrongJob {
 // judge a job: `generate` (the job in the inputs), `validate` (the job file, with the inputs
 // and recipes), `jobs create` (its flags) and the admission webhook, called by a real API
 // server on a dry-run create of the job as the generator renders it (with the policy data
-// the generator renders into the cluster). Each refuses it with the same words. Jobs the API
-// server's own schema refuses before any webhook (replicas 0, no node type) are not here: the
-// CRD answers those.
+// the generator renders into the cluster, and the tenants' jobs it runs, which the quota
+// counts). Each refuses it with the same words, the GPU quota and the tier's model catalogue
+// included. Jobs the API server's own schema refuses before any webhook (replicas 0, no node
+// type) are not here: the CRD answers those.
 func TestSameWordsEverywhere(t *testing.T) {
 	env := clusters.Get(t, "policy")
 	tr := newJobsTree(t)
@@ -225,6 +234,17 @@ func applyPolicyData(t *testing.T, env *kubeenv.Env, in *inputs.Inputs, book *re
 		if m := masterOf(in, book, c); !slices.Contains(names, m.Name) {
 			names = append(names, m.Name)
 			objs = append(objs, m)
+		}
+	}
+	// The jobs the tenants run, as their clusters hold them: what the quota counts.
+	for i := range in.Tenants {
+		for _, j := range in.Tenants[i].Jobs {
+			c := wrongJob{tenant: in.Tenants[i].Object.Name, name: j.Object.Name, spec: j.Object.Spec}
+			if m := masterOf(in, book, c); !slices.Contains(names, m.Name) {
+				names = append(names, m.Name)
+				objs = append(objs, m)
+			}
+			objs = append(objs, renderedJob(in, book, c))
 		}
 	}
 	for _, o := range objs {

@@ -22,6 +22,8 @@ import (
 	"github.com/inferplane/inferplane/access"
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/console"
+	"github.com/inferplane/inferplane/internal/fielderr"
+	"github.com/inferplane/inferplane/policy"
 )
 
 // Backend is the in-memory double. Safe for concurrent use.
@@ -57,9 +59,20 @@ func New(policy access.Policy, tenants ...*v1alpha1.Tenant) *Backend {
 
 // Tenant makes a tenant object with an access list and a GPU quota.
 func Tenant(name string, quota int32, acc ...v1alpha1.TenantAccess) *v1alpha1.Tenant {
-	t := &v1alpha1.Tenant{Spec: v1alpha1.TenantSpec{Tier: "dedicated", GPUQuota: quota, Access: acc}}
+	t := &v1alpha1.Tenant{Spec: v1alpha1.TenantSpec{Tier: "dedicated", Access: acc}}
+	if quota > 0 {
+		t.Spec.Quota = &v1alpha1.Quota{GPUs: quota}
+	}
 	t.Name = name
 	return t
+}
+
+// quotaGPUs is a tenant's GPU quota (0: none).
+func quotaGPUs(t *v1alpha1.Tenant) int32 {
+	if t.Spec.Quota == nil {
+		return 0
+	}
+	return t.Spec.Quota.GPUs
 }
 
 // Calls is how many times a method reached the double (the writes, and ListJobs).
@@ -202,13 +215,16 @@ func (b *Backend) CreateJob(_ context.Context, id access.Identity, tenant string
 		return nil, refuse("spec.gpuCount", fmt.Sprintf("Invalid value: %d: must equal the model master's perReplicaGPUCount %d (%s)", req.GPUCount, choice.GPUsPerReplica, choice.Why))
 	}
 	req.Replicas = max(req.Replicas, 1)
-	if t := b.tenant(tenant); t != nil && t.Spec.GPUQuota > 0 {
-		used := req.GPUCount * req.Replicas
+	if t := b.tenant(tenant); t != nil {
+		// The quota's own rule and words, as the product API refuses a create.
+		var others []policy.Claim
 		for _, j := range b.jobs[tenant] {
-			used += j.GPUsPerReplica * j.Replicas
+			others = append(others, policy.Claim{Job: j.Name, Replicas: j.Replicas, GPUs: int64(j.GPUsPerReplica * j.Replicas)})
 		}
-		if used > t.Spec.GPUQuota {
-			return nil, refuse("spec.replicas", fmt.Sprintf("Invalid value: %d: the tenant's jobs would use %d GPUs, over its gpuQuota of %d (tenants/%s/tenant.yaml)", req.Replicas, used, t.Spec.GPUQuota, tenant))
+		job := &v1alpha1.ManagedInferenceJob{Spec: v1alpha1.ManagedInferenceJobSpec{Replicas: req.Replicas, GPUCount: req.GPUCount}}
+		job.Name = req.Name
+		if errs := policy.CheckJobQuota(t, job, others, nil); len(errs) > 0 {
+			return nil, refuse(errs[0].Field, fielderr.Describe(errs[0]))
 		}
 	}
 	b.calls["CreateJob"]++
@@ -453,7 +469,7 @@ func (b *Backend) Fleet(_ context.Context, id access.Identity) (*console.Fleet, 
 			per[j.NodeType] += int64(j.GPUsPerReplica * j.Replicas)
 		}
 		for _, nt := range sortedKeys(per) {
-			ft.GPUs = append(ft.GPUs, console.GPUUse{NodeType: nt, InUse: per[nt], Quota: int64(t.Spec.GPUQuota)})
+			ft.GPUs = append(ft.GPUs, console.GPUUse{NodeType: nt, InUse: per[nt], Quota: int64(quotaGPUs(t))})
 			total[nt] += per[nt]
 		}
 		f.Tenants = append(f.Tenants, ft)

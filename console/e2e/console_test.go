@@ -139,7 +139,7 @@ func TestConsole(t *testing.T) {
 		p.WaitFor(`document.querySelector("#gpuCount").value === "8"`)
 		p.Do(chromedp.SetValue(chromedp.ID("replicas"), "2"), chromedp.Click(chromedp.CSS(`button[value="create"]`)))
 		p.WaitFor(`document.querySelector("#replicas-errors li")`)
-		if msg := browser.Run(p, chromedp.Text(chromedp.CSS("#replicas-errors"))); !strings.Contains(msg, "gpuQuota of 16") {
+		if msg := browser.Run(p, chromedp.Text(chromedp.CSS("#replicas-errors"))); !strings.Contains(msg, "GPU quota is 16") {
 			t.Errorf("the quota's refusal is not next to replicas: %q", msg)
 		}
 	})

@@ -78,7 +78,8 @@ type Options struct {
 	// UsageSize is the volume of each xDS server's usage ledger.
 	UsageSize    string
 	StorageClass string
-	// TenantLimits are the tenant.yaml files of the tenants with limits, by tenant: mounted from a
+	// TenantLimits are the tenant.yaml files of the tenants with limits, by tenant, and the
+	// files of the tiers they name, by "tiers/<tier>" (limits.TenantFilesWithLimits): mounted from a
 	// ConfigMap as the xDS servers' --limits-tenants folder (none: keys' own limits only).
 	TenantLimits map[string][]byte
 	// LoadBalancerClass and ServiceAnnotations shape Envoy's Service.

@@ -125,9 +125,11 @@ spec:
 `
 
 // TestManifestsTenantLimits: the tenants' limits in a ConfigMap, mounted as a tenants folder
-// (<tenant>/tenant.yaml) that the xDS servers and the key checks read with --limits-tenants.
+// (<tenant>/tenant.yaml, tiers/<tier>.yaml) that the xDS servers and the key checks read with
+// --limits-tenants.
 func TestManifestsTenantLimits(t *testing.T) {
-	objs, err := Manifests(Options{Domain: "inference.example.com", TenantLimits: map[string][]byte{"acme": []byte(tenantWithLimits)}})
+	objs, err := Manifests(Options{Domain: "inference.example.com", TenantLimits: map[string][]byte{
+		"acme": []byte(tenantWithLimits), "tiers/h100-dedicated": []byte("kind: Tier\n")}})
 	require.NoError(t, err)
 	var cm *corev1.ConfigMap
 	var sts *appsv1.StatefulSet
@@ -152,8 +154,10 @@ func TestManifestsTenantLimits(t *testing.T) {
 	require.NotNil(t, sts)
 	require.NotNil(t, kc)
 	assert.Equal(t, tenantWithLimits, cm.Data["acme.yaml"])
+	assert.Equal(t, "kind: Tier\n", cm.Data["tier.h100-dedicated.yaml"])
 	vol := sts.Spec.Template.Spec.Volumes[0]
 	assert.Equal(t, "acme/tenant.yaml", vol.ConfigMap.Items[0].Path)
+	assert.Equal(t, corev1.KeyToPath{Key: "tier.h100-dedicated.yaml", Path: "tiers/h100-dedicated.yaml"}, vol.ConfigMap.Items[1])
 	assert.Contains(t, strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " "), "--limits-tenants /etc/inferplane/tenants")
 	// The key checks enforce the limits: the same folder, from the same ConfigMap.
 	require.Len(t, kc.Spec.Template.Spec.Volumes, 1)

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,22 +17,37 @@ import (
 // tenantsMount is where the xDS servers find the tenants' limits.
 const tenantsMount = "/etc/inferplane/tenants"
 
-// tenantLimitsConfigMap holds each tenant's tenant.yaml under <tenant>.yaml; the volume maps
-// it to <tenant>/tenant.yaml, the layout of a tenants folder. The kubelet updates a mounted
-// ConfigMap in place, and the xDS servers reload it.
+// tenantLimitsConfigMap holds each tenant's tenant.yaml under <tenant>.yaml, and each tier's
+// under tier.<tier>.yaml (a tenant's name has no dot); the volume maps them to
+// <tenant>/tenant.yaml and tiers/<tier>.yaml, the layout of a tenants folder. The kubelet
+// updates a mounted ConfigMap in place, and the xDS servers reload it.
 func tenantLimitsConfigMap(o Options) *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{TypeMeta: typeConfigMap, ObjectMeta: meta(o, o.Name+"-tenant-limits", "xds"), Data: map[string]string{}}
 	for t, b := range o.TenantLimits {
-		cm.Data[t+".yaml"] = string(b)
+		key, _ := limitsFile(t)
+		cm.Data[key] = string(b)
 	}
 	return cm
 }
+
+// limitsFile is where an entry of Options.TenantLimits goes: its ConfigMap key and its path in
+// the tenants folder.
+func limitsFile(name string) (key, path string) {
+	if tier, ok := strings.CutPrefix(name, tiersPrefix); ok {
+		return "tier." + tier + ".yaml", "tiers/" + tier + ".yaml"
+	}
+	return name + ".yaml", name + "/tenant.yaml"
+}
+
+// tiersPrefix marks a tier's file among Options.TenantLimits.
+const tiersPrefix = "tiers/"
 
 // tenantLimitsVolume is the ConfigMap as a tenants folder.
 func tenantLimitsVolume(o Options) corev1.Volume {
 	var items []corev1.KeyToPath
 	for _, t := range slices.Sorted(maps.Keys(o.TenantLimits)) {
-		items = append(items, corev1.KeyToPath{Key: t + ".yaml", Path: t + "/tenant.yaml"})
+		key, path := limitsFile(t)
+		items = append(items, corev1.KeyToPath{Key: key, Path: path})
 	}
 	return corev1.Volume{Name: "tenant-limits", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 		LocalObjectReference: corev1.LocalObjectReference{Name: o.Name + "-tenant-limits"}, Items: items}}}

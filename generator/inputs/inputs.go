@@ -8,6 +8,7 @@
 //
 //	nodetypes/<any>.yaml        kind: NodeType
 //	masters/<any>.yaml          kind: ModelMaster
+//	tiers/<any>.yaml            kind: Tier
 //	<tenant>/tenant.yaml        kind: Tenant (metadata.name == <tenant>)
 //	<tenant>/jobs/<any>.yaml    kind: ManagedInferenceJob
 //
@@ -27,12 +28,15 @@ import (
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/problem"
+	"github.com/inferplane/inferplane/internal/fielderr"
+	"github.com/inferplane/inferplane/policy"
 )
 
 // Folder names with a fixed meaning at the top of the tenants tree; no tenant may take them.
 const (
 	NodeTypesDir = "nodetypes"
 	MastersDir   = "masters"
+	TiersDir     = "tiers"
 	JobsDir      = "jobs"
 	TenantFile   = "tenant.yaml"
 )
@@ -40,13 +44,29 @@ const (
 // MaxFileSize bounds one input file; inputs are small hand-written objects.
 const MaxFileSize = 1 << 20
 
-// Inputs is the tenants tree, each object decoded and checked on its own. Cross-object rules
-// (references, quotas, layouts) are the plan's job.
+// Inputs is the tenants tree, each object decoded and checked on its own, and each tenant with
+// its tier applied (policy.ApplyTier). Other cross-object rules (references, quotas, layouts)
+// are the plan's job.
 type Inputs struct {
-	// NodeTypes, Masters and Tenants are sorted by name (then file).
+	// NodeTypes, Masters, Tiers and Tenants are sorted by name (then file).
 	NodeTypes []NodeType
 	Masters   []Master
+	Tiers     []Tier
 	Tenants   []Tenant
+	// HasTiers says the tree has a tiers/ folder: every tenant then names one of its tiers.
+	// Without it, a tenant's tier is only a name (no node types, quota, limits or models come
+	// from it).
+	HasTiers bool
+}
+
+// TierNamed is the tier of that name, or nil.
+func (in *Inputs) TierNamed(name string) *v1alpha1.Tier {
+	for i := range in.Tiers {
+		if t := &in.Tiers[i].Object; t.Name == name {
+			return t
+		}
+	}
+	return nil
 }
 
 // Tenant is the tenant of that name, or nil.
@@ -71,10 +91,22 @@ type Master struct {
 	Object v1alpha1.ModelMaster
 }
 
+// Tier is a Tier and the file it came from.
+type Tier struct {
+	File   string
+	Object v1alpha1.Tier
+}
+
 // Tenant is a Tenant, the file it came from and its jobs.
 type Tenant struct {
-	File   string
+	File string
+	// Object is the tenant in force: as written, with its tier applied (policy.ApplyTier): the
+	// node types, models, quota and limits every rule and render reads.
 	Object v1alpha1.Tenant
+	// Written is the tenant as its file says it (no tier applied).
+	Written v1alpha1.Tenant
+	// Tier is the tier it names; nil when the inputs define no tiers.
+	Tier *v1alpha1.Tier
 	// Jobs are sorted by name (then file).
 	Jobs []Job
 }
@@ -142,7 +174,7 @@ func (l *loader) load() *Inputs {
 	in := &Inputs{}
 	entries, err := fs.ReadDir(l.fsys, ".")
 	if err != nil {
-		l.add(".", nil, "a folder with nodetypes/, masters/ and one folder per tenant", "cannot read: %v", pathErr(err))
+		l.add(".", nil, "a folder with nodetypes/, masters/, tiers/ and one folder per tenant", "cannot read: %v", pathErr(err))
 		return in
 	}
 	for _, e := range entries {
@@ -151,10 +183,11 @@ func (l *loader) load() *Inputs {
 		case ignored(name):
 		case !e.IsDir():
 			if isYAML(name) {
-				l.add(name, nil, "nodetypes/<name>.yaml, masters/<name>.yaml or <tenant>/tenant.yaml",
+				l.add(name, nil, "nodetypes/<name>.yaml, masters/<name>.yaml, tiers/<name>.yaml or <tenant>/tenant.yaml",
 					"unexpected file at the top of the tenants folder")
 			}
-		case name == NodeTypesDir || name == MastersDir:
+		case name == NodeTypesDir || name == MastersDir || name == TiersDir:
+			in.HasTiers = in.HasTiers || name == TiersDir
 			l.loadReserved(in, name)
 		default:
 			l.loadTenant(in, name)
@@ -163,27 +196,51 @@ func (l *loader) load() *Inputs {
 
 	nodeTypeKey := func(n NodeType) (string, string) { return n.Object.Name, n.File }
 	masterKey := func(m Master) (string, string) { return m.Object.Name, m.File }
+	tierKey := func(t Tier) (string, string) { return t.Object.Name, t.File }
 	tenantKey := func(t Tenant) (string, string) { return t.Object.Name, t.File }
 	jobKey := func(j Job) (string, string) { return j.Object.Name, j.File }
 	checkDuplicates(&l.problems, "node type", in.NodeTypes, nodeTypeKey)
 	checkDuplicates(&l.problems, "master", in.Masters, masterKey)
+	checkDuplicates(&l.problems, "tier", in.Tiers, tierKey)
 	checkDuplicates(&l.problems, "tenant", in.Tenants, tenantKey)
 	sortByName(in.NodeTypes, nodeTypeKey)
 	sortByName(in.Masters, masterKey)
+	sortByName(in.Tiers, tierKey)
 	sortByName(in.Tenants, tenantKey)
 	for i := range in.Tenants {
 		checkDuplicates(&l.problems, "job", in.Tenants[i].Jobs, jobKey)
 		sortByName(in.Tenants[i].Jobs, jobKey)
+		l.applyTier(in, &in.Tenants[i])
 	}
 	return in
 }
 
-// loadReserved reads nodetypes/ or masters/: flat folders of one kind.
-func (l *loader) loadReserved(in *Inputs, dir string) {
-	want := v1alpha1.KindNodeType
-	if dir == MastersDir {
-		want = v1alpha1.KindModelMaster
+// applyTier gives a tenant its tier (policy.ApplyTier) when the inputs define tiers: a tier
+// that does not exist, or a tenant list that widens its tier's, is a problem of the tenant's
+// file.
+func (l *loader) applyTier(in *Inputs, t *Tenant) {
+	t.Written = *t.Object.DeepCopy()
+	if !in.HasTiers || t.Object.Spec.Tier == "" {
+		return
 	}
+	tier := in.TierNamed(t.Object.Spec.Tier)
+	if tier == nil {
+		names := make([]string, len(in.Tiers))
+		for i := range in.Tiers {
+			names[i] = in.Tiers[i].Object.Name
+		}
+		l.problems.AddError(t.File, fielderr.NotFound(specPath.Child("tier"), t.Object.Spec.Tier,
+			fmt.Sprintf("no Tier %q in %s/ (the tiers: %s)", t.Object.Spec.Tier, l.display(TiersDir), fielderr.List(names)), names))
+		return
+	}
+	applied, errs := policy.ApplyTier(&t.Object, tier)
+	l.problems.AddError(t.File, errs...)
+	t.Object, t.Tier = *applied, tier
+}
+
+// loadReserved reads nodetypes/, masters/ or tiers/: flat folders of one kind.
+func (l *loader) loadReserved(in *Inputs, dir string) {
+	want := map[string]string{NodeTypesDir: v1alpha1.KindNodeType, MastersDir: v1alpha1.KindModelMaster, TiersDir: v1alpha1.KindTier}[dir]
 	entries, err := fs.ReadDir(l.fsys, dir)
 	if err != nil {
 		l.add(dir, nil, "a readable folder", "cannot read: %v", pathErr(err))
@@ -210,6 +267,12 @@ func (l *loader) loadReserved(in *Inputs, dir string) {
 				if l.decode(p, data, dir, want, &nt) {
 					l.checkNodeType(p, &nt)
 					in.NodeTypes = append(in.NodeTypes, NodeType{File: l.display(p), Object: nt})
+				}
+			case v1alpha1.KindTier:
+				var t v1alpha1.Tier
+				if l.decode(p, data, dir, want, &t) {
+					l.checkTier(p, &t)
+					in.Tiers = append(in.Tiers, Tier{File: l.display(p), Object: t})
 				}
 			default:
 				var m v1alpha1.ModelMaster

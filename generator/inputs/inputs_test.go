@@ -52,7 +52,7 @@ metadata:
 spec:
   tier: h100-dedicated
   allowedNodeTypes: [metal3.gpu-h100]
-  gpuQuota: 16
+  quota: {gpus: 16}
 `
 	jobQwen = `apiVersion: inferplane.io/v1alpha1
 kind: ManagedInferenceJob
@@ -117,6 +117,45 @@ func TestLoadAbsentAllowedNodeTypesIsNil(t *testing.T) {
 }
 
 type want = gentest.Want
+
+const tierH100 = `apiVersion: inferplane.io/v1alpha1
+kind: Tier
+metadata:
+  name: h100-dedicated
+spec:
+  nodeTypes: [metal3.*]
+  quota: {gpus: 8, jobs: 4}
+  limits:
+    requestsPerMinute: {value: 600}
+  keyLimits:
+    tokensPerDay: {value: 1000000, mode: soft}
+  models: [Qwen/*, mistral-small-24b]
+`
+
+// TestLoadTiers: with a tiers/ folder, every tenant takes its tier (node types, models,
+// quota, limits), its own lists narrowing the tier's and its own figures replacing them; the
+// file as written is kept beside.
+func TestLoadTiers(t *testing.T) {
+	tree := validTree()
+	tree["tiers/h100.yaml"] = &fstest.MapFile{Data: []byte(tierH100)}
+	in, err := Load(tree, "tenants")
+	require.NoError(t, err)
+	require.True(t, in.HasTiers)
+	require.Len(t, in.Tiers, 1)
+	acme := in.Tenants[0]
+	assert.Equal(t, "h100-dedicated", acme.Tier.Name)
+	assert.Equal(t, []string{"metal3.gpu-h100"}, acme.Object.Spec.AllowedNodeTypes, "its own, narrower")
+	assert.Equal(t, []string{"Qwen/*", "mistral-small-24b"}, acme.Object.Spec.Models, "the tier's")
+	assert.Equal(t, &v1alpha1.Quota{GPUs: 16, Jobs: 4}, acme.Object.Spec.Quota, "its GPUs, the tier's jobs")
+	assert.Equal(t, int64(600), acme.Object.Spec.Limits.RequestsPerMinute.Value)
+	assert.Equal(t, &v1alpha1.Quota{GPUs: 16}, acme.Written.Spec.Quota, "as written")
+	assert.Nil(t, acme.Written.Spec.Models)
+	assert.Equal(t, []string{}, in.Tenants[1].Object.Spec.AllowedNodeTypes, "initech's [] narrows to none")
+
+	tree = validTree()
+	assert.False(t, func() bool { in, err := Load(tree, "tenants"); require.NoError(t, err); return in.HasTiers }(),
+		"without tiers/, a tier is only a name")
+}
 
 func TestLoadBadInput(t *testing.T) {
 	job := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
@@ -428,6 +467,36 @@ spec:
 				m["qwen.yaml"] = job(jobQwen)
 			},
 			want: []want{{"tenants/qwen.yaml", "", "unexpected file at the top", "<tenant>/tenant.yaml"}},
+		},
+		{
+			name: "a tier's own problems",
+			mutate: func(m fstest.MapFS) {
+				m["tiers/h100.yaml"] = job(strings.NewReplacer("  nodeTypes: [metal3.*]\n", "", "name: h100-dedicated", "name: H100_dedicated",
+					"{gpus: 8, jobs: 4}", "{gpus: -8}", "tokensPerDay: {value: 1000000, mode: soft}", "tokensPerDay: {value: 0}",
+					"[Qwen/*, mistral-small-24b]", "[Qwen/*, Qwen/*]").Replace(tierH100))
+				m["acme/tenant.yaml"] = job(strings.Replace(tenantAcme, "h100-dedicated", "H100_dedicated", 1))
+				m["initech/tenant.yaml"] = job(strings.NewReplacer("acme", "initech", "h100-dedicated", "H100_dedicated").Replace(tenantAcme))
+			},
+			want: []want{
+				{"tenants/tiers/h100.yaml", "metadata.name", `"H100_dedicated" is not a valid tier name`, "h100-dedicated"},
+				{"tenants/tiers/h100.yaml", "spec.keyLimits.tokensPerDay.value", "is 0", "a positive number"},
+				{"tenants/tiers/h100.yaml", "spec.models[1]", `is "Qwen/*": must be listed once`, ""},
+				{"tenants/tiers/h100.yaml", "spec.nodeTypes", "missing", "[] for none"},
+				{"tenants/tiers/h100.yaml", "spec.quota.gpus", "is -8: must be 0 (no limit) or more", ""},
+			},
+		},
+		{
+			name: "a tenant of a tier that does not exist, and one wider than its tier",
+			mutate: func(m fstest.MapFS) {
+				m["tiers/h100.yaml"] = job(strings.Replace(tierH100, "[metal3.*]", "[metal3.gpu-h100]", 1))
+				m["acme/tenant.yaml"] = job(strings.Replace(tenantAcme, "[metal3.gpu-h100]", "[metal3.gpu-h100, metal3.gpu-h200]\n  models: [meta-llama/*]", 1))
+				m["initech/tenant.yaml"] = job(strings.NewReplacer("acme", "initech", "h100-dedicated", "h100-dedicatd").Replace(tenantAcme))
+			},
+			want: []want{
+				{"tenants/acme/tenant.yaml", "spec.allowedNodeTypes[1]", `is "metal3.gpu-h200": must be within Tier h100-dedicated's node types (metal3.gpu-h100)`, "never widen it"},
+				{"tenants/acme/tenant.yaml", "spec.models[0]", `is "meta-llama/*": must be within Tier h100-dedicated's models (Qwen/*, mistral-small-24b)`, "never widen it"},
+				{"tenants/initech/tenant.yaml", "spec.tier", `is "h100-dedicatd": no Tier "h100-dedicatd" in tenants/tiers/ (the tiers: h100-dedicated)`, "did you mean h100-dedicated?"},
+			},
 		},
 		{
 			name: "oversized file",

@@ -221,18 +221,38 @@ func (l *loader) checkMaster(p string, m *v1alpha1.ModelMaster) {
 	}
 }
 
+func (l *loader) checkTier(p string, t *v1alpha1.Tier) {
+	l.checkMeta(p, "Tier", metaOf(t), "")
+	if t.Name != "" && !validDottedName(t.Name) {
+		l.add(p, metaPath.Child("name"), expectDottedName+" (tenants name it in spec.tier), e.g. h100-dedicated", "%q is not a valid tier name", t.Name)
+	}
+	if t.Spec.NodeTypes == nil {
+		l.add(p, specPath.Child("nodeTypes"), "the node types the tier's tenants may claim: names or <provider>.* ([] for none)", "missing")
+	}
+	l.addErrors(p, policy.CheckTier(t))
+	l.checkLimits(p, "limits", t.Spec.Limits)
+	for _, lp := range limits.Problems("spec.keyLimits", t.Spec.KeyLimits) {
+		l.add(p, specPath.Child("keyLimits").Child(strings.TrimPrefix(lp.Field, "spec.keyLimits.")), lp.Expected, "%s", lp.Got)
+	}
+}
+
+// checkLimits holds a tenant's or tier's limits (spec.<name>) to what the gateway reads.
+func (l *loader) checkLimits(p, name string, tl *v1alpha1.TenantLimits) {
+	for _, lp := range limits.TenantProblems("spec."+name, tl) {
+		l.add(p, specPath.Child(name).Child(strings.TrimPrefix(lp.Field, "spec."+name+".")), lp.Expected, "%s", lp.Got)
+	}
+}
+
 func (l *loader) checkTenant(p string, t *v1alpha1.Tenant) {
 	l.checkMeta(p, "Tenant", metaOf(t), "")
 	s := &t.Spec
 	if s.Tier == "" {
 		l.add(p, specPath.Child("tier"), "the product tier, e.g. h100-dedicated", "missing")
 	} else if len(content.IsLabelValue(s.Tier)) > 0 {
-		l.add(p, specPath.Child("tier"), expectLabelValue+" (it is carried as a label)", "%q is not valid", s.Tier)
+		l.add(p, specPath.Child("tier"), expectLabelValue+" (the name of a Tier)", "%q is not valid", s.Tier)
 	}
 	l.addErrors(p, policy.CheckTenant(t))
-	for _, lp := range limits.TenantProblems("spec.limits", s.Limits) {
-		l.add(p, field.NewPath("spec", "limits").Child(strings.TrimPrefix(lp.Field, "spec.limits.")), lp.Expected, "%s", lp.Got)
-	}
+	l.checkLimits(p, "limits", s.Limits)
 	l.checkGit(p, &s.Git)
 	if ns := s.ArgoCD.Namespace; ns != "" && dns1123Label(ns) != "" {
 		l.add(p, specPath.Child("argoCD", "namespace"), expectLabelName, "%q is not a namespace name", ns)

@@ -25,14 +25,14 @@ func BenchmarkBuild(b *testing.B) {
 	for i := range 1000 {
 		t := in.Tenants[1] // globex: allowed metal3.*, so every job shape fits
 		t.Object.Name = fmt.Sprintf("tenant-%04d", i)
-		t.Object.Spec.GPUQuota = 0
+		t.Object.Spec.Quota = nil
 		t.Jobs = jobs
 		big.Tenants = append(big.Tenants, t)
 	}
 	book := book(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		p, err := plan.Build(big, book)
+		p, err := plan.Build(big, book, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/inputs"
 	"github.com/inferplane/inferplane/generator/problem"
@@ -17,16 +19,43 @@ import (
 // DefaultModelCacheSize is the model-cache volume of a job that names no size.
 const DefaultModelCacheSize = "200Gi"
 
+// Running is what each tenant runs now, by job name: the baseline its quota keeps
+// (policy.CheckJobQuota refuses only growth past it). A nil Running, or a tenant it gives no
+// jobs for, runs nothing: every job is new.
+type Running func(tenant string) map[string]policy.Claim
+
+// AsRunning is the inputs' own jobs as what runs: a plan that only reads them (nothing grows
+// past itself) never refuses a job for quota.
+func AsRunning(in *inputs.Inputs) Running {
+	return func(tenant string) map[string]policy.Claim {
+		for i := range in.Tenants {
+			if t := &in.Tenants[i]; t.Object.Name == tenant {
+				out := make(map[string]policy.Claim, len(t.Jobs))
+				for j := range t.Jobs {
+					out[t.Jobs[j].Object.Name] = policy.JobClaim(&t.Jobs[j].Object)
+				}
+				return out
+			}
+		}
+		return nil
+	}
+}
+
 // Build resolves every job of in to its master, node type and replica layout (Resolver),
-// applies the defaults and checks the rules between a tenant's jobs. book holds the recipes;
-// nil means none were loaded, so only hand-written masters and Parakeet resolve. Every problem
-// of the run is returned at once (a problem.Errors, sorted); on any problem the plan is nil.
-func Build(in *inputs.Inputs, book *recipe.Book) (*Plan, error) {
+// applies the defaults and checks the rules between a tenant's jobs, the quota against what
+// runs (nil: every job is new). book holds the recipes; nil means none were loaded, so only
+// hand-written masters and Parakeet resolve. Every problem of the run is returned at once (a
+// problem.Errors, sorted); on any problem the plan is nil.
+func Build(in *inputs.Inputs, book *recipe.Book, running Running) (*Plan, error) {
 	r := NewResolver(in, book)
 	var probs problem.List
 	p := &Plan{}
 	for i := range in.Tenants {
-		tp, tprobs := r.tenant(&in.Tenants[i])
+		var now map[string]policy.Claim
+		if running != nil {
+			now = running(in.Tenants[i].Object.Name)
+		}
+		tp, tprobs := r.tenant(&in.Tenants[i], now)
 		p.Tenants = append(p.Tenants, tp)
 		probs.Merge(tprobs)
 	}
@@ -37,16 +66,19 @@ func Build(in *inputs.Inputs, book *recipe.Book) (*Plan, error) {
 	return p, nil
 }
 
-// tenant resolves a tenant's jobs and holds them together to its GPU quota.
-func (r *Resolver) tenant(t *inputs.Tenant) (TenantPlan, problem.List) {
+// tenant resolves a tenant's jobs and holds each one that resolves to the tenant's quota,
+// beside its other jobs and against what it ran (running).
+func (r *Resolver) tenant(t *inputs.Tenant, running map[string]policy.Claim) (TenantPlan, problem.List) {
 	var probs problem.List
 	tp := TenantPlan{Tenant: t.Object}
 	used := map[string]v1alpha1.NodeType{}
-	jobs := make([]*v1alpha1.ManagedInferenceJob, 0, len(t.Jobs))
 	for i := range t.Jobs {
 		j := &t.Jobs[i]
-		jobs = append(jobs, &j.Object)
 		jp, errs := r.Job(&t.Object, &j.Object)
+		if len(errs) == 0 {
+			// Quota only for a job that passes every other rule: its GPUs are then what it asks.
+			errs = CheckQuota(t, &j.Object, running)
+		}
 		if len(errs) > 0 {
 			probs.AddError(j.File, errs...)
 			continue
@@ -55,11 +87,26 @@ func (r *Resolver) tenant(t *inputs.Tenant) (TenantPlan, problem.List) {
 		used[jp.NodeType.Name] = jp.NodeType
 		tp.Jobs = append(tp.Jobs, jp)
 	}
-	probs.AddError(t.File, policy.CheckQuota(&t.Object, jobs)...)
 	for _, name := range slices.Sorted(maps.Keys(used)) {
 		tp.NodeTypes = append(tp.NodeTypes, used[name])
 	}
 	return tp, probs
+}
+
+// CheckQuota holds one job of tenant t to the tenant's quota (policy.CheckJobQuota): beside
+// the tenant's other jobs in the inputs, and against what the job ran before (running; absent:
+// it is new). generate, validate, `jobs create` and the product API call it, so they refuse a
+// job over quota in the same words.
+func CheckQuota(t *inputs.Tenant, job *v1alpha1.ManagedInferenceJob, running map[string]policy.Claim) field.ErrorList {
+	jobs := make([]*v1alpha1.ManagedInferenceJob, len(t.Jobs))
+	for i := range t.Jobs {
+		jobs[i] = &t.Jobs[i].Object
+	}
+	var before *policy.Claim
+	if c, ok := running[job.Name]; ok {
+		before = &c
+	}
+	return policy.CheckJobQuota(&t.Object, job, policy.JobClaims(jobs, job.Name), before)
 }
 
 // newJobPlan is a checked job with its master, node type and layout, defaults applied: the

@@ -34,7 +34,7 @@ func build(t *testing.T, tree fstest.MapFS, b *recipe.Book) (*plan.Plan, error) 
 	t.Helper()
 	in, err := inputs.Load(tree, "tenants")
 	require.NoError(t, err, "the test's inputs must load; plan problems are what is tested")
-	return plan.Build(in, b)
+	return plan.Build(in, b, nil)
 }
 
 func findJob(t *testing.T, p *plan.Plan, tenant, job string) plan.JobPlan {
@@ -196,7 +196,7 @@ spec:
   gpuCount: 1
   nodeType: metal3.gpu-h200
 `)
-	gentest.Edit(t, tree, "globex/tenant.yaml", "gpuQuota: 32", "gpuQuota: 64")
+	gentest.Edit(t, tree, "tiers/h200-dedicated.yaml", "gpus: 32", "gpus: 64")
 	p, err := build(t, tree, book(t))
 	require.NoError(t, err)
 	j := findJob(t, p, "globex", "deepseek")
@@ -308,7 +308,7 @@ func TestBuildBadInput(t *testing.T) {
 			name: "multi-node Parakeet job",
 			mutate: func(t *testing.T, m fstest.MapFS) {
 				gentest.Edit(t, m, parakeet, "gpuCount: 1", "gpuCount: 16")
-				gentest.Edit(t, m, "acme/tenant.yaml", "gpuQuota: 16", "gpuQuota: 64")
+				gentest.Edit(t, m, "acme/tenant.yaml", "gpus: 16", "gpus: 64")
 			},
 			want: []want{{"tenants/" + parakeet, "spec.gpuCount", "is 16", "must equal perReplicaGPUCount 1 of ModelMaster parakeet-tdt-0.6b-v3"}},
 		},
@@ -319,9 +319,12 @@ func TestBuildBadInput(t *testing.T) {
 					"spec: {runtime: parakeet, model: nvidia/parakeet-tdt-0.6b-v3, perReplicaGPUCount: 16}\n")
 				gentest.Edit(t, m, parakeet, "  runtime: parakeet", "  runtime: parakeet\n  model: parakeet-big")
 				gentest.Edit(t, m, parakeet, "gpuCount: 1", "gpuCount: 16")
-				gentest.Edit(t, m, "acme/tenant.yaml", "gpuQuota: 16", "gpuQuota: 64")
+				gentest.Edit(t, m, "acme/tenant.yaml", "gpus: 16", "gpus: 64")
 			},
-			want: []want{{"tenants/" + parakeet, "spec.nodeType", "a Parakeet replica runs on one node", "perReplicaGPUCount 16 of ModelMaster parakeet-big exceeds the 8 GPUs per node of NodeType metal3.gpu-h100"}},
+			want: []want{
+				{"tenants/" + parakeet, "spec.model", `is "parakeet-big": not in Tenant acme's model catalogue`, ""},
+				{"tenants/" + parakeet, "spec.nodeType", "a Parakeet replica runs on one node", "perReplicaGPUCount 16 of ModelMaster parakeet-big exceeds the 8 GPUs per node of NodeType metal3.gpu-h100"},
+			},
 		},
 		{
 			name: "the policy's job rules: name, replicas, GPUs, node type",
@@ -375,7 +378,7 @@ func TestBuildBadInput(t *testing.T) {
 		{
 			name: "a wildcard of another provider",
 			mutate: func(t *testing.T, m fstest.MapFS) {
-				gentest.Edit(t, m, "globex/tenant.yaml", "  - metal3.*", "  - aws.*")
+				gentest.Edit(t, m, "tiers/h200-dedicated.yaml", "  - metal3.*", "  - aws.*")
 			},
 			want: []want{
 				{"tenants/globex/jobs/kimi-k2.yaml", "spec.nodeType", "not allowed for Tenant globex (allowedNodeTypes: [aws.*])", "Tenant globex may use none of them"},
@@ -383,12 +386,25 @@ func TestBuildBadInput(t *testing.T) {
 			},
 		},
 		{
-			name: "GPU quota exceeded",
+			name: "GPU quota exceeded: with nothing running, every job is new",
 			mutate: func(t *testing.T, m fstest.MapFS) {
-				gentest.Edit(t, m, "acme/tenant.yaml", "gpuQuota: 16", "gpuQuota: 3")
+				gentest.Edit(t, m, "acme/tenant.yaml", "gpus: 16", "gpus: 3")
 			},
-			want: []want{{"tenants/acme/tenant.yaml", "spec.gpuQuota", "is 3: must be at least 4, the GPUs the tenant's jobs request (replicas x gpuCount: mistral-small 1x1, qwen3-32b 2x1, transcribe 1x1)",
-				"or the jobs must request fewer"}},
+			want: []want{
+				{mistralF, "spec.replicas", "is 1: needs 1 GPU (1 replica x 1), but Tenant acme's GPU quota is 3 and its other jobs use 3 (qwen3-32b 2x1, transcribe 1x1): 0 left", ""},
+				{qwenF, "spec.replicas", "is 2: needs 2 GPUs (2 replicas x 1), but Tenant acme's GPU quota is 3 and its other jobs use 2 (mistral-small 1x1, transcribe 1x1): 1 left", ""},
+				{"tenants/" + parakeet, "spec.replicas", "is 1: needs 1 GPU (1 replica x 1), but Tenant acme's GPU quota is 3 and its other jobs use 3 (mistral-small 1x1, qwen3-32b 2x1): 0 left", ""},
+			},
+		},
+		{
+			name: "a model the tenant's tier does not offer",
+			mutate: func(t *testing.T, m fstest.MapFS) {
+				gentest.Edit(t, m, qwen, "model: Qwen/Qwen3-32B", "model: moonshotai/Kimi-K2-Instruct")
+			},
+			want: []want{
+				{qwenF, "spec.gpuCount", "is 1: must equal perReplicaGPUCount 16 of ModelMaster kimi-k2-instruct-h100", ""},
+				{qwenF, "spec.model", `is "moonshotai/Kimi-K2-Instruct": not in Tenant acme's model catalogue (Qwen/*, meta-llama/*, mistral-small-24b, nvidia/parakeet-tdt-0.6b-v3, its tier's or narrower)`, ""},
+			},
 		},
 		{
 			name: "recipe options on a hand-written master",
@@ -447,11 +463,12 @@ func TestBuildBadInput(t *testing.T) {
 			mutate: func(t *testing.T, m fstest.MapFS) {
 				gentest.Edit(t, m, kimi, "gpuCount: 16", "gpuCount: 15")
 				gentest.Edit(t, m, qwen, "gpuCount: 1", "gpuCount: 3")
-				gentest.Edit(t, m, "acme/tenant.yaml", "gpuQuota: 16", "gpuQuota: 4")
+				gentest.Edit(t, m, "acme/tenant.yaml", "gpus: 16", "gpus: 4")
 			},
 			want: []want{
+				{mistralF, "spec.replicas", "is 1: needs 1 GPU", "its other jobs use 7 (qwen3-32b 2x3, transcribe 1x1)"},
 				{qwenF, "spec.gpuCount", "is 3", "must equal perReplicaGPUCount 1"},
-				{"tenants/acme/tenant.yaml", "spec.gpuQuota", "is 4", "must be at least 8"},
+				{"tenants/" + parakeet, "spec.replicas", "is 1: needs 1 GPU", "its other jobs use 7 (mistral-small 1x1, qwen3-32b 2x3)"},
 				{"tenants/" + kimi, "spec.gpuCount", "is 15", "must equal perReplicaGPUCount 16"},
 			},
 		},
@@ -508,4 +525,51 @@ func TestBuildWithoutRecipes(t *testing.T) {
 	for _, pr := range ps {
 		assert.Contains(t, pr.Err.Detail, "(no recipes are loaded)")
 	}
+}
+
+// TestQuotaKeepsWhatRuns: acme's GPU quota lowered below what it runs stops nothing, lets a
+// job shrink, and refuses any growth past what runs (plan.Running: here, the inputs as they
+// were when the quota was lowered).
+func TestQuotaKeepsWhatRuns(t *testing.T) {
+	tree := gentest.Copy(t, "../../tenants")
+	gentest.Edit(t, tree, "acme/tenant.yaml", "gpus: 16", "gpus: 2")
+	before, err := inputs.Load(tree, "tenants")
+	require.NoError(t, err)
+	running := plan.AsRunning(before)
+	_, err = plan.Build(before, book(t), running)
+	require.NoError(t, err, "acme runs 4 GPUs over a quota of 2: kept")
+
+	for _, c := range []struct {
+		name, replicas string
+		want           []want
+	}{
+		{"a job that shrinks", "replicas: 1", nil},
+		{"a job that grows", "replicas: 3", []want{{"tenants/acme/jobs/qwen3-32b.yaml", "spec.replicas",
+			"is 3: needs 3 GPUs (3 replicas x 1), but Tenant acme's GPU quota is 2 and its other jobs use 2 (mistral-small 1x1, transcribe 1x1): 0 left", ""}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := gentest.Copy(t, "../../tenants")
+			gentest.Edit(t, m, "acme/tenant.yaml", "gpus: 16", "gpus: 2")
+			gentest.Edit(t, m, "acme/jobs/qwen3-32b.yaml", "replicas: 2", c.replicas)
+			in, err := inputs.Load(m, "tenants")
+			require.NoError(t, err)
+			_, err = plan.Build(in, book(t), running)
+			if c.want == nil {
+				require.NoError(t, err)
+				return
+			}
+			gentest.AssertProblems(t, err, c.want)
+		})
+	}
+	t.Run("a new job", func(t *testing.T) {
+		m := gentest.Copy(t, "../../tenants")
+		gentest.Edit(t, m, "acme/tenant.yaml", "gpus: 16", "gpus: 2")
+		m["acme/jobs/more.yaml"] = gentest.File("apiVersion: inferplane.io/v1alpha1\nkind: ManagedInferenceJob\nmetadata: {name: more}\n" +
+			"spec: {runtime: parakeet, replicas: 1, gpuCount: 1, nodeType: metal3.gpu-h100}\n")
+		in, err := inputs.Load(m, "tenants")
+		require.NoError(t, err)
+		_, err = plan.Build(in, book(t), running)
+		gentest.AssertProblems(t, err, []want{{"tenants/acme/jobs/more.yaml", "spec.replicas",
+			"is 1: needs 1 GPU (1 replica x 1), but Tenant acme's GPU quota is 2 and its other jobs use 4 (mistral-small 1x1, qwen3-32b 2x1, transcribe 1x1): 0 left", ""}})
+	})
 }

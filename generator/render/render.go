@@ -158,6 +158,9 @@ func ApplicationFile(job string) string { return "argocd/applications/" + job + 
 // JobDir is the folder of a job's workload objects, the path its Application syncs.
 func JobDir(job string) string { return "jobs/" + job }
 
+// JobFile is the file of a job folder that holds the ManagedInferenceJob.
+const JobFile = "job.yaml"
+
 // ApplicationName is the name of a job's Application, in the tenant's ArgoCDNamespace.
 func ApplicationName(tenant, job string) string { return applicationName(tenant, job) }
 

@@ -97,7 +97,7 @@ func vclusterValues(t *tenant, addons *staticAddons) VClusterValues {
 			})
 		}
 	}
-	if q := t.spec.GPUQuota; q > 0 {
+	if q := resourceQuota(t); q > 0 {
 		quota := map[string]int32{"requests." + GPUQuotaResource: q}
 		for i := range t.nodeTypes {
 			quota["requests."+t.nodeTypes[i].Spec.GPU.ResourceName] = q
@@ -105,6 +105,23 @@ func vclusterValues(t *tenant, addons *staticAddons) VClusterValues {
 		v.Policies = &VClusterPolicies{ResourceQuota: VClusterResourceQuota{Enabled: true, Quota: quota}}
 	}
 	return v
+}
+
+// resourceQuota is the GPUs the tenant cluster's ResourceQuota allows: the tenant's GPU
+// quota in force, or what its jobs claim when that is more. The plan admits jobs over the
+// quota only when they ran so before it was lowered (policy.CheckJobQuota keeps what runs):
+// the cluster must then still let their VMs restart, while no job may grow.
+func resourceQuota(t *tenant) int32 {
+	q := t.spec.Quota
+	if q == nil || q.GPUs <= 0 {
+		return 0
+	}
+	var claimed int32
+	for i := range t.jobs {
+		j := &t.jobs[i]
+		claimed += j.replicas * j.nodes * j.gpusPerNode
+	}
+	return max(q.GPUs, claimed)
 }
 
 func displayName(j *job) string {

@@ -50,7 +50,7 @@ type file struct {
 // lists them all.
 func jobFiles(t *tenant, j *job) []file {
 	files := []file{
-		{"job.yaml", managedJob(t, j)},
+		{JobFile, managedJob(t, j)},
 		{"modelmaster.yaml", modelMaster(t, j)},
 	}
 	head := launcherHead(t, j) // the same on every node

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
@@ -119,6 +120,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			job := decoded.Objects[i].(*v1alpha1.ManagedInferenceJob)
 			res := policy.Result{Ref: policy.RefOf(obj), Guarded: true}
 			_, res.Errors = j.resolver.Job(t, job)
+			if len(res.Errors) == 0 {
+				res.Errors = j.quota(t.Name, job)
+			}
 			rep.Results = append(rep.Results, res)
 			continue
 		}
@@ -135,6 +139,18 @@ type judge struct {
 	in       *inputs.Inputs
 	resolver *plan.Resolver
 	book     *recipe.Book
+}
+
+// quota holds an input job to its tenant's quota as generate would if the file were in the
+// inputs: beside the tenant's other jobs there, the inputs' job of that name (if any) being
+// what runs.
+func (j *judge) quota(tenant string, job *v1alpha1.ManagedInferenceJob) field.ErrorList {
+	for i := range j.in.Tenants {
+		if t := &j.in.Tenants[i]; t.Object.Name == tenant {
+			return plan.CheckQuota(t, job, plan.AsRunning(j.in)(tenant))
+		}
+	}
+	return nil
 }
 
 func (j *judge) note(format string, args ...any) {

@@ -57,6 +57,9 @@ func ValuesOf(tenants []plan.TenantPlan, opts render.Options) ([]map[string]any,
 }
 
 // outside the timed part, which only favours Helm.
+//
+// Values computes what the chart cannot: the GPUs the tenant cluster's ResourceQuota allows
+// (resourceQuota).
 func Values(tp plan.TenantPlan, opts render.Options) (map[string]any, error) {
 	t := tp.Tenant
 	repo := cmp.Or(opts.RepoURL, t.Spec.Git.URL)
@@ -68,7 +71,7 @@ func Values(tp plan.TenantPlan, opts render.Options) (map[string]any, error) {
 		"displayName":   t.Spec.DisplayName,
 		"allowAll":      t.Spec.AllowedNodeTypes == nil,
 		"allowed":       anyList(t.Spec.AllowedNodeTypes),
-		"gpuQuota":      t.Spec.GPUQuota,
+		"gpuQuota":      resourceQuota(tp),
 		"spec":          mapOf(t.Spec),
 		"argoNamespace": cmp.Or(t.Spec.ArgoCD.Namespace, render.DefaultArgoCDNamespace),
 		"destination":   cmp.Or(t.Spec.ArgoCD.Destination, t.Name),
@@ -208,4 +211,18 @@ func mapOf(v any) map[string]any {
 		panic(err)
 	}
 	return m
+}
+
+// resourceQuota is the tenant's GPU quota in force, or what its jobs claim when that is more
+// (as render's vcluster.yaml has it); 0 for none.
+func resourceQuota(tp plan.TenantPlan) int32 {
+	q := tp.Tenant.Spec.Quota
+	if q == nil || q.GPUs <= 0 {
+		return 0
+	}
+	var claimed int32
+	for _, j := range tp.Jobs {
+		claimed += j.Job.Spec.Replicas * j.NodesPerReplica * j.GPUsPerNode
+	}
+	return max(q.GPUs, claimed)
 }

@@ -149,7 +149,7 @@ spec:
   tier: h100-dedicated
   allowedNodeTypes:
   - metal3.gpu-h100
-  gpuQuota: 1000
+  quota: {gpus: 1000}
   argoCD:
     connector: argocd-main
   access:

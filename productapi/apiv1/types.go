@@ -212,6 +212,7 @@ type JobDeleted struct {
 // replica needs there and why.
 type ModelList struct {
 	Tenant       string     `json:"tenant"`
+	Tier         string     `json:"tier" doc:"The tenant's tier, whose catalogue (narrowed by the tenant's own list, if any) the models are"`
 	InputsCommit string     `json:"inputsCommit"`
 	NodeTypes    []NodeType `json:"nodeTypes" doc:"The tenant's allowed node types"`
 	Models       []Model    `json:"models"`

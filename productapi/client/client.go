@@ -141,6 +141,30 @@ func (c *Client) ListModels(ctx context.Context, tenant string) (apiv1.ModelList
 	return out, c.do(ctx, http.MethodGet, tenantPath(tenant, "models"), nil, nil, "", &out)
 }
 
+// Quota reads the tenant's tier and quota, and what its jobs claim of it.
+func (c *Client) Quota(ctx context.Context, tenant string) (apiv1.TenantQuota, error) {
+	var out apiv1.TenantQuota
+	return out, c.do(ctx, http.MethodGet, tenantPath(tenant, "quota"), nil, nil, "", &out)
+}
+
+// SetQuota changes the tenant's own quota figures (the operator's alone).
+func (c *Client) SetQuota(ctx context.Context, tenant string, q apiv1.QuotaChange) (apiv1.TenantChanged, error) {
+	var out apiv1.TenantChanged
+	return out, c.do(ctx, http.MethodPut, tenantPath(tenant, "quota"), nil, q, "", &out)
+}
+
+// SetTier moves the tenant to another tier (the operator's alone).
+func (c *Client) SetTier(ctx context.Context, tenant string, t apiv1.TierChange) (apiv1.TenantChanged, error) {
+	var out apiv1.TenantChanged
+	return out, c.do(ctx, http.MethodPut, tenantPath(tenant, "tier"), nil, t, "", &out)
+}
+
+// TenantHistory lists the tenant's quota and tier changes, newest first.
+func (c *Client) TenantHistory(ctx context.Context, tenant string) (apiv1.TenantHistory, error) {
+	var out apiv1.TenantHistory
+	return out, c.do(ctx, http.MethodGet, tenantPath(tenant, "history"), nil, nil, "", &out)
+}
+
 // ListKeys lists the tenant's API keys.
 func (c *Client) ListKeys(ctx context.Context, tenant string) (apiv1.KeyList, error) {
 	var out apiv1.KeyList

@@ -177,8 +177,8 @@ func (o ManifestOptions) selector() map[string]string {
 
 func (o ManifestOptions) secretName() string { return o.Name + "-tls" }
 
-// rbac lets the webhook read the policy data, fill in its configuration's caBundle and keep
-// its TLS Secret; nothing more.
+// rbac lets the webhook read the policy data, list what a tenant runs (for its quota), fill in
+// its configuration's caBundle and keep its TLS Secret; nothing more.
 func rbac(o ManifestOptions) []client.Object {
 	labels := installLabels(o.Name)
 	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: o.Name}}
@@ -188,6 +188,10 @@ func rbac(o ManifestOptions) []client.Object {
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"tenants", "nodetypes", "modelmasters"},
 				Verbs: []string{"get", "list", "watch"}},
+			// What a tenant runs, counted for its quota (policy.Counter): listed, never watched.
+			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"managedinferencejobs"}, Verbs: []string{"list"}},
+			{APIGroups: []string{policy.GroupKindVM.Group}, Resources: []string{"virtualmachines", "virtualmachineinstances"},
+				Verbs: []string{"list"}},
 			{APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"validatingwebhookconfigurations"},
 				ResourceNames: []string{o.ConfigurationName}, Verbs: []string{"get", "update"}},
 		},

@@ -226,7 +226,7 @@ func Tenant(name, tier string, allowed []string, quota int32, jobs ...[2]string)
 			DisplayName:      "Tenant " + name,
 			Tier:             tier,
 			AllowedNodeTypes: allowed,
-			GPUQuota:         quota,
+			Quota:            quotaOf(quota),
 			Git:              v1alpha1.TenantGit{URL: "https://git.example.com/tenants/" + name + ".git", Branch: "main"},
 			ArgoCD:           v1alpha1.TenantArgoCD{Connector: "argocd-main"},
 		},
@@ -288,4 +288,12 @@ func Many(n, jobsPerTenant int) []plan.TenantPlan {
 		out = append(out, Tenant(name, "bench", nil, int32(8*jobsPerTenant), jobs...))
 	}
 	return out
+}
+
+// quotaOf is a quota of gpus GPUs (nil for 0: none).
+func quotaOf(gpus int32) *v1alpha1.Quota {
+	if gpus == 0 {
+		return nil
+	}
+	return &v1alpha1.Quota{GPUs: gpus}
 }
