@@ -47,7 +47,15 @@ type Fact struct {
 	// Start is when it first held them and End when it let them go, from KubeVirt's own
 	// record of its phase transitions; zero when the VMI does not say.
 	Start, End time.Time
+	// Held: the VMI carries the meter's finalizer. Deleted is its deletionTimestamp; Released
+	// says KubeVirt is done with it (deleting, and no finalizer left but the meter's).
+	Held, Released bool
+	Deleted        time.Time
 }
+
+// Finalizer is the meter's hold on a VMI that holds GPUs: the VMI cannot go away before the
+// meter has recorded when it let them go, even while the meter is not running.
+const Finalizer = "metering.inferplane.io/gpu-time"
 
 // holding are the phases in which the VMI's virt-launcher pod runs on a node: the device plugin
 // allocated the GPUs when the kubelet admitted the pod (Scheduled is "a target pod was
@@ -75,6 +83,17 @@ func FactOf(vmi *kubevirtv1.VirtualMachineInstance) Fact {
 		GPUs:     len(vmi.Spec.Domain.Devices.GPUs),
 		Holding:  holding[vmi.Status.Phase],
 		Terminal: terminal[vmi.Status.Phase],
+	}
+	if d := vmi.DeletionTimestamp; d != nil {
+		f.Deleted = d.Time.UTC().Truncate(time.Second)
+		f.Released = true
+	}
+	for _, fin := range vmi.Finalizers {
+		if fin == Finalizer {
+			f.Held = true
+		} else {
+			f.Released = false
+		}
 	}
 	if f.Labels.Model == "" {
 		// VMs rendered before the model annotation existed: their master is the nearest name.

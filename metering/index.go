@@ -235,6 +235,21 @@ func inRange[S any](slots []S, lo, hi int32, h func(S) int32) []S {
 	return slots[i:j]
 }
 
+// JobLabels are the tier and model of a job's GPU records (any of them: a job's labels do not
+// change over its records).
+func (x *Index) JobLabels(tenant, job string) (tier, model string, ok bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if t := x.tenants[tenant]; t != nil {
+		for k := range t.gpu {
+			if k.Job == job {
+				return k.Tier, k.Model, true
+			}
+		}
+	}
+	return "", "", false
+}
+
 // Total is one series' sum over every record the index holds (the Prometheus counters).
 type Total struct {
 	Tenant string

@@ -25,8 +25,9 @@ type VMIState struct {
 	// LastSeen is the last moment the meter saw the VMI in its cluster: an interval is only
 	// recorded up to what was seen.
 	LastSeen time.Time `json:"lastSeen"`
-	// Gone: the VMI is no longer in its cluster.
+	// Gone: the VMI is no longer in its cluster. Held: it carries the meter's finalizer.
 	Gone bool `json:"gone,omitempty"`
+	Held bool `json:"held,omitempty"`
 }
 
 // Meter turns what is seen of VMIs into GPU records. It is pure (no clock, no I/O): every call
@@ -107,7 +108,7 @@ func (m *Meter) Seen(f Fact, now time.Time) {
 		m.put(st)
 	}
 	st.LastSeen = maxTime(st.LastSeen, now)
-	st.Gone = false
+	st.Gone, st.Held = false, f.Held
 	if st.Start.IsZero() {
 		switch {
 		case !f.Start.IsZero():
@@ -129,9 +130,34 @@ func (m *Meter) Seen(f Fact, now time.Time) {
 		m.end(st, f.End, true)
 	case f.Terminal:
 		m.end(st, now, true)
+	case f.Released:
+		// Deleted, and KubeVirt let it go without writing a terminal phase (it stops the guest
+		// on deletion): its GPUs went with the deletion.
+		m.end(st, f.Deleted, true)
 	case f.Holding:
 		st.End = time.Time{} // an estimate of a VMI that came back: it holds them still
 	}
+}
+
+// ToHold are the VMIs that hold GPUs without the meter's finalizer yet.
+func (m *Meter) ToHold() []VMIState {
+	return m.pick(func(st *VMIState) bool { return !st.Held && !st.Gone && !st.Start.IsZero() && st.End.IsZero() })
+}
+
+// Held are the VMIs that carry the meter's finalizer; ended, those whose end is the VMI's own
+// word (once that is in a written checkpoint, the finalizer can go).
+func (m *Meter) Held(ended bool) []VMIState {
+	return m.pick(func(st *VMIState) bool { return st.Held && !st.Gone && (!ended || st.EndObserved) })
+}
+
+func (m *Meter) pick(ok func(*VMIState) bool) []VMIState {
+	var out []VMIState
+	for _, st := range m.vmis {
+		if ok(st) {
+			out = append(out, *st)
+		}
+	}
+	return out
 }
 
 // end closes a VMI's interval at, never before what is already recorded.
@@ -171,6 +197,20 @@ func (m *Meter) Forget(tenant string) {
 			m.vanish(st, st.LastSeen)
 		}
 	}
+}
+
+// JobLabels are the tier and model a job's VMIs carry (the most recently started one's).
+func (m *Meter) JobLabels(tenant, job string) (tier, model string, ok bool) {
+	var newest *VMIState
+	for _, st := range m.byTenant[tenant] {
+		if st.Labels.Job == job && (newest == nil || st.Start.After(newest.Start)) {
+			newest = st
+		}
+	}
+	if newest == nil {
+		return "", "", false
+	}
+	return newest.Labels.Tier, newest.Labels.Model, true
 }
 
 // Tenants are the tenants the meter accounts VMIs for.
