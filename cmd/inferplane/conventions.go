@@ -26,7 +26,7 @@ import (
 //   - a flag name means one thing in every command that has it (flagMeanings in the test).
 
 // outputFormats are the values -o may take, in any command.
-var outputFormats = []string{"table", "json", "yaml", "name"}
+var outputFormats = []string{"table", "json", "yaml", "name", "csv"}
 
 // formatsAnnotation holds, on a command's output flag, the formats that command accepts.
 const formatsAnnotation = "inferplane.io/formats"

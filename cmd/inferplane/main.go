@@ -60,6 +60,8 @@ syncs with an admission webhook, and routes customers' traffic through Envoy to 
 		newLogoutCmd(),
 		newConfigCmd(),
 		newTenantsCmd(),
+		newMeterCmd(),
+		newUsageCmd(),
 	)
 	wireAPI(root)
 	applyConventions(root)
