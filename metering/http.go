@@ -46,7 +46,8 @@ func (s *Service) Handler() http.Handler {
 			q.From = time.Time{}
 		}
 		w.Header().Set("Content-Type", "application/x-ndjson")
-		if err := s.store.Export(w, q.Tenant, q.From, q.To); err != nil {
+		// Flushed as it goes: a month's records are a stream, each write bounded on its own.
+		if err := s.store.Export(flushWriter{w}, q.Tenant, q.From, q.To); err != nil {
 			s.log.Error("meter: export", "error", err)
 		}
 	})
@@ -102,4 +103,15 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// flushWriter flushes every write (the store's export writes 64 KiB at a time).
+type flushWriter struct{ w http.ResponseWriter }
+
+func (f flushWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if err == nil {
+		err = http.NewResponseController(f.w).Flush()
+	}
+	return n, err
 }

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/inferplane/inferplane/internal/serve"
 )
 
 // DefaultAdminAddress is where the meter serves its admin endpoints unless told otherwise.
@@ -18,7 +19,7 @@ const DefaultAdminAddress = "127.0.0.1:9095"
 
 // Serve runs the meter (`inferplane meter serve`) until ctx ends: the Service, and on
 // adminAddr /healthz, /readyz (every tenant cluster read once), /metrics and the meter's own
-// paths (Handler). It returns once the last records and checkpoint are written.
+// paths (Handler), within the admin servers' bounds (docs/servers.md). It returns once the last records and checkpoint are written.
 func Serve(ctx context.Context, cfg Config, adminAddr string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -27,7 +28,8 @@ func Serve(ctx context.Context, cfg Config, adminAddr string) error {
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", adminAddr)
+	bounds := serve.AdminHTTP()
+	lis, err := bounds.Listen(adminAddr)
 	if err != nil {
 		svc.close()
 		return fmt.Errorf("meter admin address: %w", err)
@@ -43,7 +45,7 @@ func Serve(ctx context.Context, cfg Config, adminAddr string) error {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := bounds.Server(mux)
 	serr := make(chan error, 1)
 	go func() { serr <- srv.Serve(lis) }()
 	svc.log.Info("meter: serving", "admin", lis.Addr().String(), "store", cfg.Dir)

@@ -78,7 +78,7 @@ func checkJob(job *v1alpha1.ManagedInferenceJob, d Data) field.ErrorList {
 
 // CheckJobSpec is the rules on a job's name and spec, wherever the job comes from (a file of
 // the inputs, the cluster, the product API): at least one replica; a model of the tenant's
-// catalogue (ModelOffered); a node type the tenant may use that can hold a replica of the
+// catalogue (JobModelOffered); a node type the tenant may use that can hold a replica of the
 // master; gpuCount equal to the master's perReplicaGPUCount; the master's runtime and hardware
 // profile; no extra argument that would change the GPUs or the launcher; a name that gives
 // valid VM names (CheckJobName). The quota is CheckJobQuota's, against the other jobs. With
@@ -91,7 +91,7 @@ func CheckJobSpec(job *v1alpha1.ManagedInferenceJob, d Data) field.ErrorList {
 	}
 	out = append(out, checkExtraArgs(s.ExtraArgs)...)
 	// A model that resolves to no master is refused as such (the caller says why), not twice.
-	if m := jobModel(job); d.Tenant != nil && d.Master != nil && !ModelOffered(d.Tenant.Spec.Models, m) {
+	if m := jobModel(job); d.Tenant != nil && d.Master != nil && !JobModelOffered(d.Tenant.Spec.Models, m, d.Master) {
 		out = append(out, field.Invalid(specPath.Child("model"), m, fmt.Sprintf("not in Tenant %s's model catalogue (%s, its tier's or narrower)",
 			d.Tenant.Name, strings.Join(d.Tenant.Spec.Models, ", "))))
 	}

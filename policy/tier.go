@@ -104,6 +104,13 @@ func ModelOffered(models []string, model string) bool {
 	return false
 }
 
+// JobModelOffered reports whether a model catalogue offers what a job runs: the model it
+// names (ModelOffered), or, when it runs a master, the model the master serves, so that a
+// master the operator pinned from a recipe model of the catalogue (Qwen/*) is offered too.
+func JobModelOffered(models []string, model string, master *v1alpha1.ModelMaster) bool {
+	return ModelOffered(models, model) || master != nil && master.Spec.Model != "" && ModelOffered(models, master.Spec.Model)
+}
+
 // ApplyTier is tenant t with its tier applied: what the rules, the renders and the product API
 // read as the tenant (and what the tenant's cluster gets as its policy data). The tenant's own
 // allowedNodeTypes and models stay when set, but may only narrow the tier's (each entry one

@@ -99,6 +99,13 @@ func TestModelOffered(t *testing.T) {
 		assert.Equal(t, want, policy.ModelOffered(cat, model), model)
 	}
 	assert.True(t, policy.ModelOffered(nil, "anything"), "no catalogue offers everything")
+
+	pinned := &v1alpha1.ModelMaster{Spec: v1alpha1.ModelMasterSpec{Model: "Qwen/Qwen3-32B"}}
+	pinned.Name = "qwen3-32b-pinned"
+	assert.True(t, policy.JobModelOffered(cat, "qwen3-32b-pinned", pinned), "a master the operator pinned from a model of the catalogue")
+	pinned.Spec.Model = "moonshotai/Kimi-K2-Instruct"
+	assert.False(t, policy.JobModelOffered(cat, "qwen3-32b-pinned", pinned))
+	assert.True(t, policy.JobModelOffered(cat, "mistral-small-24b", nil), "a master named in the catalogue")
 }
 
 // TestCheckTier: the tier's lists and figures, as the tenant's are checked.

@@ -65,14 +65,14 @@ func allowedNodeTypes(t *v1alpha1.Tenant, p *generator.Planned) []*v1alpha1.Node
 }
 
 // modelChoices resolves every model of the tenant's catalogue (hand-written masters, Parakeet,
-// each recipe that policy.ModelOffered finds in it) on every allowed node type exactly as a
+// each recipe that policy.JobModelOffered finds in it) on every allowed node type exactly as a
 // job naming it would be resolved (plan.Resolver), keeping the node types where it would be
 // admitted.
 func modelChoices(p *generator.Planned, allowed []*v1alpha1.NodeType, catalogue []string) []apiv1.Model {
 	r := plan.NewResolver(p.Inputs, p.Book)
 	out := []apiv1.Model{}
-	add := func(model string, rt v1alpha1.Runtime, source string) {
-		if !policy.ModelOffered(catalogue, model) {
+	add := func(model string, rt v1alpha1.Runtime, source string, master *v1alpha1.ModelMaster) {
+		if !policy.JobModelOffered(catalogue, model, master) {
 			return
 		}
 		m := apiv1.Model{Model: model, Runtime: string(rt), Source: source, Choices: []apiv1.Choice{}}
@@ -94,13 +94,13 @@ func modelChoices(p *generator.Planned, allowed []*v1alpha1.NodeType, catalogue 
 		}
 	}
 	for _, hw := range p.Inputs.Masters {
-		add(hw.Object.Name, hw.Object.Spec.Runtime, "master")
+		add(hw.Object.Name, hw.Object.Spec.Runtime, "master", &hw.Object)
 	}
-	add(v1alpha1.ParakeetModel, v1alpha1.RuntimeParakeet, "built-in")
+	add(v1alpha1.ParakeetModel, v1alpha1.RuntimeParakeet, "built-in", nil)
 	if p.Book != nil {
 		for _, id := range p.Book.Models() {
 			if !recipe.IsParakeetName(id) {
-				add(id, v1alpha1.RuntimeVLLM, "recipe")
+				add(id, v1alpha1.RuntimeVLLM, "recipe", nil)
 			}
 		}
 	}

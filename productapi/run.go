@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,6 +23,7 @@ import (
 	"github.com/inferplane/inferplane/clusters"
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/inputsrepo"
+	"github.com/inferplane/inferplane/internal/serve"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 	"github.com/inferplane/inferplane/productapi/clusterwatch"
 )
@@ -78,6 +78,28 @@ type Config struct {
 	// Console, when set, builds the web console served at / beside the API: it is given the
 	// API's handler (to call in process) and the address listened on.
 	Console func(api http.Handler, addr string) (Console, error)
+	// Bounds bound the server against slow and hostile clients; zero fields take
+	// serve.PublicHTTP (docs/servers.md).
+	Bounds serve.HTTP
+}
+
+// consoleMaxBody is the largest body the console's routes read: its audio upload of at most
+// 32 MiB (console/playground.go) and the form's other fields.
+const consoleMaxBody = 33 << 20
+
+// bounds are c's bounds over the defaults, with the console's larger bodies on its routes.
+func (c Config) bounds() serve.HTTP {
+	b := c.Bounds.Over(serve.PublicHTTP())
+	if b.BodyLimit == nil && c.Console != nil {
+		api := b.MaxBodyBytes
+		b.BodyLimit = func(r *http.Request) int64 {
+			if strings.HasPrefix(r.URL.Path, Prefix+"/") {
+				return api
+			}
+			return consoleMaxBody
+		}
+	}
+	return b
 }
 
 // Console is the web console (console.Handler): Shutdown ends its live streams, which would
@@ -102,7 +124,8 @@ func Serve(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", c.Listen)
+	bounds := c.bounds()
+	ln, err := bounds.Listen(c.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", c.Listen, err)
 	}
@@ -119,7 +142,8 @@ func Serve(ctx context.Context, c Config) error {
 		}
 		mux.Handle("/", cons)
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := bounds.Server(mux)
+	hs.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	done := make(chan error, 1)

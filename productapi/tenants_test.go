@@ -159,3 +159,23 @@ func TestQuotaAndTierChanges(t *testing.T) {
 			Change: "tier", Summary: "tier h100-dedicated -> h200-dedicated", Reason: "signed for H200"}, g.Changes[0])
 	})
 }
+
+// TestQuotaWithoutTiers: inputs without tiers/ (a tier is then only a name): the tenant's own
+// quota is the one in force, its node types its own, every model offered (null in the answer,
+// which the OpenAPI document allows).
+func TestQuotaWithoutTiers(t *testing.T) {
+	r := apitest.Remotes{Dir: t.TempDir()}
+	inputs, tenants := apitest.Fleet(t, r, 1, 2, 0)
+	rep := startReplica(t, r, inputs, fleetTokens{}, productapi.Options{})
+	doc, err := apitest.NewOpenAPI(apitest.Fetch(t, rep.url))
+	require.NoError(t, err)
+	c := client.New(rep.url, client.StaticToken("dev-"+tenants[0]))
+	c.Inspect = doc.Inspector(t)
+	q, err := c.Quota(context.Background(), tenants[0])
+	require.NoError(t, err)
+	assert.Equal(t, apiv1.Quota{}, q.TierQuota)
+	assert.Equal(t, apiv1.Quota{GPUs: 1000}, q.InForce)
+	assert.Equal(t, int64(2), q.UsedGPUs)
+	assert.Equal(t, []string{"metal3.gpu-h100"}, q.AllowedNodeTypes)
+	assert.Nil(t, q.Models)
+}

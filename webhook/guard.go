@@ -129,13 +129,20 @@ var errTooLarge = errors.New("request body is over the webhook's limit")
 
 // read reads the whole body, within the time limit: into one buffer of its announced size (the
 // server stops at that length), or, unannounced, up to the limit.
-func (g *Guard) read(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+func (g *Guard) read(w http.ResponseWriter, r *http.Request) (_ []byte, err error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, errors.New("request body is empty")
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(g.timeout)) // not every ResponseWriter supports it
-	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	// The deadline is lifted only for a body read whole: after a failed read it stays, so that
+	// the server, which reads what is left of a body before it reuses a connection, gives up
+	// on a slow sender at once and closes the connection instead of reading on without end.
+	defer func() {
+		if err == nil {
+			_ = rc.SetReadDeadline(time.Time{})
+		}
+	}()
 	if r.ContentLength < 0 { // not announced: read up to the limit
 		body, err := io.ReadAll(io.LimitReader(r.Body, g.max+1))
 		switch {

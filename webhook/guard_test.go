@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/inferplane/inferplane/internal/serve/servetest"
 	pt "github.com/inferplane/inferplane/policy/policytest"
 	"github.com/inferplane/inferplane/webhook"
 	"github.com/inferplane/inferplane/webhook/webhooktest"
@@ -133,6 +135,35 @@ func TestGuardRefusesBeyondTheBudget(t *testing.T) {
 	// The server lets go of the budget once its handler sees the body end.
 	assert.Eventually(t, func() bool { return postHTTP(t, srv.URL+"/validate/virtualmachines", valid).Allowed },
 		30*time.Second, 10*time.Millisecond, "the budget is back")
+}
+
+// A review trickling in is answered once the guard's body time has passed, on a server with no
+// read timeout of its own (as controller-runtime's is): the connection is closed, not read on
+// after the handler (net/http reads what is left of a small body before reusing it).
+func TestGuardCutsSlowSenders(t *testing.T) {
+	srv := httptest.NewServer(webhooktest.Mux(t, pt.Store(), nil, webhook.NewGuard(webhook.GuardOptions{BodyTimeout: time.Second})))
+	defer srv.Close()
+	valid := reviewBody(t, request(t, admissionv1.Create, pt.VM("chat", 0, 0, pt.Master("qwen-4", 4), pt.H100()), nil))
+	target := servetest.Target{Addr: strings.TrimPrefix(srv.URL, "http://"), Method: http.MethodPost,
+		Path: "/validate/virtualmachines", ContentType: "application/json",
+		Normal: func(ctx context.Context) error {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/validate/virtualmachines", bytes.NewReader(valid))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			var out admissionv1.AdmissionReview
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Response == nil || !out.Response.Allowed {
+				return fmt.Errorf("a valid review is not allowed: %v %+v", err, out.Response)
+			}
+			return nil
+		}}
+	// The refusal is an errored review, in HTTP 200.
+	servetest.Run(t, target, servetest.Options{}, []servetest.Case{
+		{Name: "slow review", Attack: servetest.SlowBody(200 * time.Millisecond), Status: []int{http.StatusOK}, Cut: true},
+	})
 }
 
 // firstRead closes signal on the first Read.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -26,6 +27,7 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/serve"
 	"github.com/inferplane/inferplane/policy"
 	"github.com/inferplane/inferplane/webhook/install"
 )
@@ -69,8 +71,14 @@ type ServeOptions struct {
 	// (configured with a client certificate for the webhook, docs/webhook.md) reaches the port.
 	ClientCAFile string
 	// Guard bounds what the webhook reads and decodes at once (zero: the defaults).
-	Guard  GuardOptions
-	Logger logr.Logger
+	Guard GuardOptions
+	// Bounds bound each request to the webhook against slow and hostile clients where
+	// controller-runtime lets them be set (zero fields: serve.WebhookHTTP; its server's own
+	// timeouts are controller-runtime's: docs/servers.md).
+	Bounds serve.HTTP
+	// AdminBounds bound the /metrics and probe servers (zero fields: serve.AdminHTTP).
+	AdminBounds serve.HTTP
+	Logger      logr.Logger
 }
 
 // Scheme holds the kinds the server reads: the built-in ones, inferplane's and KubeVirt's.
@@ -116,11 +124,16 @@ func Serve(ctx context.Context, cfg *rest.Config, o ServeOptions) error {
 	if err != nil {
 		return err
 	}
+	o.Bounds, o.AdminBounds = o.Bounds.Over(serve.WebhookHTTP()), o.AdminBounds.Over(serve.AdminHTTP())
+	if o.Guard.MaxRequestBytes > 0 {
+		o.Bounds.MaxBodyBytes = o.Guard.MaxRequestBytes
+	}
 	mgr, err := manager.New(cfg, manager.Options{
-		Scheme:                  scheme,
-		Logger:                  o.Logger,
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
-		HealthProbeBindAddress:  o.ProbeAddr,
+		Scheme: scheme,
+		Logger: o.Logger,
+		// /metrics and the probes are served by adminServers within o.AdminBounds:
+		// controller-runtime's own servers take an address and nothing else (docs/servers.md).
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		GracefulShutdownTimeout: &o.ShutdownTimeout,
 		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir,
@@ -129,7 +142,8 @@ func Serve(ctx context.Context, cfg *rest.Config, o ServeOptions) error {
 	if err != nil {
 		return fmt.Errorf("webhook manager: %w", err)
 	}
-	if err := setUp(ctx, mgr, o); err != nil {
+	ready, err := setUp(ctx, mgr, o)
+	if err != nil {
 		return err
 	}
 	if certs != nil {
@@ -137,39 +151,83 @@ func Serve(ctx context.Context, cfg *rest.Config, o ServeOptions) error {
 			return err
 		}
 	}
+	closeAdmin, err := adminServers(mgr, o, ready)
+	if err != nil {
+		return err
+	}
+	// The manager closes them as it stops; this closes them when it never started.
+	defer closeAdmin()
 	o.Logger.Info("webhook serving", "port", o.Port, "metrics", o.MetricsAddr, "probes", o.ProbeAddr,
 		"clientCertificates", o.ClientCAFile != "")
 	return mgr.Start(ctx)
 }
 
 // setUp starts the policy data informers with the manager (so readiness covers them and the
-// first admission does not wait for a list), registers the endpoints and the probes.
-func setUp(ctx context.Context, mgr manager.Manager, o ServeOptions) error {
+// first admission does not wait for a list), registers the endpoints, and returns the
+// readiness checks.
+func setUp(ctx context.Context, mgr manager.Manager, o ServeOptions) (map[string]healthz.Checker, error) {
 	for _, obj := range []client.Object{&v1alpha1.Tenant{}, &v1alpha1.NodeType{}, &v1alpha1.ModelMaster{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
-			return fmt.Errorf("watch %T: %w", obj, err)
+			return nil, fmt.Errorf("watch %T: %w", obj, err)
 		}
 	}
 	metrics, err := NewMetrics(ctrlmetrics.Registry)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	o.Guard.Metrics = metrics
 	src := ClientSource{Reader: mgr.GetClient(), Live: mgr.GetAPIReader()}
 	handlers, err := Handlers(NewGuard(o.Guard), src, metrics, o.Logger.WithName("admission"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for path, h := range handlers {
-		mgr.GetWebhookServer().Register(path, h)
+		mgr.GetWebhookServer().Register(path, o.Bounds.Handler(h))
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
+	return map[string]healthz.Checker{"webhook": mgr.GetWebhookServer().StartedChecker(),
+		"policy-cache": cacheSynced(mgr.GetCache())}, nil
+}
+
+// adminServers serves /metrics (controller-runtime's registry, which holds the webhook's own
+// metrics) on o.MetricsAddr and the probes on o.ProbeAddr ("0": not served), each on a server
+// and listener of o.AdminBounds that the manager runs from its start, before the caches sync
+// (as its own would). closeAll closes their listeners.
+func adminServers(mgr manager.Manager, o ServeOptions, ready map[string]healthz.Checker) (closeAll func(), err error) {
+	metrics := http.NewServeMux()
+	metrics.Handle("GET /metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	probes := http.NewServeMux()
+	for path, checks := range map[string]map[string]healthz.Checker{"/healthz": {"ping": healthz.Ping}, "/readyz": ready} {
+		// The aggregate at the path, one check at path/name (`?verbose` lists them).
+		h := http.StripPrefix(path, &healthz.Handler{Checks: checks})
+		probes.Handle("GET "+path, h)
+		probes.Handle("GET "+path+"/", h)
 	}
-	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		return err
+	var opened []*serve.Listener
+	closeAll = func() {
+		for _, l := range opened {
+			_ = l.Close()
+		}
 	}
-	return mgr.AddReadyzCheck("policy-cache", cacheSynced(mgr.GetCache()))
+	for _, s := range []struct {
+		name, flag, addr string
+		mux              *http.ServeMux
+	}{{"metrics", "--metrics-bind-address", o.MetricsAddr, metrics}, {"health probe", "--health-probe-bind-address", o.ProbeAddr, probes}} {
+		if s.addr == "0" {
+			continue
+		}
+		l, err := o.AdminBounds.Listen(s.addr)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%s %s: %w", s.flag, s.addr, err)
+		}
+		opened = append(opened, l)
+		srv := &manager.Server{Name: s.name, Server: o.AdminBounds.Server(s.mux), Listener: l, ShutdownTimeout: &o.ShutdownTimeout}
+		if err := mgr.Add(srv); err != nil {
+			closeAll()
+			return nil, err
+		}
+	}
+	return closeAll, nil
 }
 
 // certSync re-checks the serving certificate Secret every interval.

@@ -18,8 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 
+	// Aliased: the package's tests have a helper named serve.
+	bounds "github.com/inferplane/inferplane/internal/serve"
 	"github.com/inferplane/inferplane/xds/certs"
 	"github.com/inferplane/inferplane/xds/discovery"
 	"github.com/inferplane/inferplane/xds/health"
@@ -55,6 +56,11 @@ type Config struct {
 	Registry     *prometheus.Registry
 	GRPCOptions  []grpc.ServerOption
 
+	// GRPCBounds and AdminBounds bound the two servers against slow and hostile clients; zero
+	// fields take bounds.GRPCDefaults and bounds.AdminHTTP (docs/servers.md).
+	GRPCBounds  bounds.GRPC
+	AdminBounds bounds.HTTP
+
 	Logger *slog.Logger
 	// Started, when set, is called once both listeners are bound (tests use the addresses).
 	Started func(Running)
@@ -68,19 +74,17 @@ type Running struct {
 	Checker             *health.Checker
 }
 
-// GRPCServerOptions are the ADS server's defaults: keepalives that find dead Envoys in under
-// a minute and room for many streams per connection.
-func GRPCServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.MaxConcurrentStreams(1 << 20),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		// The same process answers ext_authz Check calls, one short stream per API request:
-		// a pool of workers whose stacks have already grown spares each call a new goroutine
-		// and its stack copies. Long ADS streams do not starve it: with every worker busy,
-		// gRPC starts a goroutine as it would without the pool.
-		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
-	}
+// GRPCServerOptions are the ADS server's defaults (bounds.GRPCDefaults: keepalives that find
+// dead Envoys in under a minute, bounded messages, streams and windows) for a server on a
+// listener of its own (the send watchdog, which needs serve's listener, is left out).
+func GRPCServerOptions() []grpc.ServerOption { return grpcOptions(bounds.GRPCDefaults(), nil) }
+
+func grpcOptions(b bounds.GRPC, l *bounds.Listener) []grpc.ServerOption {
+	// The same process answers ext_authz Check calls, one short stream per API request: a pool
+	// of workers whose stacks have already grown spares each call a new goroutine and its
+	// stack copies. Long ADS streams do not starve it: with every worker busy, gRPC starts a
+	// goroutine as it would without the pool.
+	return append(b.ServerOptions(l), grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))))
 }
 
 // NewRegistry is the server's default metrics registry: Go runtime and process metrics.
@@ -120,7 +124,7 @@ func Serve(ctx context.Context, cfg Config) error {
 type proc struct {
 	cfg               Config
 	log               *slog.Logger
-	grpcLis, adminLis net.Listener
+	grpcLis, adminLis *bounds.Listener
 	srv               *server.Server
 	ctrl              *Controller
 	checker           *health.Checker
@@ -132,10 +136,12 @@ type proc struct {
 // newProcess binds the listeners and builds the parts; on error nothing is left open.
 func newProcess(streamCtx context.Context, cfg Config) (_ *proc, err error) {
 	p := &proc{cfg: cfg, log: cfg.Logger}
-	if p.grpcLis, err = net.Listen("tcp", cfg.GRPCAddress); err != nil {
+	gb, ab := cfg.GRPCBounds.Over(bounds.GRPCDefaults()), cfg.AdminBounds.Over(bounds.AdminHTTP())
+	if p.grpcLis, err = gb.Listen(cfg.GRPCAddress); err != nil {
 		return nil, fmt.Errorf("grpc listen address: %w", err)
 	}
-	if p.adminLis, err = net.Listen("tcp", cfg.AdminAddress); err != nil {
+	p.grpcLis.Log = p.log
+	if p.adminLis, err = ab.Listen(cfg.AdminAddress); err != nil {
 		p.grpcLis.Close()
 		return nil, fmt.Errorf("admin listen address: %w", err)
 	}
@@ -163,12 +169,12 @@ func newProcess(streamCtx context.Context, cfg Config) (_ *proc, err error) {
 	if err != nil {
 		return nil, err
 	}
-	p.grpc = grpc.NewServer(append(GRPCServerOptions(), cfg.GRPCOptions...)...)
+	p.grpc = grpc.NewServer(append(grpcOptions(gb, p.grpcLis), cfg.GRPCOptions...)...)
 	p.srv.Register(p.grpc)
 	for _, register := range cfg.GRPCServices {
 		register(p.grpc)
 	}
-	p.admin = &http.Server{Handler: p.adminMux(), ReadHeaderTimeout: 10 * time.Second}
+	p.admin = ab.Server(p.adminMux())
 	return p, nil
 }
 

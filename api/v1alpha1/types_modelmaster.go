@@ -30,6 +30,12 @@ const (
 type EnvVar struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
+	// SecretKey, instead of a value, names a key of the tenant's model-server Secret (the one
+	// holding the Hugging Face token, attached to every VM): the value is read in the guest,
+	// never written in a master or a repository, and redacted in every line the model server
+	// prints (docs/agent.md). Value is then empty.
+	// +optional
+	SecretKey string `json:"secretKey,omitempty"`
 }
 
 // ModelMasterSpec is everything needed to serve one model on one class of hardware: the

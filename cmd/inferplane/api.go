@@ -121,6 +121,7 @@ Prometheus. SIGTERM finishes requests in flight (--shutdown-timeout).`,
 	fl.DurationVar(&f.c.RefreshInterval, "refresh-interval", 2*time.Second, "how often the inputs are fetched for reads")
 	fl.DurationVar(&f.c.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often every tenant repository is compared with the inputs and rendered when behind")
 	fl.DurationVar(&f.c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long in-flight requests may take to finish after SIGINT or SIGTERM")
+	fl.IntVar(&f.c.Bounds.Conns.MaxPerClient, "max-connections-per-client", 0, "connections one client IP address may hold open (0: no bound, for an API behind a proxy, where every client has the proxy's address)")
 	f.console.register(fl)
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -135,6 +136,9 @@ func runAPIServe(cmd *cobra.Command, f *apiServeFlags) error {
 		}
 	}
 	errs = append(errs, f.console.check(&f.c)...)
+	if f.c.Bounds.Conns.MaxPerClient < 0 {
+		errs = append(errs, fmt.Errorf("--max-connections-per-client is %d: want 0 (no bound) or more", f.c.Bounds.Conns.MaxPerClient))
+	}
 	if f.inCluster && (f.kube.Path != "" || f.kube.HostContext != "") {
 		errs = append(errs, errors.New("--in-cluster reads no kubeconfig: drop --kubeconfig and --context"))
 	}

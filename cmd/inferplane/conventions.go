@@ -25,6 +25,10 @@ import (
 //   - a job is <tenant>/<job>;
 //   - a flag name means one thing in every command that has it (flagMeanings in the test).
 
+// flagsEndAtFirstArg marks a command whose flags end at its first argument: the words after it
+// are another program's (agent IMAGE ARG...), as docker run's are.
+const flagsEndAtFirstArg = "inferplane.io/flags-end-at-first-arg"
+
 // outputFormats are the values -o may take, in any command.
 var outputFormats = []string{"table", "json", "yaml", "name", "csv"}
 

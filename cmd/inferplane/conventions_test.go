@@ -213,18 +213,25 @@ func checkExampleLine(t *testing.T, root *cobra.Command, path, line, cmdline str
 	if !assert.NoError(t, err, "%s: example %q", path, line) {
 		return
 	}
-	for _, w := range words {
+	_, endsAtArg := c.Annotations[flagsEndAtFirstArg]
+	skipValue := false
+	for _, w := range words[len(strings.Fields(c.CommandPath()))-1:] {
 		name, ok := strings.CutPrefix(w, "--")
 		if !ok || name == "" {
+			if !skipValue && endsAtArg && !strings.HasPrefix(w, "-") {
+				break // the command's own flags end here; the words after are its program's
+			}
+			skipValue = false
 			continue
 		}
-		name, _, _ = strings.Cut(name, "=")
+		name, value, hasValue := strings.Cut(name, "=")
 		f := c.Flags().Lookup(name)
 		if f == nil {
 			f = c.InheritedFlags().Lookup(name)
 		}
 		if assert.NotNil(t, f, "%s: example %q: %s has no flag --%s", path, line, c.CommandPath(), name) {
 			assert.Empty(t, f.Deprecated, "%s: example %q uses the deprecated --%s", path, line, name)
+			skipValue = !hasValue && f.NoOptDefVal == "" && value == ""
 		}
 	}
 }

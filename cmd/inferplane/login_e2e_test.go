@@ -208,7 +208,7 @@ func TestCustomerCommandsThroughTheAPI(t *testing.T) {
 	err = s.jobsCreate(ctx, &out, &errOut, tenant, apiv1.JobCreate{Name: "huge", Model: "Qwen/Qwen3-32B", Replicas: 40}, "")
 	require.Error(t, err, "past the tenant's GPU quota")
 	assert.Contains(t, err.Error(), "422")
-	assert.Contains(t, err.Error(), "tenants/acme/tenant.yaml")
+	assert.Contains(t, err.Error(), "tenants/acme/jobs/huge.yaml: spec.replicas is 40: needs 40 GPUs (40 replicas x 1), but Tenant acme's GPU quota is 16")
 
 	out.Reset()
 	require.NoError(t, s.jobsList(ctx, &out, tenant, "table"))

@@ -59,6 +59,7 @@ syncs with an admission webhook, and routes customers' traffic through Envoy to 
 		newLoginCmd(),
 		newLogoutCmd(),
 		newConfigCmd(),
+		newAgentCmd(),
 		newTenantsCmd(),
 		newMeterCmd(),
 		newUsageCmd(),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inferplane/inferplane/generator/inputs"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 )
 
@@ -77,7 +79,8 @@ force: each figure the tenant sets replaces the tier's; 0 is no limit), what its
 context's.`,
 		Example: `  inferplane tenants quota
   inferplane tenants quota globex -o yaml`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeTenantArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			api, tenant, s, err := tenantSession(args)
 			if err != nil {
@@ -111,7 +114,8 @@ growth (a new job, more replicas) until the tenant is back under it. Only the op
 groups may change a quota.`,
 		Example: `  inferplane tenants set-quota acme --gpu-quota 32 --reason "order 4711: 16 more H100s"
   inferplane tenants set-quota acme --gpu-quota 0 --job-quota 4 --reason "back to the tier's GPUs; trial ends"`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeTenantArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q := apiv1.QuotaChange{Reason: reason}
 			for _, f := range []struct {
@@ -160,8 +164,9 @@ stay). It is refused, and nothing committed, when the tier does not exist, does 
 node types or models the tenant's jobs use, or is narrower than the tenant's own lists. One
 commit of the inputs as you, with the reason, shown in the tenant's history. Only the
 operator's admin groups may move a tenant.`,
-		Example: `  inferplane tenants set-tier initech h200-dedicated --reason "signed for H200"`,
-		Args:    cobra.ExactArgs(2),
+		Example:           `  inferplane tenants set-tier initech h200-dedicated --reason "signed for H200"`,
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeTenantArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := oneLine(reason); err != nil {
 				return err
@@ -189,7 +194,8 @@ them: when, who (the signed-in operator), what changed and the reason given. Def
 the context's.`,
 		Example: `  inferplane tenants history acme
   inferplane tenants history acme -o json`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeTenantArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			api, tenant, s, err := tenantSession(args)
 			if err != nil {
@@ -212,6 +218,18 @@ the context's.`,
 	}
 	registerOutput(cmd, &out, "table", "", "table", "json", "yaml")
 	return cmd
+}
+
+// completeTenantArgs completes a tenants command's TENANT, then (set-tier) its TIER, from the
+// tenants folder as the other commands complete names.
+func completeTenantArgs(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+	switch {
+	case len(args) == 0:
+		return completeTenants(cmd, args, prefix)
+	case len(args) == 1 && cmd.Name() == "set-tier":
+		return withPrefix(yamlNames(filepath.Join(folderFlag(cmd, "tenants"), inputs.TiersDir)), prefix), cobra.ShellCompDirectiveNoFileComp
+	}
+	return nil, cobra.ShellCompDirectiveNoFileComp
 }
 
 func addReasonFlag(cmd *cobra.Command, p *string) {

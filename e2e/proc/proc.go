@@ -11,12 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/inferplane/inferplane/internal/spawn"
 )
 
 // OwnerEnv marks every process the harness starts with the pid of the test binary that started
@@ -30,28 +30,6 @@ type Process struct {
 	cmd           *exec.Cmd
 	done          chan struct{}
 	err           error // set before done is closed
-}
-
-// spawner runs every exec of the harness on one OS thread that never exits: Pdeathsig fires
-// when the *thread* that started a child dies, and Go may retire other threads at any time.
-var spawner struct {
-	once sync.Once
-	jobs chan func()
-}
-
-func onSpawnerThread(f func()) {
-	spawner.once.Do(func() {
-		spawner.jobs = make(chan func())
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives as long as the test binary
-			for job := range spawner.jobs {
-				job()
-			}
-		}()
-	})
-	done := make(chan struct{})
-	spawner.jobs <- func() { f(); close(done) }
-	<-done
 }
 
 // Start starts bin with args and env (added to a clean base: no inherited variables but
@@ -68,7 +46,7 @@ func Start(name, bin string, args, env []string, logDir string) (*Process, error
 	cmd.Env = append([]string{OwnerEnv + "=" + strconv.Itoa(os.Getpid())}, env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	onSpawnerThread(func() { err = cmd.Start() })
+	spawn.Do(func() { err = cmd.Start() })
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -79,6 +57,9 @@ func Start(name, bin string, args, env []string, logDir string) (*Process, error
 	}()
 	return p, nil
 }
+
+// Pid is the process's id (and its process group's).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Exited says whether the process has ended, and how.
 func (p *Process) Exited() (bool, error) {

@@ -27,12 +27,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 	"k8s.io/client-go/rest"
 
 	"github.com/inferplane/inferplane/auth/extauthz"
 	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/gateway/envoyfilters"
+	"github.com/inferplane/inferplane/internal/serve"
 )
 
 // Defaults of Config.
@@ -68,6 +68,10 @@ type Config struct {
 	Extend func(ctx context.Context, x Extension) (stop func(), err error)
 	// Started, when set, is called once both listeners are bound (tests use the addresses).
 	Started func(Running)
+	// GRPCBounds and AdminBounds bound the two servers against slow and hostile clients; zero
+	// fields take serve.GRPCDefaults and serve.AdminHTTP (docs/servers.md).
+	GRPCBounds  serve.GRPC
+	AdminBounds serve.HTTP
 }
 
 // Extension is what Config.Extend adds to: the key index, the check, the metrics registry
@@ -118,6 +122,7 @@ func Run(ctx context.Context, cfg Config) error {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	cfg.GRPCBounds, cfg.AdminBounds = cfg.GRPCBounds.Over(serve.GRPCDefaults()), cfg.AdminBounds.Over(serve.AdminHTTP())
 	p := &proc{cfg: cfg, log: log, idx: keys.NewIndex(), health: health.NewServer()}
 	keeper, err := newKeeper(cfg, p.idx, log, reg)
 	if err != nil {
@@ -129,13 +134,11 @@ func Run(ctx context.Context, cfg Config) error {
 	authz := extauthz.New(&keys.Verifier{Hasher: hasher, Index: p.idx}, log)
 	reg.MustRegister(authz.Collectors()...)
 	p.setServing(false)
-	p.grpc = grpc.NewServer(
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.MaxConcurrentStreams(1<<20))
+	p.grpc = grpc.NewServer(p.cfg.GRPCBounds.ServerOptions(p.grpcLis)...)
 	authz.Register(p.grpc)
 	healthpb.RegisterHealthServer(p.grpc, p.health)
 	mux := p.adminMux(reg)
-	p.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	p.admin = p.cfg.AdminBounds.Server(mux)
 	stopExt := func() {}
 	if cfg.Extend != nil {
 		if stopExt, err = cfg.Extend(ctx, Extension{Index: p.idx, Authz: authz, Registry: reg, Mux: mux, Logger: log}); err != nil {
@@ -154,17 +157,18 @@ type proc struct {
 	log               *slog.Logger
 	idx               *keys.Index
 	health            *health.Server
-	grpcLis, adminLis net.Listener
+	grpcLis, adminLis *serve.Listener
 	grpc              *grpc.Server
 	admin             *http.Server
 	loaded, draining  atomic.Bool
 }
 
 func (p *proc) listen() (err error) {
-	if p.grpcLis, err = net.Listen("tcp", cmp.Or(p.cfg.GRPCAddress, DefaultGRPCAddress)); err != nil {
+	if p.grpcLis, err = p.cfg.GRPCBounds.Listen(cmp.Or(p.cfg.GRPCAddress, DefaultGRPCAddress)); err != nil {
 		return fmt.Errorf("grpc listen address: %w", err)
 	}
-	if p.adminLis, err = net.Listen("tcp", cmp.Or(p.cfg.AdminAddress, DefaultAdminAddress)); err != nil {
+	p.grpcLis.Log = p.log
+	if p.adminLis, err = p.cfg.AdminBounds.Listen(cmp.Or(p.cfg.AdminAddress, DefaultAdminAddress)); err != nil {
 		p.grpcLis.Close()
 		return fmt.Errorf("admin listen address: %w", err)
 	}

@@ -371,6 +371,17 @@ func TestLoadBadInput(t *testing.T) {
 			want: []want{{"tenants/acme/jobs/qwen3-32b.yaml", "metadata.labels[inferplane.io/tenant]", `is "globex"`, `"acme"`}},
 		},
 		{
+			name: "a secret env value in a master, or a secret key that cannot be one",
+			mutate: func(m fstest.MapFS) {
+				m["masters/mistral.yaml"] = job(strings.Replace(masterMistral, "    value: INFO\n",
+					"    value: INFO\n  - name: WANDB_API_KEY\n    value: wandb-0123456789\n    secretKey: wandb\n  - name: OTHER\n    value: \"\"\n    secretKey: ../token\n", 1))
+			},
+			want: []want{
+				{"tenants/masters/mistral.yaml", "spec.env[1].secretKey", `"WANDB_API_KEY" has both`, "a value or a secretKey, not both"},
+				{"tenants/masters/mistral.yaml", "spec.env[2].secretKey", `"../token"`, "a key of the tenant's model-server Secret"},
+			},
+		},
+		{
 			name: "server-set metadata",
 			mutate: func(m fstest.MapFS) {
 				m["masters/mistral.yaml"] = job(strings.Replace(masterMistral, "  name: mistral-small-24b", "  name: mistral-small-24b\n  uid: abc-123", 1))

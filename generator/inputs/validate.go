@@ -213,6 +213,16 @@ func (l *loader) checkMaster(p string, m *v1alpha1.ModelMaster) {
 			l.add(p, path, "each variable once", "%q is set twice", e.Name)
 		}
 		seen[e.Name] = true
+		if e.SecretKey == "" {
+			continue
+		}
+		keyPath := specPath.Child("env").Index(i).Child("secretKey")
+		if e.Value != "" {
+			l.add(p, keyPath, "a value or a secretKey, not both (a secret's value is never written in a master)", "%q has both", e.Name)
+		}
+		if len(validation.IsConfigMapKey(e.SecretKey)) > 0 || e.SecretKey == "token" {
+			l.add(p, keyPath, "a key of the tenant's model-server Secret: letters, digits, '-', '_' and '.', not \"token\" (the Hugging Face token's own key)", "%q", e.SecretKey)
+		}
 	}
 	for i, a := range s.Args {
 		if a == "" {

@@ -9,9 +9,11 @@ import (
 )
 
 // Paths inside the guest. The guest image provides the NVIDIA driver, the NVIDIA container
-// toolkit and Docker (docs/rendering.md); everything else comes from this cloud-init.
+// toolkit, Docker and the inferplane binary (docs/rendering.md); everything else comes from
+// this cloud-init.
 const (
 	guestScript    = "/usr/local/bin/inferplane-model-server"
+	guestAgent     = "/usr/local/bin/inferplane"
 	guestUnit      = "inferplane-model-server.service"
 	guestContainer = "inferplane-model-server"
 	guestCacheDir  = "/var/lib/inferplane/model-cache"
@@ -32,8 +34,9 @@ ethernets:
     optional: true
 `
 
-// userData is a node's cloud-config: a launcher script and a systemd unit that runs it and
-// restarts the model server whenever it exits. head is the job's launcherHead.
+// userData is a node's cloud-config: a launcher script that prepares the node and runs the
+// inference agent, and a systemd unit that runs the launcher (and again if the agent ever
+// exits; the agent itself restarts the model server). head is the node's launcherHead.
 func userData(t *tenant, j *job, r, n int32, head string) string {
 	var b strings.Builder
 	b.Grow(len(head) + 2048)
@@ -78,7 +81,8 @@ func userData(t *tenant, j *job, r, n int32, head string) string {
 		"\n" +
 		scriptIndent + "[Service]\n" +
 		scriptIndent + "ExecStart=" + guestScript + "\n" +
-		scriptIndent + "ExecStop=/usr/bin/docker stop --time 30 " + guestContainer + "\n" +
+		// The agent stops the server on SIGTERM: its grace (30 s), then a kill.
+		scriptIndent + "TimeoutStopSec=90\n" +
 		scriptIndent + "Restart=always\n" +
 		scriptIndent + "RestartSec=10\n" +
 		"\n" +
@@ -113,9 +117,12 @@ func writeIndented(b *strings.Builder, text string) {
 }
 
 // launcherHead is the launcher script, indented for the cloud-config, up to the model
-// server's arguments (without a final newline): the same on every node of a job. It starts
-// the runtime image: `vllm serve <model> <args>`, or the Parakeet image with its args.
-func launcherHead(t *tenant, j *job) string {
+// server's arguments (without a final newline): the same on every node of a job that serves
+// (serving) or on every one that does not. It runs the inference agent (`inferplane agent`,
+// docs/agent.md) with what `docker run` was given before the agent: the runtime image,
+// `vllm serve <model> <args>` or the Parakeet image with its args; a node that serves no HTTP
+// (a --headless worker) has no health check.
+func launcherHead(t *tenant, j *job, serving bool) string {
 	var b strings.Builder
 	b.Grow(3072)
 	ln := func(lines ...string) {
@@ -153,17 +160,27 @@ func launcherHead(t *tenant, j *job) string {
 		ln("# The NIC of the default route, for any $IFACE_NAME in the master's env.",
 			`IFACE_NAME="$(ip -o -4 route show default | awk '{print $5; exit}')"`)
 	}
+	health := "http://127.0.0.1:" + strconv.Itoa(v1alpha1.ServingPort) + "/health"
+	if !serving {
+		health = "''"
+	}
 	ln("export IFACE_NAME",
 		"",
-		"docker rm --force "+guestContainer+" >/dev/null 2>&1 || true",
-		"exec docker run --rm --name "+guestContainer+` \`,
-		`  --gpus all --ipc host --network host \`)
+		"# The inference agent runs the model server's container, restarts it when it exits and",
+		"# writes its lines to the serial console (docs/agent.md).",
+		"exec "+guestAgent+" agent --name "+guestContainer+" --health-url "+health+` \`,
+		`  --all-gpus --ipc host --network host \`)
 	if j.multiNode() && j.nodeType.Spec.InfiniBand != nil {
-		ln(`  --device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1 \`)
+		ln(`  --host-device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1 \`)
 	}
 	ln("  --volume "+guestCacheDir+":"+containerCache+` \`,
 		`  --env HF_TOKEN \`)
 	for _, e := range j.p.Env {
+		if e.SecretKey != "" {
+			// Read from the Secret's disk in the guest by the agent, which redacts it.
+			b.WriteString(scriptIndent + "  --secret-env " + shellQuote(e.Name+"="+guestTokenDir+"/"+e.SecretKey) + " \\\n")
+			continue
+		}
 		b.WriteString(scriptIndent + "  --env ")
 		writeIndented(&b, shellQuoteExpandIface(e.Name+"="+e.Value))
 		b.WriteString(" \\\n")

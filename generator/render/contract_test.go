@@ -220,6 +220,10 @@ func checkJob(t *testing.T, tenant, tier string, jp *plan.JobPlan, f jobFolder) 
 			} else if spec.ReadinessProbe != nil {
 				t.Errorf("%s: a --headless worker has a readiness probe", name)
 			}
+			// The serial console is logged: the inference agent's records are read there.
+			if l := spec.Domain.Devices.LogSerialConsole; l == nil || !*l {
+				t.Errorf("%s: logSerialConsole = %v, want true", name, l)
+			}
 
 			// Volumes: golden disk, cloud-init by Secret, model cache PVC, optional HF token.
 			vols := map[string]kubevirtv1.Volume{}
@@ -308,7 +312,16 @@ func checkUserData(t *testing.T, vm, tenant string, jp *plan.JobPlan, r, n int32
 	if !strings.Contains(script, "  "+image+" ") && !strings.HasSuffix(script, "  "+image+"\n") {
 		t.Errorf("%s: the launcher does not run image %s:\n%s", vm, image, script)
 	}
-	words := strings.Join(strings.Fields(strings.ReplaceAll(script[strings.Index(script, "exec docker run"):], "\\\n", " ")), " ")
+	words := strings.Join(strings.Fields(strings.ReplaceAll(script[strings.Index(script, "exec /usr/local/bin/inferplane agent"):], "\\\n", " ")), " ")
+	// The inference agent runs the container as docker run did, with a health check on the
+	// nodes that serve only.
+	wantAgent := "exec /usr/local/bin/inferplane agent --name inferplane-model-server --health-url http://127.0.0.1:8000/health --all-gpus --ipc host --network host "
+	if jp.NodesPerReplica > 1 && jp.DataParallelLocal == 0 && n > 0 {
+		wantAgent = strings.Replace(wantAgent, "http://127.0.0.1:8000/health", "''", 1)
+	}
+	if !strings.HasPrefix(words, wantAgent) {
+		t.Errorf("%s: launcher does not start with %q:\n%s", vm, wantAgent, words)
+	}
 	if jp.Job.Spec.EffectiveRuntime() == v1alpha1.RuntimeVLLM {
 		want := "--entrypoint vllm " + image + " serve " + jp.Master.Spec.Model + " " + strings.Join(jp.Args, " ")
 		if !strings.Contains(words, want) {
@@ -377,8 +390,8 @@ func TestCloudInitUserDataGoesBySecret(t *testing.T) {
 	}
 }
 
-// TestLauncherQuoting runs the rendered docker command line through a real bash (with
-// docker replaced by printf) and checks the model server would get every argument and env
+// TestLauncherQuoting runs the rendered agent command line through a real bash (with the
+// agent replaced by printf) and checks the model server would get every argument and env
 // value exactly as written: only $IFACE_NAME expands, nothing else the shell could run.
 func TestLauncherQuoting(t *testing.T) {
 	bash, err := exec.LookPath("bash")
@@ -390,7 +403,7 @@ func TestLauncherQuoting(t *testing.T) {
 	tricky := []string{"--chat-template", "{% if x %}'quoted' \"$(touch /tmp/pwned)\" `id`{% endif %}\n line two",
 		"--served-model-name", "my model", "--x", "*", "--y", "~", "--z", ""}
 	jp.Args = append(jp.Args, tricky...)
-	jp.Env = []v1alpha1.EnvVar{{Name: "A", Value: "$HOME and ${IFACE_NAME} and $IFACE_NAME2 'q'"}}
+	jp.Env = []v1alpha1.EnvVar{{Name: "A", Value: "$HOME and ${IFACE_NAME} and $IFACE_NAME2 'q'"}, {Name: "WANDB_API_KEY", SecretKey: "wandb"}}
 	files := mustRender(t, tp)
 	ud := loadJob(t, files, jp.Job.Name).secrets["qwen-r0-n0-cloud-init"].StringData[render.UserDataKey]
 	var cc struct {
@@ -400,8 +413,8 @@ func TestLauncherQuoting(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := cc.WriteFiles[0].Content
-	cmdline := script[strings.Index(script, "exec docker run"):]
-	cmdline = strings.Replace(cmdline, "exec docker run", `printf '%s\0'`, 1)
+	cmdline := script[strings.Index(script, "exec /usr/local/bin/inferplane agent"):]
+	cmdline = strings.Replace(cmdline, "exec /usr/local/bin/inferplane agent", `printf '%s\0'`, 1)
 
 	cmd := exec.Command(bash, "-c", "IFACE_NAME=eth9\n"+cmdline)
 	cmd.Env = []string{"HOME=/home/x", "PATH=/usr/bin:/bin"}
@@ -416,5 +429,9 @@ func TestLauncherQuoting(t *testing.T) {
 	}
 	if !slices.Contains(argv, "A=$HOME and eth9 and $IFACE_NAME2 'q'") {
 		t.Errorf("env not passed as written (with $IFACE_NAME expanded): %q", argv)
+	}
+	// A secret env value is read by the agent in the guest, from the Secret's disk.
+	if i := slices.Index(argv, "--secret-env"); i < 0 || argv[i+1] != "WANDB_API_KEY=/run/inferplane/hf-token/wandb" {
+		t.Errorf("the secret env is not the agent's --secret-env from the Secret's disk: %q", argv)
 	}
 }

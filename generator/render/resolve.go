@@ -313,8 +313,9 @@ func checkServerArgs(probs *problem.List, f string, jp *plan.JobPlan, j *job) {
 		}
 	}
 	for _, e := range jp.Env {
-		if e.Name == "" || strings.ContainsRune(e.Name, '=') || hasControl(e.Name) || hasControl(e.Value) {
-			probs.Add(f, field.NewPath("spec", "model"), "master env names without '=' and values without control characters", "env %q of master %q", e.Name, j.master)
+		if e.Name == "" || strings.ContainsRune(e.Name, '=') || hasControl(e.Name) || hasControl(e.Value) ||
+			strings.ContainsAny(e.SecretKey, "/\x00") || hasControl(e.SecretKey) {
+			probs.Add(f, field.NewPath("spec", "model"), "master env names without '=', values without control characters, secret keys without '/'", "env %q of master %q", e.Name, j.master)
 		}
 	}
 	if hasControl(j.image) || strings.ContainsAny(j.image, " \t\n") {

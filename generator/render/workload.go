@@ -54,7 +54,9 @@ func jobFiles(t *tenant, j *job) []file {
 		{JobFile, managedJob(t, j)},
 		{"modelmaster.yaml", modelMaster(t, j)},
 	}
-	head := launcherHead(t, j) // the same on every node
+	// The launcher is the same on every node that serves, and on every one that does not.
+	var heads [2]string
+	heads[1] = launcherHead(t, j, true)
 	for r := range j.replicas {
 		prefix := "r" + strconv.Itoa(int(r))
 		files = append(files, file{prefix + "-service.yaml", service(t, j, r)})
@@ -62,12 +64,16 @@ func jobFiles(t *tenant, j *job) []file {
 			np := prefix + "-n" + strconv.Itoa(int(n))
 			// One label map for all objects of a node: built objects are never modified.
 			labels := t.nodeLabels(j, r, n)
+			serving := j.serving(n)
+			if !serving && heads[0] == "" {
+				heads[0] = launcherHead(t, j, false)
+			}
 			files = append(files,
-				file{np + "-cloud-init.yaml", cloudInitSecret(t, j, r, n, labels, head)},
+				file{np + "-cloud-init.yaml", cloudInitSecret(t, j, r, n, labels, heads[b2i(serving)])},
 				file{np + "-model-cache.yaml", modelCache(t, j, r, n, labels)},
 				file{np + "-vm.yaml", virtualMachine(t, j, r, n, labels)},
 			)
-			if j.serving(n) && j.address.mode() == v1alpha1.AddressLoadBalancer {
+			if serving && j.address.mode() == v1alpha1.AddressLoadBalancer {
 				files = append(files, file{np + "-loadbalancer.yaml", loadBalancer(t, j, r, n, labels)})
 			}
 		}
@@ -246,6 +252,9 @@ func virtualMachine(t *tenant, j *job, r, n int32, labels map[string]string) obj
 
 	mem := j.memory
 	eviction := kubevirtv1.EvictionStrategyNone
+	// The guest's serial console goes to virt-launcher's guest-console-log container: the
+	// inference agent's records (docs/agent.md) are read back as that container's log.
+	logSerialConsole := true
 	spec := kubevirtv1.VirtualMachineInstanceSpec{
 		Domain: kubevirtv1.DomainSpec{
 			CPU:    &kubevirtv1.CPU{Cores: j.cpu},
@@ -253,10 +262,11 @@ func virtualMachine(t *tenant, j *job, r, n int32, labels map[string]string) obj
 			// Requests equal to the guest memory: no overcommit under a model server.
 			Resources: kubevirtv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: mem}},
 			Devices: kubevirtv1.Devices{
-				GPUs:        gpus,
-				HostDevices: hostDevices,
-				Disks:       disks,
-				Interfaces:  ifaces,
+				GPUs:             gpus,
+				HostDevices:      hostDevices,
+				Disks:            disks,
+				Interfaces:       ifaces,
+				LogSerialConsole: &logSerialConsole,
 			},
 		},
 		NodeSelector: maps.Clone(nt.Selector()),
@@ -410,4 +420,11 @@ func cloudInitSource(vm string, withNetwork bool) *kubevirtv1.CloudInitNoCloudSo
 		s.NetworkDataSecretRef = ref
 	}
 	return s
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

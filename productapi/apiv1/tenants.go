@@ -32,8 +32,8 @@ type TenantQuota struct {
 	// Over: the jobs claim more than the quota in force (it was lowered below what runs):
 	// what runs is kept, and no job may grow until they are back under it.
 	Over             bool     `json:"over"`
-	AllowedNodeTypes []string `json:"allowedNodeTypes" doc:"The node types in force (the tier's, or the tenant's narrower list); null: every node type"`
-	Models           []string `json:"models" doc:"The model catalogue in force; null: every model"`
+	AllowedNodeTypes []string `json:"allowedNodeTypes" nullable:"true" doc:"The node types in force (the tier's, or the tenant's narrower list); null: every node type"`
+	Models           []string `json:"models" nullable:"true" doc:"The model catalogue in force; null: every model"`
 	InputsCommit     string   `json:"inputsCommit"`
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/inferplane/inferplane/internal/serve"
 	"github.com/inferplane/inferplane/productapi/clientconfig"
 )
 
@@ -27,6 +28,9 @@ type LoopbackOptions struct {
 	Open Browser
 	// Timeout bounds the wait for the browser (0: 5 minutes).
 	Timeout time.Duration
+	// Bounds bound the listener against slow and hostile local clients (zero fields:
+	// serve.LoopbackHTTP).
+	Bounds serve.HTTP
 }
 
 // callbackPath is where the provider sends the browser back to, on 127.0.0.1.
@@ -39,7 +43,8 @@ func (p *Provider) AuthCode(ctx context.Context, o LoopbackOptions) (clientconfi
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port)))
+	bounds := o.Bounds.Over(serve.LoopbackHTTP())
+	l, err := bounds.Listen(net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port)))
 	if err != nil {
 		return clientconfig.Tokens{}, fmt.Errorf("listening on 127.0.0.1 for the sign-in's redirect: %w", err)
 	}
@@ -49,18 +54,52 @@ func (p *Provider) AuthCode(ctx context.Context, o LoopbackOptions) (clientconfi
 	verifier, state, nonce := oauth2.GenerateVerifier(), random(), random()
 	authURL := cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("nonce", nonce))
 
-	type result struct {
-		code string
-		err  error
+	got := make(chan callbackResult, 1)
+	srv := bounds.Server(callback(state, got))
+	go func() { _ = srv.Serve(l) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+
+	if err := o.Open(ctx, authURL); err != nil {
+		return clientconfig.Tokens{}, err
 	}
-	got := make(chan result, 1)
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	wait, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	var res callbackResult
+	select {
+	case res = <-got:
+	case <-wait.Done():
+		return clientconfig.Tokens{}, fmt.Errorf("no answer from the browser within %s: %w", o.Timeout, wait.Err())
+	}
+	if res.err != nil {
+		return clientconfig.Tokens{}, res.err
+	}
+	t, err := cfg.Exchange(p.ctx(ctx), res.code, oauth2.VerifierOption(verifier))
+	if err != nil {
+		return clientconfig.Tokens{}, describe(err)
+	}
+	return p.tokens(ctx, t, nonce)
+}
+
+// callbackResult is what the provider's redirect brought: a code, or why there is none.
+type callbackResult struct {
+	code string
+	err  error
+}
+
+// callback takes the provider's redirect to callbackPath: the first that carries state goes
+// to got, and the browser is told how the sign-in went.
+func callback(state string, got chan<- callbackResult) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != callbackPath {
 			http.NotFound(w, r)
 			return
 		}
 		q := r.URL.Query()
-		var res result
+		var res callbackResult
 		switch {
 		case q.Get("state") != state:
 			// Not this sign-in's answer (a stale tab, or a page trying its luck): ignored.
@@ -84,33 +123,7 @@ func (p *Provider) AuthCode(ctx context.Context, o LoopbackOptions) (clientconfi
 		case got <- res:
 		default:
 		}
-	})}
-	go func() { _ = srv.Serve(l) }()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-
-	if err := o.Open(ctx, authURL); err != nil {
-		return clientconfig.Tokens{}, err
-	}
-	wait, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	var res result
-	select {
-	case res = <-got:
-	case <-wait.Done():
-		return clientconfig.Tokens{}, fmt.Errorf("no answer from the browser within %s: %w", o.Timeout, wait.Err())
-	}
-	if res.err != nil {
-		return clientconfig.Tokens{}, res.err
-	}
-	t, err := cfg.Exchange(p.ctx(ctx), res.code, oauth2.VerifierOption(verifier))
-	if err != nil {
-		return clientconfig.Tokens{}, describe(err)
-	}
-	return p.tokens(ctx, t, nonce)
+	})
 }
 
 // DevicePrompt tells the person where to go and which code to enter.

@@ -130,11 +130,12 @@ IFACE_NAME="$(ip -o -4 route show default | awk '{print $5; exit}')"
 {{ end -}}
 export IFACE_NAME
 
-docker rm --force inferplane-model-server >/dev/null 2>&1 || true
-exec docker run --rm --name inferplane-model-server \
-  --gpus all --ipc host --network host \
+# The inference agent runs the model server's container, restarts it when it exits and
+# writes its lines to the serial console (docs/agent.md).
+exec /usr/local/bin/inferplane agent --name inferplane-model-server --health-url {{ if or (eq $n 0) (gt (int $j.dpLocal) 0) }}http://127.0.0.1:8000/health{{ else }}''{{ end }} \
+  --all-gpus --ipc host --network host \
 {{ if and (gt (int $j.nodes) 1) $j.ib -}}
-{{ "  " }}--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1 \
+{{ "  " }}--host-device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1 \
 {{ end -}}
 {{ "  " }}--volume /var/lib/inferplane/model-cache:/root/.cache/huggingface \
   --env HF_TOKEN \
@@ -176,7 +177,7 @@ Requires=docker.service
 
 [Service]
 ExecStart=/usr/local/bin/inferplane-model-server
-ExecStop=/usr/bin/docker stop --time 30 inferplane-model-server
+TimeoutStopSec=90
 Restart=always
 RestartSec=10
 
