@@ -19,8 +19,8 @@ const DefaultAdminAddress = "127.0.0.1:9095"
 
 // Serve runs the meter (`inferplane meter serve`) until ctx ends: the Service, and on
 // adminAddr /healthz, /readyz (every tenant cluster read once), /metrics and the meter's own
-// paths (Handler), within the admin servers' bounds (docs/servers.md). It returns once the last records and checkpoint are written.
-func Serve(ctx context.Context, cfg Config, adminAddr string) error {
+// paths (Handler), within bounds (zero fields: the admin servers' serve.AdminHTTP, docs/servers.md). It returns once the last records and checkpoint are written.
+func Serve(ctx context.Context, cfg Config, adminAddr string, bounds serve.HTTP) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.Registerer = reg
@@ -28,7 +28,7 @@ func Serve(ctx context.Context, cfg Config, adminAddr string) error {
 	if err != nil {
 		return err
 	}
-	bounds := serve.AdminHTTP()
+	bounds = bounds.Over(serve.AdminHTTP())
 	lis, err := bounds.Listen(adminAddr)
 	if err != nil {
 		svc.close()

@@ -10,6 +10,7 @@ import (
 
 	registry "github.com/inferplane/inferplane/clusters"
 	"github.com/inferplane/inferplane/internal/kubeconfig"
+	"github.com/inferplane/inferplane/internal/serve"
 	"github.com/inferplane/inferplane/metering"
 )
 
@@ -99,7 +100,7 @@ Admin endpoints (--admin-address): /healthz, /readyz (every tenant cluster read 
 				urls, _ := cmd.Flags().GetStringArray("server")
 				cfg.Tokens = metering.Gateways{URLs: urls}
 			}
-			return metering.Serve(cmd.Context(), cfg, admin)
+			return metering.Serve(cmd.Context(), cfg, admin, serve.HTTP{})
 		},
 	}
 	fl := cmd.Flags()
