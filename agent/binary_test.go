@@ -1,9 +1,9 @@
 package agent
 
 import (
-	"bytes"
+	"errors"
+	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferplane/inferplane/agent/guestlog"
-	"github.com/inferplane/inferplane/e2e/proc"
+	"github.com/inferplane/inferplane/e2e/agentproc"
 )
 
 // The inferplane binary (go build of cmd/inferplane), built once for the tests that run the
@@ -30,75 +30,48 @@ var cli struct {
 
 func inferplaneBin(t *testing.T) string {
 	t.Helper()
-	cli.once.Do(func() {
-		cli.path = filepath.Join(filepath.Dir(standinBin), "inferplane")
-		out, err := exec.Command("go", "build", "-o", cli.path, "github.com/inferplane/inferplane/cmd/inferplane").CombinedOutput()
-		if err != nil {
-			cli.err = err
-			cli.path = string(out)
-		}
-	})
-	require.NoError(t, cli.err, "go build ./cmd/inferplane: %s", cli.path)
+	cli.once.Do(func() { cli.path, cli.err = agentproc.Build(filepath.Dir(standinBin)) })
+	require.NoError(t, cli.err)
 	return cli.path
 }
 
 // agentProc is `inferplane agent` running as a process, its console a file.
 type agentProc struct {
+	agentproc.Agent
 	t       *testing.T
 	console string
 	dir     string
-	args    []string
-	p       *proc.Process
-	runs    int
 }
 
 func newAgentProc(t *testing.T, args ...string) *agentProc {
 	dir := t.TempDir()
-	a := &agentProc{t: t, console: filepath.Join(dir, "console"), dir: dir,
-		args: append([]string{"agent", "--console", filepath.Join(dir, "console"), "--state-dir", filepath.Join(dir, "state"),
-			"--hf-token-file", filepath.Join(dir, "no-token"), "--health-interval", "100ms", "--restart-backoff", "100ms"}, args...)}
-	t.Cleanup(func() {
-		if a.p != nil {
-			a.p.Stop(5 * time.Second)
-		}
-	})
+	a := &agentProc{t: t, console: filepath.Join(dir, "console"), dir: dir, Agent: agentproc.Agent{Bin: inferplaneBin(t), Dir: dir,
+		Env: []string{"PATH=" + os.Getenv("PATH")},
+		Args: append([]string{"agent", "--console", filepath.Join(dir, "console"), "--state-dir", filepath.Join(dir, "state"),
+			"--hf-token-file", filepath.Join(dir, "no-token"), "--health-interval", "100ms", "--restart-backoff", "100ms"}, args...)}}
+	t.Cleanup(func() { a.Stop(5 * time.Second) })
 	return a
 }
 
 func (a *agentProc) start() {
 	a.t.Helper()
-	a.runs++
-	p, err := proc.Start("agent-"+strconv.Itoa(a.runs), inferplaneBin(a.t), a.args, []string{"PATH=" + os.Getenv("PATH")}, a.dir)
-	require.NoError(a.t, err)
-	a.p = p
+	require.NoError(a.t, a.Start())
 }
 
 // signal sends sig to the agent alone and waits for it to end.
 func (a *agentProc) signal(sig syscall.Signal) error {
 	a.t.Helper()
-	require.NoError(a.t, syscall.Kill(a.p.Pid(), sig))
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		if ok, err := a.p.Exited(); ok {
-			return err
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	a.t.Fatalf("the agent did not end on %v:\n%s", sig, a.p.Tail(30))
-	return nil
+	exit, err := a.Signal(sig, 90*time.Second)
+	require.NoError(a.t, err)
+	return exit
 }
 
 func (a *agentProc) records() []guestlog.Record {
-	b, err := os.ReadFile(a.console)
-	if err != nil {
-		return nil
+	recs, err := agentproc.Records(a.console)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		require.NoError(a.t, err)
 	}
-	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-		b = b[:i+1] // a record being written is not read yet
-	} else {
-		return nil
-	}
-	return decodeAll(a.t, b)
+	return recs
 }
 
 // waitFor waits for a record of a Seq above afterSeq (a restarted agent writes the record it
@@ -114,7 +87,7 @@ func (a *agentProc) waitFor(what string, ok func(guestlog.Record) bool, afterSeq
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	a.t.Fatalf("no record %s; the agent's log:\n%s", what, a.p.Tail(30))
+	a.t.Fatalf("no record %s; the agent's log:\n%s", what, a.Tail(30))
 }
 
 func lastSeq(recs []guestlog.Record) uint64 {

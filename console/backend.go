@@ -38,6 +38,10 @@ type Backend interface {
 	RestartJob(ctx context.Context, id access.Identity, tenant, job string, replica *int32) error
 	// DeleteJob removes the job from the inputs.
 	DeleteJob(ctx context.Context, id access.Identity, tenant, job string) error
+	// JobLogs reads the job's log (the API's GET .../logs): each is called for every line,
+	// stage change and notice as it comes, until the log ends (following: until ctx ends or
+	// each fails). ErrNotFound for a job the caller may not see.
+	JobLogs(ctx context.Context, id access.Identity, tenant, job string, q LogQuery, each func(LogLine) error) error
 	// Models is what the tenant may run, per allowed node type, with the GPUs each needs.
 	Models(ctx context.Context, id access.Identity, tenant string) (*ModelList, error)
 
@@ -107,7 +111,8 @@ func allows(role v1alpha1.TenantRole, a access.Action) bool {
 }
 
 // Stages are the readiness stages, from worst to best (lifecycle's).
-var Stages = []string{"failed", "unknown", "syncing", "waiting-for-capacity", "booting", "loading-model", "serving"}
+var Stages = []string{"failed", "crash-looping", "unknown", "syncing", "waiting-for-capacity", "booting",
+	"pulling-image", "downloading-weights", "loading-model", "serving"}
 
 // Job is one job as a list shows it (apiv1.Job).
 type Job struct {
@@ -173,6 +178,33 @@ type Node struct {
 	Phase string
 	IPs   []string
 	Ready bool
+}
+
+// LogQuery narrows a job's log (the API's query of GET .../logs).
+type LogQuery struct {
+	// Replica and Node narrow to one replica, one node rank (nil: all).
+	Replica, Node *int32
+	Follow        bool
+	// Tail is each VM's last lines to start from (nil: the API's default); Since leaves out
+	// lines before a time (RFC 3339) or a duration back from now.
+	Tail   *int64
+	Since  string
+	Search string
+}
+
+// LogLine is one entry of a job's log (apiv1.LogEntry): a line (Kind "line"), a VM's stage
+// change ("status") or a notice, Message saying the last two. The JSON is what the log pane's
+// script reads.
+type LogLine struct {
+	Kind      string    `json:"kind"`
+	Time      time.Time `json:"time"`
+	Replica   *int32    `json:"replica,omitempty"`
+	Node      *int32    `json:"node,omitempty"`
+	VM        string    `json:"vm,omitempty"`
+	Stream    string    `json:"stream,omitempty"`
+	Line      string    `json:"line,omitempty"`
+	Truncated bool      `json:"truncated,omitempty"`
+	Message   string    `json:"message,omitempty"`
 }
 
 // JobCreate asks for a new job (apiv1.JobCreate): the fields of `inferplane jobs create`.

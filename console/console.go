@@ -213,6 +213,7 @@ func (h *Handler) routes() {
 	t("GET /t/{tenant}/jobs/new", access.WriteJobs, h.newJob)
 	t("POST /t/{tenant}/jobs", access.WriteJobs, h.createJob)
 	t("GET /t/{tenant}/jobs/{job}", access.Read, h.job)
+	t("GET /t/{tenant}/jobs/{job}/logs/events", access.Read, h.jobLogEvents)
 	t("GET /t/{tenant}/jobs/{job}/restart", access.WriteJobs, h.confirmRestart)
 	t("POST /t/{tenant}/jobs/{job}/restart", access.WriteJobs, h.restartJob)
 	t("GET /t/{tenant}/jobs/{job}/delete", access.WriteJobs, h.confirmDelete)

@@ -271,6 +271,26 @@ type jobDetail struct {
 	Created bool
 	Curl    string
 	Python  string
+	// Logs is the log pane's: its stream, the replicas and node ranks it may narrow to, and
+	// how many lines it keeps.
+	Logs logPane
+}
+
+type logPane struct {
+	Events          string
+	Replicas, Nodes []int32
+	Max             int
+}
+
+func newLogPane(tenant string, j *JobDetail) logPane {
+	p := logPane{Events: "/t/" + url.PathEscape(tenant) + "/jobs/" + url.PathEscape(j.Name) + "/logs/events", Max: LogPaneMax}
+	for r := range j.Replicas {
+		p.Replicas = append(p.Replicas, r)
+	}
+	for n := range max(j.NodesPerReplica, 1) {
+		p.Nodes = append(p.Nodes, n)
+	}
+	return p
 }
 
 func (h *Handler) job(c *call) {
@@ -279,9 +299,11 @@ func (h *Handler) job(c *call) {
 		h.backendError(c.w, c.r, err)
 		return
 	}
-	d := jobDetail{Job: j, Now: h.now(), Created: c.r.URL.Query().Get("created") == "1"}
+	d := jobDetail{Job: j, Now: h.now(), Created: c.r.URL.Query().Get("created") == "1", Logs: newLogPane(c.tenant, j)}
 	d.Curl, d.Python = snippets(j)
-	h.render(c.w, c.r, http.StatusOK, "job", h.viewFor(c, j.Name, "jobs", d))
+	v := h.viewFor(c, j.Name, "jobs", d)
+	v.Scripts, v.Styles = []string{"logs.js"}, []string{"logs.css"}
+	h.render(c.w, c.r, http.StatusOK, "job", v)
 }
 
 // snippets are a ready-to-paste curl command and openai-python program for the endpoint.

@@ -254,7 +254,7 @@ func stageClass(stage string) string {
 	switch stage {
 	case "serving":
 		return "ok"
-	case "failed":
+	case "failed", "crash-looping":
 		return "bad"
 	case "unknown", "":
 		return "unknown"

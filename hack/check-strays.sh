@@ -22,12 +22,13 @@ cache="${INFERPLANE_CACHE:-$root/.cache}"
 # command name, which may hold spaces: 2 is the parent's pid, 20 the start time in clock ticks
 # since boot.
 stat_field() {
-  local stat
+  local stat n=$2
   stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
   stat=${stat##*) }
   # shellcheck disable=SC2086
   set -- $stat
-  echo "${!2}"
+  [[ $n -le $# ]] || return 1
+  echo "${!n}"
 }
 
 # cmdline PID: the process's command line, its arguments joined by spaces.

@@ -32,6 +32,9 @@ type Observed struct {
 	// with GatewayError saying why.
 	Gateway      *Rotation
 	GatewayError string
+	// Agent is what the inference agent of each running VM last reported, by VM name, for
+	// the VMs AgentWanted names (nil: none read; a VM without an entry shows its VMI's stage).
+	Agent map[string]*AgentReport
 }
 
 // Application is the part of an Argo CD Application (argoproj.io/v1alpha1) read here. Argo

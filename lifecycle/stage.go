@@ -10,13 +10,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/inferplane/inferplane/agent/guestlog"
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/policy"
 )
 
 // Stage is how far a replica (or a job) is on its way to serving, in the order it passes
-// them: syncing, waiting-for-capacity, booting, loading-model, serving. Failed and unknown
-// are off that road.
+// them: syncing, waiting-for-capacity, booting, pulling-image, downloading-weights,
+// loading-model, serving. Failed, crash-looping and unknown are off that road. The three
+// stages between booting and serving come from what the inference agent in the VM reports
+// (AgentReport); without a report a running VM is loading-model.
 type Stage string
 
 const (
@@ -34,6 +37,13 @@ const (
 	// StageBooting: the VMI has a node and the guest is starting (image pull, boot, the
 	// model server's container starting).
 	StageBooting Stage = "booting"
+	// StagePullingImage: the agent pulls the model server's image (bytes done and total).
+	StagePullingImage Stage = "pulling-image"
+	// StageDownloadingWeights: the model server downloads the weights into the model cache.
+	StageDownloadingWeights Stage = "downloading-weights"
+	// StageCrashLooping: the model server exited and the agent restarts it with a backoff
+	// (the exit code, how long it ran, the restarts and its last line).
+	StageCrashLooping Stage = "crash-looping"
 	// StageLoadingModel: the VMI runs, but the model server's /health does not pass yet
 	// (downloading and loading weights), or the gateway has not taken the replica in yet.
 	StageLoadingModel Stage = "loading-model"
@@ -42,7 +52,11 @@ const (
 )
 
 // stageOrder ranks stages from least to most ready.
-var stageOrder = []Stage{StageFailed, StageUnknown, StageSyncing, StageWaitingForCapacity, StageBooting, StageLoadingModel, StageServing}
+var stageOrder = []Stage{StageFailed, StageCrashLooping, StageUnknown, StageSyncing, StageWaitingForCapacity, StageBooting,
+	StagePullingImage, StageDownloadingWeights, StageLoadingModel, StageServing}
+
+// Stages are every stage, from least to most ready.
+func Stages() []Stage { return slices.Clone(stageOrder) }
 
 // Rank is the stage's place from least to most ready (-1 for a stage not among them).
 func (s Stage) Rank() int { return slices.Index(stageOrder, s) }
@@ -88,6 +102,8 @@ type NodeInfo struct {
 	Phase string   `json:"phase,omitempty"`
 	IPs   []string `json:"ips,omitempty"`
 	Ready bool     `json:"ready"`
+	// Agent is what the VM's inference agent last reported, when it was read.
+	Agent *AgentReport `json:"agent,omitempty"`
 }
 
 // verdict is a stage with when it was entered and why.
@@ -109,7 +125,10 @@ func Compute(j Job, o Observed) JobStatus {
 	for r := range j.Replicas {
 		rs := ReplicaStatus{Replica: r}
 		for n := range max(j.NodesPerReplica, 1) {
-			rs.Nodes = append(rs.Nodes, nodeInfo(policy.VMName(j.Name, r, n), idx.vmis))
+			name := policy.VMName(j.Name, r, n)
+			ni := nodeInfo(name, idx.vmis)
+			ni.Agent = o.Agent[name]
+			rs.Nodes = append(rs.Nodes, ni)
 		}
 		v := app
 		if !appBlocks {
@@ -199,11 +218,12 @@ type observedIndex struct {
 	vmis   map[string]*kubevirtv1.VirtualMachineInstance
 	pvcs   map[string]*corev1.PersistentVolumeClaim
 	events map[string][]corev1.Event // by the PVC they are about
+	agent  map[string]*AgentReport   // by VM
 }
 
 func indexObserved(o Observed) observedIndex {
 	idx := observedIndex{vms: map[string]*kubevirtv1.VirtualMachine{}, vmis: map[string]*kubevirtv1.VirtualMachineInstance{},
-		pvcs: map[string]*corev1.PersistentVolumeClaim{}, events: map[string][]corev1.Event{}}
+		pvcs: map[string]*corev1.PersistentVolumeClaim{}, events: map[string][]corev1.Event{}, agent: o.Agent}
 	for i := range o.VMs {
 		idx.vms[o.VMs[i].Name] = &o.VMs[i]
 	}
@@ -326,18 +346,7 @@ func nodeVerdict(name string, serving bool, idx observedIndex) verdict {
 		return verdict{stage: StageBooting, since: phaseSince(vmi, kubevirtv1.Scheduled, vmi.CreationTimestamp.Time),
 			reason: "scheduled on " + cmp.Or(vmi.Status.NodeName, "a node") + "; the guest is starting"}
 	case kubevirtv1.Running:
-		since := phaseSince(vmi, kubevirtv1.Running, vmi.CreationTimestamp.Time)
-		if !serving {
-			return verdict{stage: StageServing, since: since, reason: "running on " + vmi.Status.NodeName}
-		}
-		if c := vmiCondition(vmi, kubevirtv1.VirtualMachineInstanceReady); c != nil && c.Status == corev1.ConditionTrue {
-			return verdict{stage: StageServing, since: c.LastTransitionTime.Time, reason: "/health passes"}
-		}
-		reason := "running on " + vmi.Status.NodeName + "; the model server's /health does not pass yet (downloading and loading the weights)"
-		if c := vmiCondition(vmi, kubevirtv1.VirtualMachineInstanceReady); c != nil && c.Message != "" {
-			reason += ": " + c.Message
-		}
-		return verdict{stage: StageLoadingModel, since: since, reason: reason}
+		return runningVerdict(name, vmi, serving, idx.agent[name])
 	case kubevirtv1.Failed:
 		return verdict{stage: StageFailed, since: phaseSince(vmi, kubevirtv1.Failed, vmi.CreationTimestamp.Time),
 			reason: "VMI " + name + " failed" + conditionText(vmi) + "; runStrategy Always starts a new one"}
@@ -348,6 +357,34 @@ func nodeVerdict(name string, serving bool, idx observedIndex) verdict {
 		return verdict{stage: StageFailed, since: phaseSince(vmi, vmi.Status.Phase, vmi.CreationTimestamp.Time),
 			reason: fmt.Sprintf("VMI %s is %s (its node %s may be lost)", name, vmi.Status.Phase, cmp.Or(vmi.Status.NodeName, "-"))}
 	}
+}
+
+// runningVerdict is a running VM's stage: its agent's report when it has one that says more
+// than the VMI (a crash loop always does); otherwise serving once /health passes (a serving
+// node) or at once (a --headless worker), else loading-model.
+func runningVerdict(name string, vmi *kubevirtv1.VirtualMachineInstance, serving bool, rep *AgentReport) verdict {
+	since := phaseSince(vmi, kubevirtv1.Running, vmi.CreationTimestamp.Time)
+	ready := vmiCondition(vmi, kubevirtv1.VirtualMachineInstanceReady)
+	isReady := ready != nil && ready.Status == corev1.ConditionTrue
+	if rep != nil && (rep.Status.Stage == guestlog.StageCrashLooping || (!isReady && rep.Status.Stage != guestlog.StageServing)) {
+		if v, ok := agentVerdict(rep, vmi.Status.NodeName); ok {
+			return v
+		}
+	}
+	switch {
+	case !serving:
+		return verdict{stage: StageServing, since: since, reason: "running on " + vmi.Status.NodeName}
+	case isReady:
+		return verdict{stage: StageServing, since: ready.LastTransitionTime.Time, reason: "/health passes"}
+	}
+	reason := "running on " + vmi.Status.NodeName + "; the model server's /health does not pass yet (downloading and loading the weights)"
+	if rep != nil && rep.Status.Stage == guestlog.StageServing {
+		reason = "running on " + vmi.Status.NodeName + "; the agent says the model server is up, but /health does not pass yet"
+	}
+	if ready != nil && ready.Message != "" {
+		reason += ": " + ready.Message
+	}
+	return verdict{stage: StageLoadingModel, since: since, reason: reason}
 }
 
 // vmFailure reads the VM's printable status for the failures KubeVirt reports there.

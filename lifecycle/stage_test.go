@@ -236,7 +236,8 @@ func TestComputeSharedReason(t *testing.T) {
 }
 
 func TestStageOrder(t *testing.T) {
-	assert.Equal(t, []Stage{"failed", "unknown", "syncing", "waiting-for-capacity", "booting", "loading-model", "serving"}, stageOrder)
+	assert.Equal(t, []Stage{"failed", "crash-looping", "unknown", "syncing", "waiting-for-capacity", "booting",
+		"pulling-image", "downloading-weights", "loading-model", "serving"}, Stages())
 	assert.Less(t, StageBooting.Rank(), StageServing.Rank())
 	assert.Equal(t, -1, Stage("nope").Rank())
 }

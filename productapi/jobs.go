@@ -147,7 +147,11 @@ func (s *Server) jobDetail(v *view, jp *plan.JobPlan, st lifecycle.JobStatus) ap
 	for _, r := range st.Replicas {
 		rv := apiv1.Replica{Replica: r.Replica, Stage: string(r.Stage), Since: timePtr(r.Since), Reason: r.Reason, Nodes: []apiv1.Node{}}
 		for _, n := range r.Nodes {
-			rv.Nodes = append(rv.Nodes, apiv1.Node{VM: n.VM, Node: n.Node, Phase: n.Phase, IPs: n.IPs, Ready: n.Ready})
+			node := apiv1.Node{VM: n.VM, Node: n.Node, Phase: n.Phase, IPs: n.IPs, Ready: n.Ready}
+			if n.Agent != nil {
+				node.Agent = agentStatus(&n.Agent.Status, n.Agent.At)
+			}
+			rv.Nodes = append(rv.Nodes, node)
 		}
 		d.ReplicaList = append(d.ReplicaList, rv)
 	}
@@ -206,6 +210,7 @@ func (s *Server) stages(ctx context.Context, tp *plan.TenantPlan, only string) m
 		default:
 			obs.Gateway = &lifecycle.Rotation{}
 		}
+		obs.Agent = s.agentReports(ctx, tenantOf(tp), j, obs)
 		out[j.Name] = lifecycle.Compute(j, obs)
 	}
 	return out

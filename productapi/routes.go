@@ -33,6 +33,8 @@ func (s *Server) register() {
 		"Sets spec.replicas in the job's file (its comments kept), checked like a create. Role: admin.", 200), s.setReplicas)
 	huma.Register(s.api, op(http.MethodPost, t+"/jobs/{job}/restart", "restartJob", "Restart a job",
 		"Restarts one replica's VMs or all, keeping the model cache. Needs the clusters. Role: developer.", 200), s.restartJob)
+	huma.Register(s.api, s.logsOperation(op(http.MethodGet, t+"/jobs/{job}/logs", "getJobLogs", "A job's logs",
+		"What the job's model servers print and their inference agents report, read from each VM's console log (pods/log of its virt-launcher pod, container guest-console-log), merged over the VMs by time, as NDJSON (one LogEntry per line): the last lines of each VM (tail, since), only some (replica, node, search), and, following, new lines as they come. A client that stops reading for 10 s is cut off. Role: viewer.", 200)), s.jobLogs)
 	huma.Register(s.api, op(http.MethodGet, t+"/models", "listModels", "List models",
 		"What the tenant may run: hand-written masters, Parakeet and every recipe, on each allowed node type where a job naming it would be admitted, with the GPUs per replica and why. Role: viewer.", 200), s.listModels)
 	huma.Register(s.api, op(http.MethodGet, t+"/quota", "getQuota", "Get the tenant's quota",

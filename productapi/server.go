@@ -29,11 +29,13 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/inferplane/inferplane/access"
 	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/inputsrepo"
+	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 )
@@ -126,6 +128,11 @@ type Server struct {
 	gw      *gatewayCache
 	recon   *inputsrepo.Reconciler
 	keyIdem *idemCache
+	// statuses keeps the agents' statuses the stages read, briefly (agentReports).
+	statuses joblogs.StatusCache
+	// logRate bounds the console lines all log follows read a second (logLimit).
+	logRate     *rate.Limiter
+	logRateOnce sync.Once
 
 	refreshMu sync.Mutex
 }

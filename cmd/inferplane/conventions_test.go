@@ -52,6 +52,8 @@ var flagMeanings = map[string]string{
 	"keys-file":          "API key store file (bbolt)",
 	"gateway-name":       "name of the gateway: the prefix of its objects",
 	"gateway-replicas":   "number of xDS servers",
+	"replica":            "only this replica",
+	"since":              "from this long ago",
 }
 
 // commands is every command of the tree a user runs: not help, completion or hidden ones.

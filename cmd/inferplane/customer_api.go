@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 	apiclient "github.com/inferplane/inferplane/productapi/client"
 	"github.com/inferplane/inferplane/productapi/clientconfig"
@@ -32,6 +33,7 @@ type customerAPI interface {
 	SetReplicas(ctx context.Context, tenant, job string, replicas int32) (apiv1.JobWritten, error)
 	RestartJob(ctx context.Context, tenant, job string, replica int32, o apiclient.WriteOptions) (apiv1.Restarted, error)
 	DeleteJob(ctx context.Context, tenant, job string) (apiv1.JobDeleted, error)
+	Logs(ctx context.Context, tenant, job string, q apiclient.LogQuery, each func(apiv1.LogEntry) error) error
 	ListModels(ctx context.Context, tenant string) (apiv1.ModelList, error)
 	ListKeys(ctx context.Context, tenant string) (apiv1.KeyList, error)
 	CreateKey(ctx context.Context, tenant string, k apiv1.KeyCreate, o apiclient.WriteOptions) (apiv1.KeyCreated, error)
@@ -180,8 +182,8 @@ func (s *apiSession) jobsDetail(ctx context.Context, w, errOut io.Writer, tenant
 	switch d.Stage {
 	case "serving":
 		return nil
-	case "failed":
-		return &exitStatus{code: 4, err: fmt.Errorf("%s/%s failed: %s", tenant, job, d.Reason)}
+	case "failed", "crash-looping":
+		return &exitStatus{code: exitFailed, err: fmt.Errorf("%s/%s %s: %s", tenant, job, d.Stage, d.Reason)}
 	}
 	if wait.wait {
 		return &exitStatus{code: exitOnItsWay, err: fmt.Errorf("%s/%s: still %s after %s (--wait-timeout)", tenant, job, d.Stage, wait.timeout)}
@@ -209,7 +211,7 @@ func (s *apiSession) waitForJob(ctx context.Context, errOut io.Writer, tenant, j
 			fmt.Fprintf(errOut, "%s %s/%s: %s\n", time.Now().Format(time.TimeOnly), tenant, job, now)
 			last = now
 		}
-		if d.Stage == "serving" || d.Stage == "failed" {
+		if settled(lifecycle.Stage(d.Stage)) {
 			return d, nil
 		}
 		select {

@@ -30,6 +30,7 @@ func wireAPI(root *cobra.Command) {
 		"jobs create":  apiJobsCreateCmd,
 		"jobs restart": apiJobsRestartCmd,
 		"jobs delete":  apiJobsDeleteCmd,
+		"jobs logs":    apiJobsLogsCmd,
 		"keys create":  apiKeysCreateCmd,
 		"keys list":    apiKeysListCmd,
 		"keys revoke":  apiKeysRevokeCmd,

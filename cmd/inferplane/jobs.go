@@ -34,17 +34,22 @@ func newJobsCmd() *cobra.Command {
   detail    one job: its master, endpoint, and per replica its nodes and readiness stage
   restart   replaces a job's VMs in its tenant cluster, keeping the model cache
   delete    removes the job from the inputs and commits the tenant's repository without it
+  logs      what the job's model servers print, and follows it
 
 Readiness stages, in order: syncing (Argo CD has not synced the job), waiting-for-capacity
 (no node with free GPUs, or the model-cache claim is not bound), booting (scheduled, the
-guest is starting), loading-model (running; the model server's /health does not pass yet, or
-the gateway has not taken it in), serving (in the gateway's rotation); failed says why. A
-job is as far as its least ready replica.
+guest is starting), pulling-image and downloading-weights (what the inference agent in the
+VM reports, with bytes done and total), loading-model (running; the model server's /health
+does not pass yet, or the gateway has not taken it in), serving (in the gateway's rotation);
+failed says why; crash-looping says the model server keeps exiting, with its exit code, how
+long it ran, the restarts and its last line (jobs logs shows the lines before). A job is as
+far as its least ready replica.
 
 list and detail read the job's Argo CD Application in the host cluster (--kubeconfig,
---context), its VMs in the tenant's own cluster, and the gateway's view (--server, the
+--context), its VMs in the tenant's own cluster (and the agent's status from the console log
+of a running VM the gateway does not serve yet), and the gateway's view (--server, the
 xDS server's admin address). Exit codes: 0 serving, 3 on its way (syncing to
-loading-model), 4 failed, 1 an error (a cluster could not be read), 2 bad usage.
+loading-model), 4 failed or crash-looping, 1 an error (a cluster could not be read), 2 bad usage.
 
 A tenant's cluster (for list, detail and restart) is found, by --tenant-clusters:
   kubeconfig  the kubeconfig's context --tenant-context (default: the tenant's Argo CD
@@ -58,9 +63,10 @@ A tenant's cluster (for list, detail and restart) is found, by --tenant-clusters
   inferplane jobs detail acme/chat --wait
   inferplane jobs list --tenant acme
   inferplane jobs restart acme/chat --replica 1
+  inferplane jobs logs acme/chat -f
   inferplane jobs delete acme/chat --revoke-keys`,
 	}
-	cmd.AddCommand(newJobsCreateCmd(), newJobsDeleteCmd(), newJobsListCmd(), newJobsDetailCmd(), newJobsRestartCmd())
+	cmd.AddCommand(newJobsCreateCmd(), newJobsDeleteCmd(), newJobsListCmd(), newJobsDetailCmd(), newJobsRestartCmd(), newJobsLogsCmd())
 	return cmd
 }
 

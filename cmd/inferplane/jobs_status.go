@@ -20,6 +20,7 @@ import (
 	"github.com/inferplane/inferplane/generator"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/render"
+	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
 	"github.com/inferplane/inferplane/lifecycle/gateway"
@@ -121,6 +122,7 @@ func statuses(ctx context.Context, f *clusterFlags, tp *plan.TenantPlan, job str
 		return nil, err
 	}
 	rot, gwErr := gateway.Client{BaseURL: f.server}.Rotations(ctx, tp.Tenant.Name)
+	agents := &agentReader{f: f, t: tenantOf(tp)}
 	var out []lifecycle.JobStatus
 	for _, jp := range tp.Jobs {
 		if job != "" && jp.Job.Name != job {
@@ -135,10 +137,41 @@ func statuses(ctx context.Context, f *clusterFlags, tp *plan.TenantPlan, job str
 		default:
 			obs.Gateway = &lifecycle.Rotation{} // the gateway has no such endpoint (yet)
 		}
-		out = append(out, lifecycle.Compute(lifecycle.Job{Tenant: tp.Tenant.Name, Name: jp.Job.Name,
-			Replicas: jp.Job.Spec.Replicas, NodesPerReplica: jp.NodesPerReplica}, obs))
+		j := lifecycle.Job{Tenant: tp.Tenant.Name, Name: jp.Job.Name, Replicas: jp.Job.Spec.Replicas, NodesPerReplica: jp.NodesPerReplica}
+		obs.Agent = agents.reports(ctx, j, obs)
+		out = append(out, lifecycle.Compute(j, obs))
 	}
 	return out, nil
+}
+
+// agentReader reads the inference agents' status of a tenant's running VMs where it changes
+// the stages (lifecycle.AgentWanted), from their console logs; a cluster whose logs cannot
+// be read leaves the VMIs' own stages.
+type agentReader struct {
+	f    *clusterFlags
+	t    cluster.Tenant
+	kube *joblogs.Kube
+	err  error
+}
+
+func (a *agentReader) reports(ctx context.Context, j lifecycle.Job, obs lifecycle.Observed) map[string]*lifecycle.AgentReport {
+	names := lifecycle.AgentWanted(j, obs)
+	if len(names) == 0 {
+		return nil
+	}
+	if a.kube == nil && a.err == nil {
+		cfg, err := a.f.access().Tenant(ctx, a.t.Name, a.t.Cluster)
+		if err == nil {
+			var k joblogs.Kube
+			k, err = joblogs.NewKube(cfg)
+			a.kube = &k
+		}
+		a.err = err
+	}
+	if a.err != nil {
+		return nil
+	}
+	return joblogs.AgentReports(ctx, a.kube, nil, a.t.Namespace, a.t.Name, j.Name, obs.VMIs, names, time.Now())
 }
 
 // stageExit is the exit status of the least ready stage shown.
@@ -146,8 +179,8 @@ func stageExit(worst lifecycle.Stage, what string) error {
 	switch worst {
 	case lifecycle.StageServing:
 		return nil
-	case lifecycle.StageFailed:
-		return &exitStatus{code: exitFailed, err: fmt.Errorf("%s: failed", what)}
+	case lifecycle.StageFailed, lifecycle.StageCrashLooping:
+		return &exitStatus{code: exitFailed, err: fmt.Errorf("%s: %s", what, worst)}
 	}
 	return &exitStatus{code: exitOnItsWay, err: fmt.Errorf("%s: %s, not serving yet", what, worst)}
 }
@@ -251,10 +284,11 @@ it and why (see "jobs --help" for the stages and exit codes).
 What the inputs say (master, endpoint, replicas) is shown even when a cluster cannot be read;
 detail then says which part it could not read and how to give it (exit status 1).
 
---wait follows the job until it serves or fails (or --wait-timeout passes), printing each
-change of stage on standard error, then shows the detail.`,
+--wait follows the job until it serves, fails or crash-loops (or --wait-timeout passes),
+printing each change of stage on standard error, then shows the detail. A crash loop shows
+the model server's exit and last line; inferplane jobs logs shows the lines before it.`,
 		Example: `  inferplane jobs detail acme/chat
-  inferplane jobs detail acme/chat --wait                      # until it serves (exit 0) or fails (exit 4)
+  inferplane jobs detail acme/chat --wait                      # until it serves (exit 0), fails or crash-loops (exit 4)
   inferplane jobs detail acme/chat -o json | jq .replicas
   inferplane jobs detail acme/chat --tenant-clusters registry --vcluster-namespace vcluster-acme   # through the cluster registry`,
 		Args:              oneJob,
@@ -270,7 +304,7 @@ change of stage on standard error, then shows the detail.`,
 	in.register(cmd.Flags())
 	cf.register(cmd)
 	registerOutput(cmd, &output, "table", "", "table", "json", "yaml")
-	cmd.Flags().BoolVar(&w.wait, "wait", false, "follow the job until it serves or fails, then show it")
+	cmd.Flags().BoolVar(&w.wait, "wait", false, "follow the job until it serves, fails or crash-loops, then show it")
 	cmd.Flags().DurationVar(&w.timeout, "wait-timeout", 15*time.Minute, "with --wait: give up after this long (exit 3)")
 	return cmd
 }
@@ -335,7 +369,7 @@ func showDetail(cmd *cobra.Command, in *inputFlags, cf *clusterFlags, tenant, jo
 	if readErr != nil {
 		return fmt.Errorf("%w%s", readErr, clusterHint(readErr))
 	}
-	if w.wait && d.Stage != lifecycle.StageServing && d.Stage != lifecycle.StageFailed {
+	if w.wait && !settled(d.Stage) {
 		return &exitStatus{code: exitOnItsWay, err: fmt.Errorf("%s/%s: still %s after %s (--wait-timeout)", tenant, job, d.Stage, w.timeout)}
 	}
 	return stageExit(d.Stage, tenant+"/"+job)
@@ -379,7 +413,7 @@ func waitForJob(cmd *cobra.Command, cf *clusterFlags, tp *plan.TenantPlan, job s
 			fmt.Fprintf(cmd.ErrOrStderr(), "%s %s/%s: %s\n", time.Now().Format(time.TimeOnly), tp.Tenant.Name, job, now)
 			last = now
 		}
-		if st.Stage == lifecycle.StageServing || st.Stage == lifecycle.StageFailed {
+		if settled(st.Stage) {
 			return st, nil
 		}
 		select {
@@ -392,6 +426,12 @@ func waitForJob(cmd *cobra.Command, cf *clusterFlags, tp *plan.TenantPlan, job s
 		case <-tick.C:
 		}
 	}
+}
+
+// settled: --wait stops at a stage that will not move by itself: serving, failed, or the
+// model server crash-looping (its cause, an out-of-memory or a wrong revision, needs a change).
+func settled(s lifecycle.Stage) bool {
+	return s == lifecycle.StageServing || s == lifecycle.StageFailed || s == lifecycle.StageCrashLooping
 }
 
 // clusterHint says how to give what a cluster error lacks.
@@ -537,7 +577,7 @@ deletes the VMIs, and the VMs' runStrategy Always starts new ones. It says which
 	}
 	in.register(cmd.Flags())
 	cf.register(cmd)
-	cmd.Flags().Int32Var(&replica, "replica", -1, "restart only this replica (0, 1, ...); default all")
+	cmd.Flags().Int32Var(&replica, "replica", -1, "only this replica (0, 1, ...) is restarted; default all")
 	return cmd
 }
 

@@ -32,7 +32,7 @@ func newJobsTree(t *testing.T) jobsTree {
 func (tr jobsTree) run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	args = append(args, "--tenants", tr.tenants, "--recipes", "../../recipes")
-	if len(args) < 2 || args[0] != "jobs" || (args[1] != "list" && args[1] != "detail" && args[1] != "restart") {
+	if len(args) < 2 || args[0] != "jobs" || (args[1] != "list" && args[1] != "detail" && args[1] != "restart" && args[1] != "logs") {
 		args = append(args, "--out-dir", tr.out) // only the commands that render take it
 	}
 	out, errOut, err := execCLI(context.Background(), args...)

@@ -41,6 +41,7 @@ type Backend struct {
 	keys    map[string][]console.Key
 	usage   map[string]*console.Usage
 	health  map[string]*console.Health
+	logs    map[string]*jobLog // by tenant/job
 	// Calls counts the writes that reached the double, by method: tests check that a refused
 	// request never got here.
 	calls map[string]int

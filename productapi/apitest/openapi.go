@@ -63,7 +63,8 @@ func pointer(parts ...string) string {
 	return "/" + strings.Join(parts, "/")
 }
 
-// Check validates one answer; it returns why it is not valid (nil when it is).
+// Check validates one answer; it returns why it is not valid (nil when it is). An NDJSON
+// answer (application/x-ndjson) is checked one line at a time: body is then one line.
 func (o *OpenAPI) Check(req *http.Request, resp *http.Response, body []byte) error {
 	tmpl := ""
 	for _, p := range o.paths {

@@ -63,7 +63,7 @@ type Job struct {
 	// knows no domain.
 	Endpoint string `json:"endpoint,omitempty"`
 	// Stage is the least ready replica's readiness stage; Reason says why, Since since when.
-	Stage  string     `json:"stage" enum:"failed,unknown,syncing,waiting-for-capacity,booting,loading-model,serving"`
+	Stage  string     `json:"stage" enum:"failed,crash-looping,unknown,syncing,waiting-for-capacity,booting,pulling-image,downloading-weights,loading-model,serving"`
 	Since  *time.Time `json:"since,omitempty"`
 	Reason string     `json:"reason,omitempty"`
 }
@@ -116,6 +116,9 @@ type Node struct {
 	Phase string   `json:"phase,omitempty"`
 	IPs   []string `json:"ips,omitempty"`
 	Ready bool     `json:"ready"`
+	// Agent is what the VM's inference agent last reported, when the API read it (a running
+	// VM the gateway does not serve yet).
+	Agent *AgentStatus `json:"agent,omitempty"`
 }
 
 // Application is the job's Argo CD Application, as far as the stages read it.

@@ -9,6 +9,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -217,6 +218,95 @@ func (c *Client) Endpoints(ctx context.Context, tenant string) (apiv1.EndpointLi
 	return out, c.do(ctx, http.MethodGet, tenantPath(tenant, "endpoints"), nil, nil, "", &out)
 }
 
+// LogQuery says which of a job's log lines to read (GET .../jobs/{job}/logs).
+type LogQuery struct {
+	// Replica and Node narrow to one replica, one node rank (nil: all).
+	Replica, Node *int32
+	// Follow keeps reading new lines until ctx ends.
+	Follow bool
+	// Since is a duration back from now (10m) or an RFC 3339 time; empty: none.
+	Since string
+	// Tail is each VM's last lines to start from (-1: all; nil: the server's default, 100,
+	// or all with Since).
+	Tail *int64
+	// Search keeps the lines that contain it, ignoring case.
+	Search string
+}
+
+// MaxLogEntry is the longest log entry the client reads (a line is at most 8 KiB as the
+// agent forwards it; JSON may escape it to several times that).
+const MaxLogEntry = 1 << 20
+
+// Logs reads a job's log, calling each for every entry as it comes, until the server ends it
+// (following: until ctx ends, then nil) or each fails. The request has no client timeout.
+func (c *Client) Logs(ctx context.Context, tenant, job string, q LogQuery, each func(apiv1.LogEntry) error) error {
+	v := url.Values{}
+	if q.Replica != nil {
+		v.Set("replica", strconv.Itoa(int(*q.Replica)))
+	}
+	if q.Node != nil {
+		v.Set("node", strconv.Itoa(int(*q.Node)))
+	}
+	if q.Follow {
+		v.Set("follow", "true")
+	}
+	if q.Tail != nil {
+		v.Set("tail", strconv.FormatInt(*q.Tail, 10))
+	}
+	for k, val := range map[string]string{"since": q.Since, "search": q.Search} {
+		if val != "" {
+			v.Set(k, val)
+		}
+	}
+	path := tenantPath(tenant, "jobs", job, "logs")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+path+"?"+v.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/x-ndjson")
+	if err := c.authorize(ctx, req); err != nil {
+		return err
+	}
+	hc := &http.Client{} // no timeout: a follow lasts as long as ctx
+	if c.HTTP != nil {
+		hc.Transport = c.HTTP.Transport
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if c.Inspect != nil {
+			c.Inspect(req, resp, data)
+		}
+		return answerError(resp, data)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), MaxLogEntry)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if c.Inspect != nil {
+			c.Inspect(req, resp, line)
+		}
+		var e apiv1.LogEntry
+		if err := json.Unmarshal(line, &e); err != nil {
+			return fmt.Errorf("GET %s: a log line is not the expected JSON: %w", path, err)
+		}
+		if err := each(e); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	return nil
+}
+
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in any, idem string, out any) error {
 	retries := c.Retries
 	if retries == 0 {
@@ -264,14 +354,8 @@ func (c *Client) once(ctx context.Context, method, path string, q url.Values, in
 	if idem != "" {
 		req.Header.Set("Idempotency-Key", idem)
 	}
-	if c.Token != nil {
-		tok, err := c.Token(ctx)
-		if err != nil {
-			return fmt.Errorf("sign-in token: %w", err)
-		}
-		if tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
-		}
+	if err := c.authorize(ctx, req); err != nil {
+		return err
 	}
 	hc := c.HTTP
 	if hc == nil {
@@ -290,11 +374,7 @@ func (c *Client) once(ctx context.Context, method, path string, q url.Values, in
 		c.Inspect(req, resp, data)
 	}
 	if resp.StatusCode >= 300 {
-		e := &Error{Status: resp.StatusCode, Challenge: resp.Header.Get("WWW-Authenticate"), RetryAfter: resp.Header.Get("Retry-After")}
-		if json.Unmarshal(data, &e.Problem) != nil || e.Problem.Status == 0 {
-			e.Problem = apiv1.Problem{Status: resp.StatusCode, Title: http.StatusText(resp.StatusCode), Detail: strings.TrimSpace(string(data))}
-		}
-		return e
+		return answerError(resp, data)
 	}
 	if out == nil {
 		return nil
@@ -303,6 +383,30 @@ func (c *Client) once(ctx context.Context, method, path string, q url.Values, in
 		return fmt.Errorf("%s %s: the answer is not the expected JSON: %w", method, path, err)
 	}
 	return nil
+}
+
+// authorize adds the bearer token, if any.
+func (c *Client) authorize(ctx context.Context, req *http.Request) error {
+	if c.Token == nil {
+		return nil
+	}
+	tok, err := c.Token(ctx)
+	if err != nil {
+		return fmt.Errorf("sign-in token: %w", err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	return nil
+}
+
+// answerError is an error answer's *Error: its problem details, or its text.
+func answerError(resp *http.Response, data []byte) *Error {
+	e := &Error{Status: resp.StatusCode, Challenge: resp.Header.Get("WWW-Authenticate"), RetryAfter: resp.Header.Get("Retry-After")}
+	if json.Unmarshal(data, &e.Problem) != nil || e.Problem.Status == 0 {
+		e.Problem = apiv1.Problem{Status: resp.StatusCode, Title: http.StatusText(resp.StatusCode), Detail: strings.TrimSpace(string(data))}
+	}
+	return e
 }
 
 // SignIn is how to sign in to the server (no token needed).

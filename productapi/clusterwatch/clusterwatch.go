@@ -28,6 +28,7 @@ import (
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/clusters"
+	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
 )
@@ -315,6 +316,55 @@ func (w *Watcher) tenantCache(ctx context.Context, t cluster.Tenant) (cache.Cach
 		return nil, "", fmt.Errorf("cluster of tenant %s (%s): watch its VMs, VMIs, claims and events in namespace %s: %w", t.Name, cl.Server, t.Namespace, err)
 	}
 	return c, cl.Server, nil
+}
+
+// GuestLogs reaches the VMs' console logs in a tenant's cluster: its virt-launcher pods from a
+// watch cache of their own (started on first use, like the workloads', and apart from them, so
+// credentials that may not list pods leave the stages readable), their logs through its API
+// server (pods/log).
+func (w *Watcher) GuestLogs(ctx context.Context, t cluster.Tenant) (joblogs.Cluster, error) {
+	snap, err := w.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := clusters.Find(snap, w.Registry, t.Name, t.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("the cluster of tenant %s: host cluster (%s): %w", t.Name, w.Host.Host, err)
+	}
+	key := "tenant/" + cl.Secret + "/" + cl.Fingerprint + "/" + t.Namespace + "/" + t.Name + "/pods"
+	c, err := w.get(ctx, key, func() (cache.Cache, []client.Object, error) {
+		sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelTenant: t.Name, kubevirtv1.AppLabel: joblogs.LauncherValue})
+		c, err := cache.New(rest.CopyConfig(cl.Config), cache.Options{
+			Scheme:                       cluster.Scheme(),
+			DefaultUnsafeDisableDeepCopy: ptr(true), // read only
+			DefaultTransform:             cache.TransformStripManagedFields(),
+			DefaultNamespaces:            map[string]cache.Config{t.Namespace: {}},
+			ByObject:                     map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: sel}},
+		})
+		return c, []client.Object{&corev1.Pod{}}, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster of tenant %s (%s): watch its virt-launcher pods in namespace %s: %w", t.Name, cl.Server, t.Namespace, err)
+	}
+	kube, err := joblogs.NewKube(cl.Config)
+	if err != nil {
+		return nil, err
+	}
+	return cachedPods{c: c, Kube: kube}, nil
+}
+
+// cachedPods lists pods from the watch cache and reads their logs from the API server.
+type cachedPods struct {
+	c cache.Cache
+	joblogs.Kube
+}
+
+func (p cachedPods) Pods(ctx context.Context, namespace string, sel labels.Selector) ([]corev1.Pod, error) {
+	var l corev1.PodList
+	if err := p.c.List(ctx, &l, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	return l.Items, nil
 }
 
 // Restart restarts a job's VMs in the tenant's cluster, reached through the registry.
