@@ -5,7 +5,7 @@ GO       ?= go
 BIN      := bin/inferplane
 
 .PHONY: all build demo image guest-image test test-guest test-argocd vet fmt unit kubebin testbins bench bench-generator bench-webhook bench-xds \
-        bench-keys bench-recipes bench-api bench-api-designs bench-console bench-logs console console-screenshots generate verify-generate clean
+        bench-keys bench-recipes bench-api bench-api-designs bench-meter bench-console bench-logs console console-screenshots generate verify-generate clean
 
 all: build
 
@@ -113,7 +113,7 @@ unit:
 	$(GO) test -count=1 ./...
 
 # Benchmarks, each printed with its ratio against the baseline a user would reach for instead.
-bench: bench-generator bench-webhook bench-xds bench-keys bench-recipes bench-console bench-api bench-logs
+bench: bench-generator bench-webhook bench-xds bench-keys bench-recipes bench-console bench-api bench-logs bench-meter
 
 # The console's page budget (docs/console.md): the jobs page loaded cold in Chromium 20 times,
 # JavaScript and CSS transferred and the first render, each with its ratio to the issue's
@@ -193,6 +193,16 @@ bench-keys:
 	@if command -v luajit >/dev/null 2>&1; then luajit usage/envoylua/testdata/bench.lua usage/envoylua; \
 	else echo "bench-keys: luajit is not installed (apt-get install luajit): the LuaJIT figures for the usage filter were not measured"; fi
 	@echo "bench-keys: machine load while measuring: $$(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) on $$(nproc) CPUs"
+
+# The meter (docs/business.md): 10,000 VMIs' transitions (Running, then Succeeded: the time
+# per transition and the meter's memory per VMI), then the usage query of one tenant among
+# 2,000 over a month of records (4,320,000: p50/p99 and the index's memory) beside summing the
+# same records without the index, with the ratio.
+bench-meter:
+	$(GO) test ./metering/ -run '^$$' -bench 'MeterTransitions10k' -benchtime 5x -count 1
+	$(GO) test ./metering/ -run '^$$' -bench 'UsageQuery' -benchtime 200x -count 1 -timeout 30m | \
+		(cd hack/bench && $(GO) run ./ratio UsageQueryMonth=UsageQueryScanMonth)
+	@echo "bench-meter: machine load while measuring: $$(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) on $$(nproc) CPUs"
 
 # Product API (docs/api.md, docs/design.md): job creates until both pushes are done, from 8
 # clients at once through 1 and 3 replicas at 200, 2,000 and 20,000 tenants x 10 jobs (creates

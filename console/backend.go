@@ -284,6 +284,33 @@ type Usage struct {
 	From, To  time.Time
 	Keys      []Series
 	Endpoints []Series
+	// Metered is the meter's GPU time and recorded tokens per job, and Quota what the quota
+	// leaves; nil when the API knows no meter.
+	Metered *Metered
+}
+
+// Metered is the meter's account of the period, per job.
+type Metered struct {
+	Jobs  []MeteredRow
+	Total MeteredRow
+	// OpenGPUHours is the part of the GPU time of VMs running now, not recorded yet.
+	OpenGPUHours float64
+	Quota        QuotaLeft
+}
+
+// MeteredRow is one job's GPU-hours and tokens.
+type MeteredRow struct {
+	Job      string
+	GPUHours float64
+	Counts
+}
+
+// QuotaLeft is the quota in force against what the jobs claim; Left* are nil with no limit.
+type QuotaLeft struct {
+	Tier               string
+	GPUs, Jobs         int32
+	UsedGPUs, UsedJobs int64
+	LeftGPUs, LeftJobs *int64
 }
 
 // Series is one key's or endpoint's usage per hour.

@@ -591,3 +591,19 @@ func TestUsageWithoutGateways(t *testing.T) {
 	f.backend.SetUnavailable("Usage", &console.Problem{Status: http.StatusForbidden, Detail: "no"})
 	f.get(t, dana, "/t/acme/usage", http.StatusForbidden)
 }
+
+// TestUsageShowsGPUHoursAndQuota: with the meter's figures, the usage page shows GPU-hours
+// beside tokens per job and what the quota leaves.
+func TestUsageShowsGPUHoursAndQuota(t *testing.T) {
+	f := newFixture(t)
+	dana := f.signIn(t, "dana@acme.example", "acme-ml")
+	left := int64(12)
+	f.backend.SetUsage("acme", &console.Usage{Metered: &console.Metered{
+		Jobs:  []console.MeteredRow{{Job: "qwen3-32b", GPUHours: 6600.0 / 3600, Counts: console.Counts{Requests: 15, TokensIn: 1500, TokensOut: 300}}},
+		Total: console.MeteredRow{GPUHours: 6600.0 / 3600, Counts: console.Counts{Requests: 15, TokensIn: 1500, TokensOut: 300}},
+		Quota: console.QuotaLeft{Tier: "h100-dedicated", GPUs: 16, UsedGPUs: 4, LeftGPUs: &left, UsedJobs: 3},
+	}})
+	body := f.get(t, dana, "/t/acme/usage", http.StatusOK)
+	assert.Regexp(t, `<th scope="row">qwen3-32b</th><td>1.83</td><td>15</td><td>1500</td><td>300</td>`, body)
+	assert.Regexp(t, `GPUs 4 of 16 used, 12 left;\s+jobs 3 used, no limit\.`, body)
+}

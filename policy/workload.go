@@ -82,7 +82,7 @@ func (w workload) names() WorkloadNames {
 var inferplaneLabels = []string{
 	v1alpha1.LabelTenant, v1alpha1.LabelJob, v1alpha1.LabelReplica, v1alpha1.LabelNodeRank,
 	v1alpha1.LabelRole, v1alpha1.LabelNodeType, v1alpha1.LabelRuntime, v1alpha1.LabelModelMaster,
-	v1alpha1.LabelServing,
+	v1alpha1.LabelServing, v1alpha1.LabelTier,
 }
 
 // requiredLabels are the ones the rules cannot work without.

@@ -53,8 +53,8 @@ func (s *Server) register() {
 		"Revocation is final; the record stays, listed as revoked. Role: developer.", 200), s.revokeKey)
 	huma.Register(s.api, op(http.MethodPut, t+"/keys/{id}/limits", "setKeyLimits", "Set an API key's limits",
 		"Replaces the key's own rate limits and token budgets (absent: none of its own). Each is at most the tenant's of the same kind (spec.limits of tenant.yaml), which apply to the key whatever its own; an operator is not bound by them. Role: developer.", 200), s.setKeyLimits)
-	huma.Register(s.api, op(http.MethodGet, t+"/usage", "getUsage", "Usage per key and hour",
-		"Requests and tokens per key and hour over a range, summed over every gateway replica. Role: viewer.", 200), s.getUsage)
+	huma.Register(s.api, op(http.MethodGet, t+"/usage", "getUsage", "Usage: GPU-seconds, tokens per key, what the quota leaves",
+		"Requests and tokens per key and hour over a range (from/to, or since/until), summed over every gateway replica; with a meter (api serve --meter), metered: the GPU-seconds the tenant's VMs held and the keys' recorded tokens, grouped by groupBy (job, model, key, day, nodeType, tier), and quota: what the quota in force leaves of what the jobs claim. groupBy without a meter: 503. Role: viewer.", 200), s.getUsage)
 	huma.Register(s.api, op(http.MethodGet, t+"/endpoints", "listEndpoints", "Endpoint health",
 		"Status, success rate and latency of each endpoint, summed over every gateway replica. Role: viewer.", 200), s.listEndpoints)
 }

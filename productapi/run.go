@@ -65,6 +65,8 @@ type Config struct {
 
 	// Gateways are the admin URLs of every xds serve replica.
 	Gateways []string
+	// Meter is the admin URL of the meter (inferplane meter serve).
+	Meter string
 
 	RefreshInterval, ReconcileInterval time.Duration
 	// PeerURL is where the other replicas reach this one, PeerTokenFile a file with the secret
@@ -205,7 +207,7 @@ func (c Config) options(ctx context.Context, log *slog.Logger) (Options, func(),
 	o := Options{
 		Inputs: repo, Verifier: v, Policy: access.Policy{AdminGroups: c.AdminGroups}, Domain: c.Domain,
 		WorkDir: work, RepoURL: c.RepoURL, Render: render.Options{GuestImage: c.GuestImage, StorageClass: c.StorageClass},
-		Getenv: credentialsFrom(c.TenantCredentialsDir), Gateways: c.Gateways,
+		Getenv: credentialsFrom(c.TenantCredentialsDir), Gateways: c.Gateways, Meter: c.Meter,
 		RefreshInterval: c.RefreshInterval, ReconcileInterval: c.ReconcileInterval,
 		Logger: log, Registry: reg, Version: cmp.Or(c.Version, "dev"), NoClusterReason: c.HostMissing,
 		SignIn: apiv1.SignIn{Issuer: c.OIDC.Issuer, ClientID: c.OIDC.ClientID, GroupsClaim: cmp.Or(c.OIDC.GroupsClaim, access.DefaultGroupsClaim)},

@@ -97,6 +97,9 @@ type Options struct {
 	// Gateways are the admin URLs of every gateway (xds serve) replica: usage and health are
 	// summed over them; the stages read the first that answers.
 	Gateways []string
+	// Meter is the admin URL of the meter (inferplane meter serve): the usage route's GPU-seconds
+	// and recorded tokens come from it.
+	Meter string
 
 	// RefreshInterval is how often the inputs are fetched for reads (default 2 s); a write
 	// refreshes at once. ReconcileInterval is how often every tenant is reconciled (default

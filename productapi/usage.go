@@ -17,6 +17,7 @@ import (
 	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/lifecycle/gateway"
+	"github.com/inferplane/inferplane/metering"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 	"github.com/inferplane/inferplane/usage"
 )
@@ -27,6 +28,13 @@ type usageInput struct {
 	Until    string `query:"until" doc:"An RFC 3339 time; default now"`
 	Key      string `query:"key" doc:"Only this key's usage" pattern:"^([0-9a-f]{16})?$"`
 	Endpoint string `query:"endpoint" doc:"Only keys that called this job"`
+	From     string `query:"from" doc:"Start of the period, as since (since's alias; it wins)"`
+	To       string `query:"to" doc:"End of the period, as until (until's alias; it wins)"`
+	GroupBy  string `query:"groupBy" enum:"job,model,key,day,nodeType,tier," doc:"Group the meter's records (metered) by this label; needs the meter"`
+}
+
+func (s *Server) noMeter() error {
+	return newProblem(http.StatusServiceUnavailable, "this API server knows no meter (api serve --meter URL, the admin address of inferplane meter serve)")
 }
 
 func (s *Server) noGateway() error {
@@ -36,12 +44,92 @@ func (s *Server) noGateway() error {
 // getUsage sums the tenant's usage over every gateway replica; one that cannot be read fails
 // the answer rather than give a partial sum (as `keys usage` does).
 func (s *Server) getUsage(ctx context.Context, in *usageInput) (*body[apiv1.Usage], error) {
-	if _, _, err := s.authorize(ctx, in.Tenant, access.Read); err != nil {
+	v, _, err := s.authorize(ctx, in.Tenant, access.Read)
+	if err != nil {
 		return nil, err
 	}
-	if len(s.opts.Gateways) == 0 {
+	in.Since, in.Until = cmpOr(in.From, in.Since), cmpOr(in.To, in.Until)
+	switch {
+	case in.GroupBy != "" && s.opts.Meter == "":
+		return nil, s.noMeter()
+	case len(s.opts.Gateways) == 0 && s.opts.Meter == "":
 		return nil, s.noGateway()
 	}
+	out := apiv1.Usage{Tenant: in.Tenant, Keys: []apiv1.KeyUsage{}, Limits: []apiv1.LimitSpend{}}
+	if len(s.opts.Gateways) > 0 {
+		if err := s.gatewayUsage(ctx, in, &out); err != nil {
+			return nil, err
+		}
+	}
+	if s.opts.Meter != "" {
+		if err := s.meteredUsage(ctx, in, &out); err != nil {
+			return nil, err
+		}
+		q, err := s.quotaAt(ctx, v, in.Tenant)
+		if err != nil {
+			return nil, err
+		}
+		out.Quota = quotaLeft(q)
+	}
+	return &body[apiv1.Usage]{Body: out}, nil
+}
+
+// meteredUsage reads the meter's records of the period.
+func (s *Server) meteredUsage(ctx context.Context, in *usageInput, out *apiv1.Usage) error {
+	now := s.opts.Now()
+	from, err := usage.ParseSince(cmpOr(in.Since, "24h"), now)
+	if err != nil {
+		return newProblem(http.StatusUnprocessableEntity, "from: "+err.Error())
+	}
+	to := now
+	if in.Until != "" {
+		if to, err = time.Parse(time.RFC3339, in.Until); err != nil {
+			return newProblem(http.StatusUnprocessableEntity, fmt.Sprintf("to: want an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", in.Until))
+		}
+	}
+	if !to.After(from) {
+		return newProblem(http.StatusUnprocessableEntity, fmt.Sprintf("to: %s is not after from %s", to.Format(time.RFC3339), from.Format(time.RFC3339)))
+	}
+	rep, err := metering.Client{BaseURL: s.opts.Meter}.Usage(ctx, in.Tenant, from, to, in.GroupBy)
+	if err != nil {
+		s.log.Warn("usage: the meter could not be read", "error", err)
+		return newProblem(http.StatusBadGateway, "the meter could not be read: "+err.Error())
+	}
+	m := &apiv1.MeteredUsage{From: rep.From, To: rep.To, GroupBy: rep.GroupBy, Groups: []apiv1.UsageGroup{},
+		Total: usageGroup(metering.Group{Usage: rep.Total}), OpenGPUSeconds: rep.OpenGPUSeconds, Through: rep.Through}
+	for _, g := range rep.Groups {
+		m.Groups = append(m.Groups, usageGroup(g))
+	}
+	out.Metered = m
+	return nil
+}
+
+func usageGroup(g metering.Group) apiv1.UsageGroup {
+	return apiv1.UsageGroup{Key: g.Key, GPUSeconds: g.GPUSeconds, GPUHours: float64(g.GPUSeconds) / 3600,
+		Counts: apiv1.Counts{Requests: g.Requests, TokensIn: g.TokensIn, TokensOut: g.TokensOut}}
+}
+
+// quotaLeft is what the quota in force leaves of what the jobs claim (never below 0: a quota
+// lowered below what runs leaves nothing).
+func quotaLeft(q apiv1.TenantQuota) *apiv1.QuotaLeft {
+	jobs := map[string]bool{}
+	for _, j := range q.Jobs {
+		jobs[j.Name] = true
+	}
+	out := &apiv1.QuotaLeft{Tier: q.Tier, GPUs: q.InForce.GPUs, UsedGPUs: q.UsedGPUs, Jobs: q.InForce.Jobs, UsedJobs: int64(len(jobs))}
+	if out.GPUs > 0 {
+		left := max(int64(out.GPUs)-out.UsedGPUs, 0)
+		out.LeftGPUs = &left
+	}
+	if out.Jobs > 0 {
+		left := max(int64(out.Jobs)-out.UsedJobs, 0)
+		out.LeftJobs = &left
+	}
+	return out
+}
+
+// gatewayUsage sums the keys' usage over every gateway replica.
+func (s *Server) gatewayUsage(ctx context.Context, in *usageInput, out *apiv1.Usage) error {
 	now := s.opts.Now()
 	q := url.Values{"tenant": {in.Tenant}, "since": {cmpOr(in.Since, "24h")}}
 	if in.Until != "" {
@@ -51,11 +139,11 @@ func (s *Server) getUsage(ctx context.Context, in *usageInput) (*body[apiv1.Usag
 		q.Set("key", in.Key)
 	}
 	if _, err := usage.ParseSince(q.Get("since"), now); err != nil {
-		return nil, newProblem(http.StatusUnprocessableEntity, "since: "+err.Error())
+		return newProblem(http.StatusUnprocessableEntity, "since: "+err.Error())
 	}
 	if in.Until != "" {
 		if _, err := time.Parse(time.RFC3339, in.Until); err != nil {
-			return nil, newProblem(http.StatusUnprocessableEntity, fmt.Sprintf("until: want an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", in.Until))
+			return newProblem(http.StatusUnprocessableEntity, fmt.Sprintf("until: want an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", in.Until))
 		}
 	}
 	reps := make([]usage.UsageReport, len(s.opts.Gateways))
@@ -76,10 +164,10 @@ func (s *Server) getUsage(ctx context.Context, in *usageInput) (*body[apiv1.Usag
 	})
 	if err := g.Wait(); err != nil {
 		s.log.Warn("usage: a gateway replica could not be read", "error", err)
-		return nil, newProblem(http.StatusBadGateway, "a gateway replica could not be read, so the sum would be partial: "+err.Error())
+		return newProblem(http.StatusBadGateway, "a gateway replica could not be read, so the sum would be partial: "+err.Error())
 	}
 	lists := make([][]usage.KeyUsage, len(reps))
-	out := apiv1.Usage{Tenant: in.Tenant, Keys: []apiv1.KeyUsage{}, Limits: limitSpend(in.Tenant, lim.Limits), LimitsLocal: !lim.StoreUp}
+	out.Limits, out.LimitsLocal = limitSpend(in.Tenant, lim.Limits), !lim.StoreUp
 	for i, r := range reps {
 		lists[i] = r.Keys
 		if i == 0 {
@@ -97,7 +185,7 @@ func (s *Server) getUsage(ctx context.Context, in *usageInput) (*body[apiv1.Usag
 		}
 		out.Keys = append(out.Keys, ku)
 	}
-	return &body[apiv1.Usage]{Body: out}, nil
+	return nil
 }
 
 // limitSpend keeps the tenant's figures only: a gateway asked for one tenant answers for it,

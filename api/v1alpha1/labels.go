@@ -15,6 +15,9 @@ const (
 	LabelNodeType    = "inferplane.io/node-type"
 	LabelRuntime     = "inferplane.io/runtime"
 	LabelModelMaster = "inferplane.io/model-master"
+	// LabelTier is the tenant's tier (spec.tier) on its workload objects, a billing label
+	// the meter reads from each VMI.
+	LabelTier = "inferplane.io/tier"
 
 	// LabelServing is ServingValue on every node of a replica that answers HTTP: the head of
 	// a replica started with vLLM's --nnodes launcher (its workers run --headless), every node
@@ -36,6 +39,10 @@ const (
 	AnnotationReplicaNodes = "inferplane.io/replica-nodes"
 	// AnnotationPerReplicaGPUCount mirrors the master's perReplicaGPUCount on each VM.
 	AnnotationPerReplicaGPUCount = "inferplane.io/per-replica-gpu-count"
+	// AnnotationModel is the job's model as the job names it (spec.model: a recipe's model
+	// id such as Qwen/Qwen3-32B, or a master's name), a billing label the meter reads. It is
+	// an annotation because a model id holds a slash, which a label value may not.
+	AnnotationModel = "inferplane.io/model"
 
 	// AnnotationAddressMode says where the gateway reaches a serving node: "pod" (the pod
 	// network's IP; absent means pod), "network" (the IP of the interface named by

@@ -118,6 +118,7 @@ Prometheus. SIGTERM finishes requests in flight (--shutdown-timeout).`,
 	fl.StringVar(&f.c.KeysSecretFile, "keys-secret-file", "", "file with the API keys' HMAC secret (else $INFERPLANE_KEYS_SECRET)")
 	fl.StringArrayVar(&f.gateways, "server", nil, "the gateway: base URL of the xDS server's admin address; repeat it for each server replica (usage and health are summed)")
 	deprecatedAlias(fl, "gateway", "server")
+	fl.StringVar(&f.c.Meter, "meter", "", "the meter: base URL of inferplane meter serve's admin address (the usage route's GPU-seconds, groupBy and what the quota leaves)")
 	fl.DurationVar(&f.c.RefreshInterval, "refresh-interval", 2*time.Second, "how often the inputs are fetched for reads")
 	fl.DurationVar(&f.c.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often every tenant repository is compared with the inputs and rendered when behind")
 	fl.StringVar(&f.c.PeerURL, "peer-url", "", "where the other API replicas reach this one (e.g. http://$(POD_IP):8080): with --peer-token-file, writes are handed to the replica that pushed last (docs/design.md)")

@@ -30,7 +30,7 @@ import (
 const flagsEndAtFirstArg = "inferplane.io/flags-end-at-first-arg"
 
 // outputFormats are the values -o may take, in any command.
-var outputFormats = []string{"table", "json", "yaml", "name"}
+var outputFormats = []string{"table", "json", "yaml", "name", "csv"}
 
 // formatsAnnotation holds, on a command's output flag, the formats that command accepts.
 const formatsAnnotation = "inferplane.io/formats"

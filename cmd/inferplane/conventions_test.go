@@ -150,6 +150,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"keys", "list", "-o", "wide"}, `-o "wide": expected table, json, yaml or name`},
 		{[]string{"gateway", "manifests", "--domain", "d", "-o", "gw.yaml"}, "write to a file with --file FILE"},
 		{[]string{"health", "--tenant"}, "flag needs an argument"},
+		{[]string{"usage", "--group-by", "vm"}, `--group-by "vm": expected one of job, model, key, day, nodeType, tier`},
+		{[]string{"usage", "-o", "yaml"}, `-o "yaml": expected table, json or csv`},
 	} {
 		_, _, err := execCLI(context.Background(), tc.args...)
 		require.Error(t, err, "%v", tc.args)

@@ -415,7 +415,7 @@ and when it expires. -o name prints the ids alone, one a line (for keys revoke).
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose keys to list (default: every tenant's)")
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "job endpoint: only the keys limited to it")
 	cmd.Flags().StringVar(&status, "status", "", "only keys in this status: active, revoked or expired")
-	registerOutput(cmd, &output, "table", "", outputFormats...)
+	registerOutput(cmd, &output, "table", "", "table", "json", "yaml", "name")
 	_ = cmd.RegisterFlagCompletionFunc("tenant", completeTenants)
 	return cmd
 }

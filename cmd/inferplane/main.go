@@ -61,6 +61,8 @@ syncs with an admission webhook, and routes customers' traffic through Envoy to 
 		newConfigCmd(),
 		newAgentCmd(),
 		newTenantsCmd(),
+		newMeterCmd(),
+		newUsageCmd(),
 	)
 	wireAPI(root)
 	applyConventions(root)

@@ -89,3 +89,37 @@ func TestTenantsCommands(t *testing.T) {
 	require.NoError(t, err, "a customer reads its own quota (the context's tenant)")
 	assert.Contains(t, out, "Tenant:     acme")
 }
+
+// TestUsageCommand: `inferplane usage` prints the meter's GPU-hours beside the keys' tokens,
+// grouped, and what the quota leaves, as a table, JSON and CSV.
+func TestUsageCommand(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 5, 3, 12, 0, 0, 0, time.UTC)
+	r := apitest.Remotes{Dir: t.TempDir()}
+	inputs := apitest.BundledInputs(t, r)
+	rep := apitest.StartReplica(t, r, inputs, apitest.Tokens{
+		"dana": {Issuer: "https://idp.test", Subject: "dana", Email: "dana@acme.example", EmailVerified: true, Name: "Dana", Groups: []string{"acme-ml"}},
+	}, productapi.Options{Meter: apitest.Meter(t, now, apitest.AcmeMeterRecords(now)...)})
+	signedIn(t, rep.URL, "dana", "acme")
+	from, to := "--from=2026-05-02T00:00:00Z", "--to=2026-05-03T12:00:00Z"
+
+	out, errOut, err := execCLI(ctx, "usage", from, to, "--group-by", "job")
+	require.NoError(t, err, errOut)
+	assert.Regexp(t, `JOB\s+GPU-HOURS\s+GPU-SECONDS\s+REQUESTS\s+TOKENS IN\s+TOKENS OUT`, out)
+	assert.Regexp(t, `mistral-small\s+1\.000\s+3600\s+0\s+0\s+0`, out)
+	assert.Regexp(t, `qwen3-32b\s+1\.833\s+6600\s+15\s+1500\s+300`, out)
+	assert.Regexp(t, `total\s+2\.833\s+10200\s+15\s+1500\s+300`, out)
+	assert.Contains(t, out, "quota (tier h100-dedicated): GPUs 4 of 16 used, 12 left, jobs 3 of 8 used, 5 left")
+
+	out, _, err = execCLI(ctx, "usage", from, to, "--group-by", "day", "-o", "csv")
+	require.NoError(t, err)
+	assert.Equal(t, "tenant,from,to,groupBy,key,gpuSeconds,gpuHours,requests,tokensIn,tokensOut\n"+
+		"acme,2026-05-02T00:00:00Z,2026-05-03T12:00:00Z,day,2026-05-02,6600,1.833,10,1000,200\n"+
+		"acme,2026-05-02T00:00:00Z,2026-05-03T12:00:00Z,day,2026-05-03,3600,1.000,5,500,100\n"+
+		"acme,2026-05-02T00:00:00Z,2026-05-03T12:00:00Z,day,total,10200,2.833,15,1500,300\n", out)
+
+	out, _, err = execCLI(ctx, "usage", from, to, "-o", "json")
+	require.NoError(t, err)
+	assert.Contains(t, out, `"gpuSeconds": 10200`)
+	assert.Contains(t, out, `"leftGpus": 12`)
+}

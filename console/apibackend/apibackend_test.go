@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -96,4 +97,24 @@ func TestInProcess(t *testing.T) {
 	_, err = b.CreateKey(ctx, dana, "acme", console.KeyCreate{Name: "x"})
 	require.ErrorAs(t, err, &p)
 	assert.Equal(t, http.StatusServiceUnavailable, p.Status)
+}
+
+// TestUsageWithTheMeter: with a meter, the console's usage has the meter's GPU-hours and
+// tokens per job and what the quota leaves; the gateways are not needed for it.
+func TestUsageWithTheMeter(t *testing.T) {
+	now := time.Date(2026, 5, 3, 12, 0, 0, 0, time.UTC)
+	r := apitest.Remotes{Dir: t.TempDir()}
+	rep := apitest.StartReplica(t, r, apitest.BundledInputs(t, r), apibackend.Verifier(refuseAll{}),
+		productapi.Options{Domain: "inference.test", Meter: apitest.Meter(t, now, apitest.AcmeMeterRecords(now)...)})
+	b := apibackend.New(rep.Server.Handler())
+	u, err := b.Usage(context.Background(), dana, "acme", now.Add(-36*time.Hour), now)
+	require.NoError(t, err)
+	require.NotNil(t, u.Metered)
+	tok := console.Counts{Requests: 15, TokensIn: 1500, TokensOut: 300}
+	assert.Equal(t, []console.MeteredRow{{Job: "mistral-small", GPUHours: 1}, {Job: "qwen3-32b", GPUHours: 6600.0 / 3600, Counts: tok}}, u.Metered.Jobs)
+	assert.Equal(t, console.MeteredRow{GPUHours: 10200.0 / 3600, Counts: tok}, u.Metered.Total)
+	q := u.Metered.Quota
+	assert.Equal(t, "h100-dedicated", q.Tier)
+	require.NotNil(t, q.LeftGPUs)
+	assert.Equal(t, int64(12), *q.LeftGPUs)
 }

@@ -204,7 +204,30 @@ func (b *Backend) Usage(ctx context.Context, id access.Identity, tenant string, 
 		}
 		out.Endpoints = append(out.Endpoints, series(e, eu.Keys))
 	}
+	if u.Metered != nil {
+		q = client.UsageQuery{From: q.Since, To: q.Until, GroupBy: "job"}
+		mu, err := b.c.Usage(ctx, tenant, q)
+		if err != nil {
+			return nil, problem(err)
+		}
+		out.Metered = metered(mu)
+	}
 	return out, nil
+}
+
+// metered is the meter's answer per job, with what the quota leaves.
+func metered(u apiv1.Usage) *console.Metered {
+	row := func(g apiv1.UsageGroup) console.MeteredRow {
+		return console.MeteredRow{Job: g.Key, GPUHours: g.GPUHours, Counts: console.Counts{Requests: g.Requests, TokensIn: g.TokensIn, TokensOut: g.TokensOut}}
+	}
+	m := &console.Metered{Total: row(u.Metered.Total), OpenGPUHours: float64(u.Metered.OpenGPUSeconds) / 3600}
+	for _, g := range u.Metered.Groups {
+		m.Jobs = append(m.Jobs, row(g))
+	}
+	if q := u.Quota; q != nil {
+		m.Quota = console.QuotaLeft{Tier: q.Tier, GPUs: q.GPUs, Jobs: q.Jobs, UsedGPUs: q.UsedGPUs, UsedJobs: q.UsedJobs, LeftGPUs: q.LeftGPUs, LeftJobs: q.LeftJobs}
+	}
+	return m
 }
 
 // series sums keys' usage per hour into one named series, hours in order.

@@ -416,6 +416,7 @@ func (b *Backend) Usage(_ context.Context, id access.Identity, tenant string, fr
 	u := &console.Usage{From: from, To: to}
 	if all := b.usage[tenant]; all != nil {
 		u.Keys, u.Endpoints = within(all.Keys, from, to), within(all.Endpoints, from, to)
+		u.Metered = all.Metered
 	}
 	return u, nil
 }

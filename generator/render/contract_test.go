@@ -1,6 +1,7 @@
 package render_test
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"os/exec"
@@ -87,13 +88,13 @@ func TestWorkloadContract(t *testing.T) {
 		for i := range tp.Jobs {
 			jp := &tp.Jobs[i]
 			t.Run(tp.Tenant.Name+"/"+jp.Job.Name, func(t *testing.T) {
-				checkJob(t, tp.Tenant.Name, jp, loadJob(t, files, jp.Job.Name))
+				checkJob(t, tp.Tenant.Name, tp.Tenant.Spec.Tier, jp, loadJob(t, files, jp.Job.Name))
 			})
 		}
 	}
 }
 
-func checkJob(t *testing.T, tenant string, jp *plan.JobPlan, f jobFolder) {
+func checkJob(t *testing.T, tenant, tier string, jp *plan.JobPlan, f jobFolder) {
 	job, nt := jp.Job.Name, &jp.NodeType
 	nodes, gpus := jp.NodesPerReplica, jp.GPUsPerNode
 	multi := nodes > 1
@@ -132,6 +133,9 @@ func checkJob(t *testing.T, tenant string, jp *plan.JobPlan, f jobFolder) {
 			if serving(n) {
 				wantLabels["inferplane.io/serving"] = "true"
 			}
+			if tier != "" {
+				wantLabels["inferplane.io/tier"] = tier // a billing label (docs/metering.md)
+			}
 			if !maps.Equal(vm.Labels, wantLabels) {
 				t.Errorf("%s labels = %v, want %v", name, vm.Labels, wantLabels)
 			}
@@ -144,6 +148,7 @@ func checkJob(t *testing.T, tenant string, jp *plan.JobPlan, f jobFolder) {
 				"inferplane.io/require-api-key":       strconv.FormatBool(jp.Job.Spec.APIKeyRequired()),
 				"inferplane.io/replica-nodes":         strconv.Itoa(int(nodes)),
 				"inferplane.io/per-replica-gpu-count": strconv.Itoa(int(jp.Master.Spec.PerReplicaGPUCount)),
+				"inferplane.io/model":                 cmp.Or(jp.Job.Spec.Model, jp.Master.Spec.Model),
 			}
 			if serving(n) {
 				wantAnn["inferplane.io/address-mode"] = "pod" // the fixtures' node types set no servingAddress

@@ -26,14 +26,25 @@ type meta struct {
 
 // jobLabels are the labels of every object of a job.
 func (t *tenant) jobLabels(j *job) map[string]string {
-	return map[string]string{
+	return t.withTier(map[string]string{
 		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue,
 		v1alpha1.LabelTenant:    t.name,
 		v1alpha1.LabelJob:       j.name,
-	}
+	})
 }
 
-// replicaLabels are the labels of a replica's objects (its Service).
+// withTier adds the tenant's tier, a billing label the meter reads from each VMI: it is the
+// tenant's spec.tier and nothing else, so a re-render or a restart never changes it. It labels
+// objects and never selects them.
+func (t *tenant) withTier(l map[string]string) map[string]string {
+	if t.spec.Tier != "" {
+		l[v1alpha1.LabelTier] = t.spec.Tier
+	}
+	return l
+}
+
+// replicaLabels are the labels of a replica's objects (its Service) and what selects its pods:
+// never the tier, which a tier change would change under running VMs.
 func (t *tenant) replicaLabels(j *job, replica int32) map[string]string {
 	return map[string]string{
 		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue,
@@ -60,5 +71,5 @@ func (t *tenant) nodeLabels(j *job, replica, rank int32) map[string]string {
 	if j.serving(rank) {
 		l[v1alpha1.LabelServing] = v1alpha1.ServingValue
 	}
-	return l
+	return t.withTier(l)
 }

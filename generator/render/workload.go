@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"maps"
 	"strconv"
 
@@ -144,7 +145,7 @@ func service(t *tenant, j *job, r int32) object[corev1.ServiceSpec] {
 	return object[corev1.ServiceSpec]{
 		APIVersion: "v1",
 		Kind:       "Service",
-		Metadata:   meta{Name: serviceName(j.name, r), Namespace: t.namespace, Labels: t.replicaLabels(j, r)},
+		Metadata:   meta{Name: serviceName(j.name, r), Namespace: t.namespace, Labels: t.withTier(t.replicaLabels(j, r))},
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
 			Selector:                 sel,
@@ -286,6 +287,8 @@ func virtualMachine(t *tenant, j *job, r, n int32, labels map[string]string) obj
 		v1alpha1.AnnotationRequireAPIKey:      strconv.FormatBool(j.requireAPIKey),
 		v1alpha1.AnnotationReplicaNodes:       strconv.Itoa(int(j.nodes)),
 		v1alpha1.AnnotationPerReplicaGPUCount: strconv.Itoa(int(j.nodes * j.gpusPerNode)),
+		// The model as the customer named it, for the meter's records (a billing label).
+		v1alpha1.AnnotationModel: cmp.Or(j.p.Job.Spec.Model, j.p.Master.Spec.Model),
 	}
 	addressAnnotations(j, name, n, annotations)
 	return object[vmSpec]{

@@ -319,6 +319,46 @@ type Usage struct {
 	// LimitsLocal is true when the figures are one gateway replica's own counts: it has no
 	// shared limits store, or cannot reach it. Other replicas' spend may be missing.
 	LimitsLocal bool `json:"limitsLocal,omitempty"`
+	// Metered is the meter's account of the period (GPU-seconds and the keys' recorded
+	// tokens, grouped by groupBy); absent when this API server knows no meter.
+	Metered *MeteredUsage `json:"metered,omitempty"`
+	// Quota is what the tenant's quota leaves: its figures in force and what its jobs claim.
+	Quota *QuotaLeft `json:"quota,omitempty"`
+}
+
+// MeteredUsage is the meter's records of a period, grouped.
+type MeteredUsage struct {
+	From    time.Time `json:"from" doc:"The first hour counted"`
+	To      time.Time `json:"to" doc:"The end of the last hour counted"`
+	GroupBy string    `json:"groupBy,omitempty" enum:"job,model,key,day,nodeType,tier,"`
+	// Groups are sorted by key; GPU time has no key, so under groupBy=key it is the row with
+	// an empty key.
+	Groups []UsageGroup `json:"groups"`
+	Total  UsageGroup   `json:"total"`
+	// OpenGPUSeconds is the part of the GPU time not recorded yet (VMs running now, up to
+	// Through): in the answer at once, in the records once proven.
+	OpenGPUSeconds uint64    `json:"openGpuSeconds"`
+	Through        time.Time `json:"through"`
+}
+
+// UsageGroup is one row of metered usage.
+type UsageGroup struct {
+	Key        string  `json:"key"`
+	GPUSeconds uint64  `json:"gpuSeconds"`
+	GPUHours   float64 `json:"gpuHours" doc:"gpuSeconds / 3600"`
+	Counts
+}
+
+// QuotaLeft is a tenant's quota in force against what its jobs claim (0: no limit, and no
+// figure left).
+type QuotaLeft struct {
+	Tier     string `json:"tier"`
+	GPUs     int32  `json:"gpus"`
+	UsedGPUs int64  `json:"usedGpus"`
+	LeftGPUs *int64 `json:"leftGpus,omitempty" doc:"GPUs more the jobs may claim; absent: no limit"`
+	Jobs     int32  `json:"jobs"`
+	UsedJobs int64  `json:"usedJobs"`
+	LeftJobs *int64 `json:"leftJobs,omitempty" doc:"Jobs more the tenant may create; absent: no limit"`
 }
 
 // LimitSpend is one limit with its spend in the current window.

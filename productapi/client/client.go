@@ -195,12 +195,15 @@ type UsageQuery struct {
 	// Since is a duration back from now (24h) or a time; empty: 24h.
 	Since, Until  string
 	Key, Endpoint string
+	// From, To and GroupBy ask the meter's records (from/to: as since/until).
+	From, To, GroupBy string
 }
 
 // Usage is the tenant's usage per key and hour.
 func (c *Client) Usage(ctx context.Context, tenant string, q UsageQuery) (apiv1.Usage, error) {
 	v := url.Values{}
-	for k, val := range map[string]string{"since": q.Since, "until": q.Until, "key": q.Key, "endpoint": q.Endpoint} {
+	for k, val := range map[string]string{"since": q.Since, "until": q.Until, "key": q.Key, "endpoint": q.Endpoint,
+		"from": q.From, "to": q.To, "groupBy": q.GroupBy} {
 		if val != "" {
 			v.Set(k, val)
 		}
