@@ -59,7 +59,7 @@ func TestJobsListDetailAndUnreachableClusters(t *testing.T) {
 	assert.Equal(t, "syncing", string(d.Stage))
 	assert.Len(t, d.Replicas, 2)
 	assert.Equal(t, "https://qwen3-32b.acme.models.example.com", d.Endpoint.URL)
-	assert.Equal(t, masterView{Name: "qwen3-32b-h100", Runtime: "vllm", Model: "Qwen/Qwen3-32B", Image: "vllm/vllm-openai:latest",
+	assert.Equal(t, masterView{Name: "qwen3-32b-h100", Runtime: "vllm", Model: "Qwen/Qwen3-32B", Image: "vllm/vllm-openai:v0.27.1", ImagePinned: true,
 		Args: []string{"--tensor-parallel-size", "1", "--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3",
 			"--max-model-len", "32768"}, PerReplicaGPUCount: 1, NodesPerReplica: 1, GPUsPerNode: 1, NodeType: "metal3.gpu-h100"}, d.Master)
 	assert.Contains(t, d.GatewayError, "connection refused", "the gateway could not be asked, and the detail says so")

@@ -40,13 +40,19 @@ func TestModelsAddPinnedMaster(t *testing.T) {
 	assert.Contains(t, string(vm), "vllm/vllm-openai:v0.10.2@"+testDigest+" \\")
 }
 
-// Without a pin, models add says the image moves; a bad pin is refused with the master check's
-// message and nothing is written.
+// The default image is a release tag, which models add takes without a note; a tag that moves
+// gets one; a bad pin is refused with the master check's message and nothing is written.
 func TestModelsAddChecks(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "m.yaml")
 	_, errOut, err := execCLI(t.Context(), "models", "add", "--from-recipe", "Qwen/Qwen3-32B", "--node-type", "h100",
 		"--file", file, "--recipes", "../../recipes", "--tenants", "../../tenants")
+	require.NoError(t, err)
+	assert.NotContains(t, errOut, "is a tag that moves")
+
+	moving := filepath.Join(dir, "latest.yaml")
+	_, errOut, err = execCLI(t.Context(), "models", "add", "--from-recipe", "Qwen/Qwen3-32B", "--node-type", "h100",
+		"--image", "vllm/vllm-openai:latest", "--file", moving, "--recipes", "../../recipes", "--tenants", "../../tenants")
 	require.NoError(t, err)
 	assert.Contains(t, errOut, "note: image vllm/vllm-openai:latest is a tag that moves")
 
