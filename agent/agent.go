@@ -19,6 +19,7 @@ import (
 	"github.com/inferplane/inferplane/agent/guestlog"
 	"github.com/inferplane/inferplane/agent/redact"
 	"github.com/inferplane/inferplane/agent/runtime"
+	"github.com/inferplane/inferplane/internal/sleep"
 )
 
 // Defaults of Config.
@@ -228,8 +229,7 @@ func (a *agent) failedStart(ctx context.Context, tr *tracker, bo *backoff, err e
 
 // restartAfter waits out a backoff and counts the restart that follows it.
 func (a *agent) restartAfter(ctx context.Context, delay time.Duration) {
-	sleep(ctx, delay)
-	if ctx.Err() == nil {
+	if sleep.For(ctx, delay) == nil {
 		_ = a.state.update(func(st *state) { st.Restarts++ })
 	}
 }
@@ -252,16 +252,6 @@ func (b *backoff) next() time.Duration {
 }
 
 func (b *backoff) reset() { b.n = 0 }
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
 
 // bytesWord writes a byte count for people: "1.5 GB".
 func bytesWord(n int64) string {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/inferplane/inferplane/agent/guestlog"
 	"github.com/inferplane/inferplane/agent/runtime"
+	"github.com/inferplane/inferplane/internal/sleep"
 )
 
 // runEnd is how a run ended.
@@ -128,8 +129,7 @@ func (a *agent) probe(ctx context.Context, tr *tracker) {
 		if tr.isServing() {
 			interval *= 5
 		}
-		sleep(ctx, interval)
-		if ctx.Err() != nil {
+		if sleep.For(ctx, interval) != nil {
 			return
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.cfg.HealthURL, nil)

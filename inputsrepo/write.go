@@ -196,14 +196,3 @@ func (r *Repo) backoff(attempt int) time.Duration {
 	d = min(max(d, time.Duration(r.pushTime.Load())), 2*time.Second)
 	return d/2 + rand.N(d+1)
 }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/inferplane/inferplane/internal/sleep"
 )
 
 // Group commit. A replica's writes go to one writer goroutine. It takes every write that
@@ -225,7 +227,7 @@ func (r *Repo) runBatch(batch []*pending) {
 		}
 		r.opts.Logger.Info("inputs push refused: another writer pushed first; building the writes again on the new head",
 			"attempt", attempt, "writes", len(live), "branch", r.opts.Branch)
-		if err := sleep(ctx, r.backoff(attempt)); err != nil {
+		if err := sleep.For(ctx, r.backoff(attempt)); err != nil {
 			fail(err)
 			return
 		}

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/inferplane/inferplane/agent/guestlog"
+	"github.com/inferplane/inferplane/internal/sleep"
 	"github.com/inferplane/inferplane/lifecycle"
 )
 
@@ -195,7 +196,7 @@ func (p *podReader) run(ctx context.Context, fresh bool) {
 		if !p.st.lastTS.IsZero() {
 			o.TailLines, o.SinceTime = nil, &metav1.Time{Time: p.st.lastTS}
 		}
-		if sleep(ctx, wait) != nil {
+		if sleep.For(ctx, wait) != nil {
 			return
 		}
 		wait = min(2*wait, 10*time.Second)
@@ -310,17 +311,6 @@ func (p *podReader) entry(content []byte, ts time.Time, search string) (Entry, b
 		}
 		e.Kind, e.Stream, e.Line, e.Truncated = KindLine, rec.Stream, rec.Line, rec.Truncated
 		return e, true
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

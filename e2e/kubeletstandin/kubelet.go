@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inferplane/inferplane/internal/sleep"
 	"github.com/inferplane/inferplane/webhook"
 )
 
@@ -172,7 +173,7 @@ func Tail(ctx context.Context, console string, into *ContainerLog) error {
 		if f, err = os.Open(console); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		if f == nil && sleep(ctx, 10*time.Millisecond) != nil {
+		if f == nil && sleep.For(ctx, 10*time.Millisecond) != nil {
 			return nil
 		}
 	}
@@ -190,22 +191,11 @@ func Tail(ctx context.Context, console string, into *ContainerLog) error {
 			partial = partial[:0]
 		case errors.Is(err, bufio.ErrBufferFull):
 		case errors.Is(err, io.EOF):
-			if sleep(ctx, 5*time.Millisecond) != nil {
+			if sleep.For(ctx, 5*time.Millisecond) != nil {
 				return nil
 			}
 		default:
 			return err
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
