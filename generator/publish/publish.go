@@ -30,6 +30,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
 
@@ -153,15 +154,7 @@ func Publish(ctx context.Context, t Target, files map[string][]byte, opts Option
 		head = base.Hash
 	}
 	if len(changes) > 0 {
-		now := time.Now
-		if opts.Now != nil {
-			now = opts.Now
-		}
-		msg := Message(t.Name, base == nil, changes, opts.Group)
-		if len(opts.Trailers) > 0 {
-			msg += "\n" + strings.Join(opts.Trailers, "\n") + "\n"
-		}
-		head, err = writeCommit(repo, base, files, msg, now())
+		head, err = writeCommit(repo, base, files, opts.message(t.Name, base == nil, changes), opts.now())
 		if err != nil {
 			return Result{}, fmt.Errorf("tenant %s: commit: %w", t.Name, err)
 		}
@@ -272,6 +265,23 @@ func blobHashes(files map[string][]byte) map[string]plumbing.Hash {
 		out[p] = blobHash(data)
 	}
 	return out
+}
+
+// now is the commit time: opts.Now's, or the clock's.
+func (opts Options) now() time.Time {
+	if opts.Now != nil {
+		return opts.Now()
+	}
+	return time.Now()
+}
+
+// message is the commit message of changes to tenant (Message), with opts.Trailers.
+func (opts Options) message(tenant string, first bool, changes []Change) string {
+	msg := Message(tenant, first, changes, opts.Group)
+	if len(opts.Trailers) > 0 {
+		msg += "\n" + strings.Join(opts.Trailers, "\n") + "\n"
+	}
+	return msg
 }
 
 // Message is the commit message for a set of changes: a title, the counts, then every change
@@ -570,7 +580,12 @@ func storeObject(repo *git.Repository, t plumbing.ObjectType, data []byte) (plum
 	if repo.Storer.HasEncodedObject(h) == nil {
 		return h, nil
 	}
-	obj := repo.Storer.NewEncodedObject()
+	return writeObject(repo.Storer, t, data)
+}
+
+// writeObject stores data as an object of type t, and returns its hash.
+func writeObject(s storer.EncodedObjectStorer, t plumbing.ObjectType, data []byte) (plumbing.Hash, error) {
+	obj := s.NewEncodedObject()
 	obj.SetType(t)
 	w, err := obj.Writer()
 	if err != nil {
@@ -582,7 +597,7 @@ func storeObject(repo *git.Repository, t plumbing.ObjectType, data []byte) (plum
 	if err := w.Close(); err != nil {
 		return plumbing.ZeroHash, err
 	}
-	return repo.Storer.SetEncodedObject(obj)
+	return s.SetEncodedObject(obj)
 }
 
 // setBranch points the target's branch (and HEAD) at h; a zero h leaves an unborn branch.

@@ -83,20 +83,13 @@ func (p *Remote) Publish(ctx context.Context, t Target, files map[string][]byte,
 	if len(changes) == 0 {
 		return Result{Status: Unchanged, Changes: changes}, nil
 	}
-	now := time.Now
-	if opts.Now != nil {
-		now = opts.Now
-	}
-	msg := Message(t.Name, head == nil, changes, opts.Group)
-	if len(opts.Trailers) > 0 {
-		msg += "\n" + strings.Join(opts.Trailers, "\n") + "\n"
-	}
+	msg := opts.message(t.Name, head == nil, changes)
 	store := memory.NewStorage()
 	parent, have := plumbing.ZeroHash, map[plumbing.Hash]bool{}
 	if head != nil {
 		parent, have = head.commit, head.objects
 	}
-	commit, objs, all, err := buildCommit(store, files, hashes, have, parent, msg, now())
+	commit, objs, all, err := buildCommit(store, files, hashes, have, parent, msg, opts.now())
 	if err != nil {
 		return Result{}, fmt.Errorf("tenant %s: commit: %w", t.Name, err)
 	}
@@ -196,19 +189,7 @@ func buildCommit(store storer.EncodedObjectStorer, files map[string][]byte, hash
 	all := map[plumbing.Hash]bool{}
 	var send []plumbing.Hash
 	put := func(t plumbing.ObjectType, data []byte) (plumbing.Hash, error) {
-		obj := store.NewEncodedObject()
-		obj.SetType(t)
-		w, err := obj.Writer()
-		if err != nil {
-			return plumbing.ZeroHash, err
-		}
-		if _, err := w.Write(data); err != nil {
-			return plumbing.ZeroHash, err
-		}
-		if err := w.Close(); err != nil {
-			return plumbing.ZeroHash, err
-		}
-		h, err := store.SetEncodedObject(obj)
+		h, err := writeObject(store, t, data)
 		if err == nil && !have[h] && !all[h] {
 			send = append(send, h)
 		}
