@@ -61,18 +61,8 @@ func (f *imageFlags) check() (time.Time, error) {
 	if f.out == "" {
 		errs = append(errs, errors.New("--out is required"))
 	}
-	if !tagPattern.MatchString(f.tag) || f.tag == "latest" {
-		errs = append(errs, fmt.Errorf("--tag %q: want an image tag (letters, digits, _ . -; at most 128), never latest", f.tag))
-	}
-	created := time.Unix(0, 0).UTC()
-	if f.created != "" {
-		t, err := time.Parse(time.RFC3339, f.created)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--created %q: want RFC 3339 such as 2026-12-01T04:46:06Z", f.created))
-		}
-		created = t.UTC()
-	}
-	return created, errors.Join(errs...)
+	created, more := tagAndCreated("--tag", f.tag, f.created)
+	return created, errors.Join(append(errs, more...)...)
 }
 
 // finish sets the configuration's platform, time and labels (with the OCI ones), writes the

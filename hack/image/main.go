@@ -84,18 +84,26 @@ func (o options) check() (time.Time, error) {
 	if o.binary == "" || o.out == "" {
 		errs = append(errs, errors.New("--binary and --out are required"))
 	}
-	if !tagPattern.MatchString(o.version) || o.version == "latest" {
-		errs = append(errs, fmt.Errorf("--version %q: want an image tag (letters, digits, _ . -; at most 128), never latest", o.version))
+	created, more := tagAndCreated("--version", o.version, o.created)
+	return created, errors.Join(append(errs, more...)...)
+}
+
+// tagAndCreated checks an image tag given by tagFlag (never latest) and --created (RFC 3339;
+// empty: the Unix epoch, for builds that do not depend on when they ran).
+func tagAndCreated(tagFlag, tag, createdText string) (time.Time, []error) {
+	var errs []error
+	if !tagPattern.MatchString(tag) || tag == "latest" {
+		errs = append(errs, fmt.Errorf("%s %q: want an image tag (letters, digits, _ . -; at most 128), never latest", tagFlag, tag))
 	}
 	created := time.Unix(0, 0).UTC()
-	if o.created != "" {
-		t, err := time.Parse(time.RFC3339, o.created)
+	if createdText != "" {
+		t, err := time.Parse(time.RFC3339, createdText)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("--created %q: want RFC 3339 such as 2026-12-01T04:46:06Z", o.created))
+			errs = append(errs, fmt.Errorf("--created %q: want RFC 3339 such as 2026-12-01T04:46:06Z", createdText))
 		}
 		created = t.UTC()
 	}
-	return created, errors.Join(errs...)
+	return created, errs
 }
 
 // build writes the image to o.out and returns its reference and manifest digest.
