@@ -2,8 +2,10 @@ package limits
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -92,24 +94,13 @@ func jobFiles(dir, tenant string) []string {
 	return out
 }
 
-// providerJobFiles are the job files of the provider tenants among tenant files: what else
-// tells a change of the shared serving tier.
-func providerJobFiles(dir string, tenantFiles []string) []string {
-	var out []string
-	for _, p := range tenantFiles {
-		if filepath.Base(p) != "tenant.yaml" {
-			continue
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		var t v1alpha1.Tenant
-		if yaml.Unmarshal(data, &t) == nil && t.Spec.Provider {
-			out = append(out, jobFiles(dir, filepath.Base(filepath.Dir(p)))...)
-		}
+// providers are the provider tenants (nil for a nil Sharing): whose job files tell a change
+// of the shared serving tier.
+func (s *Sharing) providers() []string {
+	if s == nil {
+		return nil
 	}
-	return out
+	return slices.Sorted(maps.Keys(s.models))
 }
 
 // hasProviders reports whether a tenant is a provider of the shared serving tier.

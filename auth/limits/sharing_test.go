@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,7 +72,7 @@ func TestSharing(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	writeFile(t, filepath.Join(root, "platform", "jobs", "bad.yaml"), "apiVersion: inferplane.io/v1alpha1\nkind: ManagedInferenceJob\nmetadata: {name: bad}\nspec: {replicas: 1}\n")
-	_, _, _, err = readTenants(root)
+	_, _, _, err = readTenants(root, nil)
 	if err == nil || !strings.Contains(err.Error(), filepath.Join("platform", "jobs", "bad.yaml")) || !strings.Contains(err.Error(), "spec.model (the model it shares)") {
 		t.Fatalf("bad provider job: %v", err)
 	}
@@ -83,4 +84,41 @@ func TestSharing(t *testing.T) {
 	if _, ok := nilSharing.SharedCall("acme", "platform", "qwen"); ok {
 		t.Fatal("no folder shares nothing")
 	}
+}
+
+// TestSharingWatchesNewProviders: the reload's change check parses no file, so it counts the
+// job files of the providers as last read; a tenant that becomes a provider is taken with its
+// jobs, and a later edit of one of its job files is taken too.
+func TestSharingWatchesNewProviders(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "tiers", "t.yaml"), "apiVersion: inferplane.io/v1alpha1\nkind: Tier\nmetadata: {name: t}\nspec:\n  nodeTypes: []\n  models: [Qwen/*]\n")
+	writeTenant(t, root, "acme", "")
+	writeTenant(t, root, "globex", "")
+	job := "apiVersion: inferplane.io/v1alpha1\nkind: ManagedInferenceJob\nmetadata: {name: qwen}\nspec: {model: %s, replicas: 1, gpuCount: 1, nodeType: n}\n"
+	writeFile(t, filepath.Join(root, "globex", "jobs", "qwen.yaml"), fmt.Sprintf(job, "Qwen/Qwen3-32B"))
+	f := &TenantFiles{Dir: root, Interval: 10 * time.Millisecond}
+	if err := f.Load(); err != nil {
+		t.Fatal(err)
+	}
+	model := func() string { m, _ := f.Sharing().SharedCall("acme", "globex", "qwen"); return m }
+	if m := model(); m != "" {
+		t.Fatalf("globex shares before it is a provider: %q", m)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go f.Watch(done)
+	waitFor := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for model() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("acme on globex/qwen: %q, want %q", model(), want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	writeTenant(t, root, "globex", "  provider: true\n")
+	waitFor("Qwen/Qwen3-32B")
+	writeFile(t, filepath.Join(root, "globex", "jobs", "qwen.yaml"), fmt.Sprintf(job, "Qwen/Qwen3-8B"))
+	waitFor("Qwen/Qwen3-8B")
 }

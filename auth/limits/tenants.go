@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -43,7 +44,7 @@ func (f *TenantFiles) Tenant(name string) Tenant {
 
 // Load reads the folder once; Watch keeps reading it.
 func (f *TenantFiles) Load() error {
-	m, sh, stamp, err := readTenants(f.Dir)
+	m, sh, stamp, err := readTenants(f.Dir, nil)
 	if err != nil {
 		return err
 	}
@@ -72,10 +73,11 @@ func (f *TenantFiles) Watch(done <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		if s, err := stampTenants(f.Dir); err == nil && s == f.stamp {
+		providers := f.sharing.Load().providers()
+		if s, err := stampTenants(f.Dir, providers); err == nil && s == f.stamp {
 			continue
 		}
-		m, sh, stamp, err := readTenants(f.Dir)
+		m, sh, stamp, err := readTenants(f.Dir, providers)
 		if err != nil {
 			if err.Error() != lastErr {
 				log.Error("tenant limits not reloaded: the last good ones stay", "err", err)
@@ -157,14 +159,19 @@ func readTiers(dir string) (map[string]*v1alpha1.Tier, []error) {
 	return out, errs
 }
 
-// stampTenants is the files' names, sizes and modification times: what tells a change.
-func stampTenants(dir string) (string, error) {
+// stampTenants is the files' names, sizes and modification times: what tells a change. The
+// job files counted are those of providers, the provider tenants as last read (Sharing): a
+// tenant that becomes one changes its tenant.yaml, so the stamp changes with it, and the next
+// stamp counts its jobs too. No file is parsed here.
+func stampTenants(dir string, providers []string) (string, error) {
 	files, err := tenantFiles(dir)
 	if err != nil {
 		return "", err
 	}
 	files = append(files, tierFiles(dir)...)
-	files = append(files, providerJobFiles(dir, files)...)
+	for _, p := range providers {
+		files = append(files, jobFiles(dir, p)...)
+	}
 	var b strings.Builder
 	for _, p := range files {
 		st, err := os.Stat(p)
@@ -176,8 +183,21 @@ func stampTenants(dir string) (string, error) {
 	return b.String(), nil
 }
 
-func readTenants(dir string) (map[string]Tenant, *Sharing, string, error) {
-	stamp, err := stampTenants(dir)
+// readTenants reads the folder with its stamp (readStamped), the stamp counting the job files
+// of the providers as last read; when the read finds other providers, it reads once more so
+// the stamp counts theirs.
+func readTenants(dir string, providers []string) (map[string]Tenant, *Sharing, string, error) {
+	m, sh, stamp, err := readStamped(dir, providers)
+	if err == nil && !slices.Equal(sh.providers(), providers) {
+		m, sh, stamp, err = readStamped(dir, sh.providers())
+	}
+	return m, sh, stamp, err
+}
+
+// readStamped reads the folder; its stamp (stampTenants with providers) is taken first, so that
+// a change made while it reads is a change the next stamp sees.
+func readStamped(dir string, providers []string) (map[string]Tenant, *Sharing, string, error) {
+	stamp, err := stampTenants(dir, providers)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -242,7 +262,7 @@ func (f *TenantFiles) Names() []string {
 // When a tenant is a provider of the shared serving tier, every tenant's file is returned (its
 // catalogue says what it may call) and each provider's jobs, as "<provider>/jobs/<file name>".
 func TenantFilesWithLimits(dir string) (map[string][]byte, error) {
-	m, sh, _, err := readTenants(dir)
+	m, sh, _, err := readTenants(dir, nil)
 	if err != nil {
 		return nil, err
 	}

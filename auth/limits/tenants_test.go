@@ -55,7 +55,7 @@ func TestTenantFiles(t *testing.T) {
 	defer close(done)
 	go f.Watch(done)
 	writeTenant(t, data, "acme", "  limits:\n    requestsPerMinute: {value: -1}\n")
-	_, _, _, err := readTenants(root)
+	_, _, _, err := readTenants(root, nil)
 	if err == nil || !strings.Contains(err.Error(), filepath.Join("acme", "tenant.yaml")) || !strings.Contains(err.Error(), "spec.limits.requestsPerMinute.value: a positive number, is -1") {
 		t.Fatalf("bad edit: %v", err)
 	}
