@@ -84,6 +84,8 @@ func (l *Limiter) Flush(ctx context.Context) {
 	if l.opt.Store == nil {
 		return
 	}
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
 	if l.downSince.Load() != 0 {
 		pctx, cancel := context.WithTimeout(ctx, l.opt.SyncTimeout)
 		err := l.opt.Store.Ping(pctx)
@@ -93,6 +95,15 @@ func (l *Limiter) Flush(ctx context.Context) {
 			return
 		}
 		l.markUp()
+	}
+	// A push that failed goes first, as it was: its counts stay pending until it lands, and
+	// the store applies it once even if the failed attempt reached it.
+	if l.unacked != nil {
+		l.unacked.id.Again = true
+		if !l.push(ctx, l.unacked) {
+			return
+		}
+		l.unacked = nil
 	}
 	restore := l.restore.Swap(false)
 	cs, ops := l.collect(restore)
@@ -106,26 +117,43 @@ func (l *Limiter) Flush(ctx context.Context) {
 		}
 		return
 	}
-	vals := make([]int64, len(ops))
-	ctx, cancel := context.WithTimeout(ctx, 4*l.opt.SyncTimeout)
-	defer cancel()
-	if err := l.opt.Store.Push(ctx, ops, vals); err != nil {
+	l.pushes++
+	b := &push{id: PushID{Replica: l.replica, Seq: l.pushes}, cs: cs, ops: ops}
+	if !l.push(ctx, b) {
+		l.unacked = b
 		if restore {
 			l.restore.Store(true)
 		}
+	}
+}
+
+// push is one push of counts to the store, kept to be sent again when it fails.
+type push struct {
+	id  PushID
+	cs  []*counter
+	ops []Op
+}
+
+// push sends b and, once the store has it, takes its deltas off the counters' pending counts.
+func (l *Limiter) push(ctx context.Context, b *push) bool {
+	vals := make([]int64, len(b.ops))
+	ctx, cancel := context.WithTimeout(ctx, 4*l.opt.SyncTimeout)
+	defer cancel()
+	if err := l.opt.Store.Push(ctx, b.id, b.ops, vals); err != nil {
 		l.markDown(err)
-		return
+		return false
 	}
 	read := time.Now().UnixNano()
-	for i, c := range cs {
+	for i, c := range b.cs {
 		c.mu.Lock()
-		if c.name == ops[i].Key {
-			c.pending -= ops[i].Delta
+		if c.name == b.ops[i].Key { // the window did not roll meanwhile
+			c.pending -= b.ops[i].Delta
 			c.shared = max(c.shared, vals[i])
 			c.seen, c.readAt = true, read
 		}
 		c.mu.Unlock()
 	}
+	return true
 }
 
 // collect lists the counters to push: those with pending counts, those a check found stale

@@ -1,6 +1,8 @@
 package limits
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -48,6 +50,13 @@ type Limiter struct {
 
 	mu       sync.RWMutex
 	counters map[ckey]*counter
+
+	// flushMu makes flushes one at a time: a push that failed must be sent again, as it was,
+	// before any later one.
+	flushMu sync.Mutex
+	replica string // names this limiter's pushes to the store
+	pushes  int64  // the number of the last push
+	unacked *push  // a push that failed, sent again first
 
 	downSince atomic.Int64 // Unix nanoseconds of the first failure of an outage; 0: up
 	restore   atomic.Bool  // the store came back: push floors once
@@ -103,7 +112,7 @@ func New(opt Options) *Limiter {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
-	return &Limiter{opt: opt, counters: map[ckey]*counter{}, metrics: newMetrics()}
+	return &Limiter{opt: opt, counters: map[ckey]*counter{}, metrics: newMetrics(), replica: replicaID()}
 }
 
 func (l *Limiter) tenant(name string) Tenant {
@@ -166,4 +175,12 @@ func (l *Limiter) markUp() {
 		l.opt.Log.Info("limits store reachable again: restoring counts", "down", time.Since(time.Unix(0, n)).Round(time.Millisecond))
 		l.metrics.storeUp.Set(1)
 	}
+}
+
+// replicaID names a limiter's pushes: random, so that no two replicas (nor a restarted one)
+// share the store's guard.
+func replicaID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(b)
 }

@@ -100,22 +100,29 @@ end
 return out
 `)
 
-// pushScript adds what a replica counted to counters and reads them back: per key, ARGV holds
-// a floor, a delta and the time to live in ms; the counter becomes max(value, floor) + delta.
-// The floor is the replica's last view of the count and is only sent after the store was
-// unreachable: a Redis that restarted empty gets the counts back from the replicas' memory.
+// pushScript adds what a replica counted to counters and reads them back. KEYS[1] is the
+// pushing replica's guard and ARGV[1] the push's number: a push whose number is not above the
+// guard's was applied already (its answer was lost to a timeout, and the replica sends it
+// again), so it only reads. Then per key ARGV holds a floor, a delta and the time to live in
+// ms; the counter becomes max(value, floor) + delta. The floor is the replica's last view of
+// the count and is only sent after the store was unreachable: a Redis that restarted empty
+// gets the counts back from the replicas' memory.
 var pushScript = redis.NewScript(`
+local seq = tonumber(ARGV[1])
+local apply = seq > tonumber(redis.call('GET', KEYS[1]) or '0')
+if apply then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
 local out = {}
-for i = 1, #KEYS do
-  local floor, delta, ttl = tonumber(ARGV[3*i-2]), tonumber(ARGV[3*i-1]), tonumber(ARGV[3*i])
+for i = 2, #KEYS do
+  local j = 3*(i-1)
+  local floor, delta, ttl = tonumber(ARGV[j]), tonumber(ARGV[j+1]), tonumber(ARGV[j+2])
   local c = tonumber(redis.call('GET', KEYS[i]) or '0')
   local v = c
-  if floor > v then v = floor end
-  v = v + delta
-  if v ~= c then
-    redis.call('SET', KEYS[i], v, 'PX', ttl)
+  if apply then
+    if floor > v then v = floor end
+    v = v + delta
+    if v ~= c then redis.call('SET', KEYS[i], v, 'PX', ttl) end
   end
-  out[i] = v
+  out[i-1] = v
 end
 return out
 `)
@@ -163,36 +170,66 @@ func (r *Redis) Reserve(ctx context.Context, ops []Op, granted, values []int64) 
 // other replica's reservations.
 const pushBatch = 256
 
-// Push runs pushScript over ops in batches; values are filled per op. Without floors (the
-// store did not go away) it is plainer: a pipeline of INCRBY (and PEXPIRE where something was
-// added), one round trip, no script.
-func (r *Redis) Push(ctx context.Context, ops []Op, values []int64) error {
+// guardTTL is how long the store remembers a replica's last push: a push that failed is sent
+// again at the next flush, far sooner.
+const guardTTL = 24 * time.Hour
+
+// PushID names one push: the replica that sends it (random, one per limiter) and its number,
+// growing with each push. A push sent again after an error keeps its number and says Again,
+// so the store applies it once even when the first attempt reached it and only its answer was
+// lost.
+type PushID struct {
+	Replica string
+	Seq     int64
+	Again   bool
+}
+
+// Push adds ops' deltas to their counters and reads them back, in batches; values are filled
+// per op. Batch i of push seq carries the number seq<<20 + i and records it in the replica's
+// guard in the same transaction, so a push sent again after its first batches landed applies
+// only the rest. A first attempt without floors (the store did not go away: nearly every push)
+// is a MULTI of INCRBYs; one sent again, or with floors, is pushScript, which reads the guard.
+func (r *Redis) Push(ctx context.Context, id PushID, ops []Op, values []int64) error {
 	floors := false
 	for _, o := range ops {
 		floors = floors || o.Floor > 0
 	}
-	if !floors {
-		return r.incr(ctx, ops, values)
-	}
+	guard := "ipl:push:" + id.Replica
 	for from := 0; from < len(ops); from += pushBatch {
 		to := min(len(ops), from+pushBatch)
-		keys, argv := args(ops[from:to], func(o Op) int64 { return o.Floor }, func(o Op) int64 { return o.Delta })
-		res, err := pushScript.Run(ctx, r.c, keys, argv...).Int64Slice()
+		seq := id.Seq<<20 + int64(from/pushBatch)
+		var err error
+		if floors || id.Again {
+			err = r.pushChecked(ctx, guard, seq, ops[from:to], values[from:to])
+		} else {
+			err = r.incr(ctx, guard, seq, ops[from:to], values[from:to])
+		}
 		if err != nil {
 			return err
 		}
-		if len(res) != to-from {
-			return fmt.Errorf("push: %d values for %d counters", len(res), to-from)
-		}
-		copy(values[from:to], res)
 	}
 	return nil
 }
 
-func (r *Redis) incr(ctx context.Context, ops []Op, values []int64) error {
+func (r *Redis) pushChecked(ctx context.Context, guard string, seq int64, ops []Op, values []int64) error {
+	keys, argv := args(ops, func(o Op) int64 { return o.Floor }, func(o Op) int64 { return o.Delta })
+	keys = append([]string{guard}, keys...)
+	argv = append([]any{seq, guardTTL.Milliseconds()}, argv...)
+	res, err := pushScript.Run(ctx, r.c, keys, argv...).Int64Slice()
+	if err != nil {
+		return err
+	}
+	if len(res) != len(ops) {
+		return fmt.Errorf("push: %d values for %d counters", len(res), len(ops))
+	}
+	copy(values, res)
+	return nil
+}
+
+func (r *Redis) incr(ctx context.Context, guard string, seq int64, ops []Op, values []int64) error {
 	incrs := make([]*redis.IntCmd, len(ops))
 	gets := make([]*redis.StringCmd, len(ops))
-	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for i, o := range ops {
 			if o.Delta == 0 { // a read: INCRBY 0 would create a counter without an expiry
 				gets[i] = p.Get(ctx, o.Key)
@@ -201,6 +238,7 @@ func (r *Redis) incr(ctx context.Context, ops []Op, values []int64) error {
 			incrs[i] = p.IncrBy(ctx, o.Key, o.Delta)
 			p.PExpire(ctx, o.Key, max(o.TTL, time.Second))
 		}
+		p.Set(ctx, guard, seq, guardTTL)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
