@@ -157,7 +157,7 @@ func (l *Limiter) reserve(refs []ref, now time.Time) (held uint16) {
 		c := r.c
 		c.mu.Lock()
 		if c.name == ops[i].Key { // the window did not roll meanwhile
-			c.shared = max(c.shared, valBuf[i])
+			c.shared = c.observe(valBuf[i])
 			c.seen = true
 			c.readAt = time.Now().UnixNano()
 			if got := gotBuf[i]; got > 0 {
@@ -288,7 +288,7 @@ func (l *Limiter) refill(r ref) {
 	if c.name != op.Key {
 		return
 	}
-	c.shared = max(c.shared, val[0])
+	c.shared = c.observe(val[0])
 	c.lease += got[0]
 	if got[0] > 0 {
 		c.grant = got[0]

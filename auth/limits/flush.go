@@ -148,6 +148,7 @@ func (l *Limiter) push(ctx context.Context, b *push) bool {
 		c.mu.Lock()
 		if c.name == b.ops[i].Key { // the window did not roll meanwhile
 			c.pending -= b.ops[i].Delta
+			c.pushing -= b.ops[i].Delta
 			c.shared = max(c.shared, vals[i])
 			c.seen, c.readAt = true, read
 		}
@@ -172,6 +173,7 @@ func (l *Limiter) collect(restore bool) ([]*counter, []Op) {
 		switch {
 		case c.pending != 0 || (restore && now.Before(c.end)) || (c.wantRead && now.Before(c.end)):
 			o := Op{Key: c.name, Delta: c.pending, TTL: c.end.Sub(now) + time.Hour}
+			c.pushing = c.pending
 			if restore {
 				o.Floor = c.shared
 			}

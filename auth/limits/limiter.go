@@ -75,15 +75,17 @@ type counter struct {
 	start, end time.Time
 	// shared is the store's value as last seen (including units leased to any replica);
 	// pending is what this replica counted that the store does not have yet; lease is
-	// request units reserved in the store for this replica and not spent.
-	shared, pending, lease int64
-	seen                   bool  // shared was read in this window
-	atCap                  bool  // the store refused a reservation: a hard request limit is reached
-	grant                  int64 // the size of the last lease
-	readAt                 int64 // Unix nanoseconds (real clock) when shared was last read
-	wantRead               bool  // a check found shared stale: the next flush reads it
-	refilling              bool  // a background reservation is under way
-	touched                int64 // Unix nanoseconds (real clock) of the last use
+	// request units reserved in the store for this replica and not spent. pushing is the
+	// part of pending in a push not answered yet: the store may have it already, so a value
+	// read meanwhile is taken without it (observe).
+	shared, pending, lease, pushing int64
+	seen                            bool  // shared was read in this window
+	atCap                           bool  // the store refused a reservation: a hard request limit is reached
+	grant                           int64 // the size of the last lease
+	readAt                          int64 // Unix nanoseconds (real clock) when shared was last read
+	wantRead                        bool  // a check found shared stale: the next flush reads it
+	refilling                       bool  // a background reservation is under way
+	touched                         int64 // Unix nanoseconds (real clock) of the last use
 }
 
 // New returns a limiter; call Run to keep the shared counts flowing.
@@ -144,13 +146,21 @@ func (l *Limiter) get(k ckey, now time.Time, loc *time.Location) *counter {
 		start, end := Window(k.kind, now, loc)
 		if !start.Equal(c.start) {
 			c.name, c.start, c.end = counterKey(k.tenant, k.key, k.kind, start), start, end
-			c.shared, c.pending, c.lease, c.seen, c.atCap, c.grant, c.wantRead = 0, 0, 0, false, false, 0, false
+			c.shared, c.pending, c.lease, c.pushing, c.seen, c.atCap, c.grant, c.wantRead = 0, 0, 0, 0, false, false, 0, false
 		}
 	}
 	c.touched = time.Now().UnixNano()
 	c.mu.Unlock()
 	return c
 }
+
+// observe is the store's value v as this replica's view of the others' counts.
+func (c *counter) observe(v int64) int64 { return observed(c.shared, c.pushing, v) }
+
+// observed is v without the push in flight, whose delta pending still holds (counting it
+// twice would refuse a request the budget has room for), and never below shared: the store
+// may or may not have applied the push when it answered a read.
+func observed(shared, pushing, v int64) int64 { return max(shared, v-pushing) }
 
 // storeDown reports whether the store is unreachable, and since when.
 func (l *Limiter) storeDown() (bool, time.Time) {

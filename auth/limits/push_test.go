@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"sync"
@@ -13,10 +14,14 @@ import (
 
 // lagProxy forwards TCP to Redis on 127.0.0.1 and, while one of its directions is held,
 // delivers nothing that way: held requests never reach Redis, held replies arrive too late
-// for the client's timeout. It is how a loaded network or store looks to a replica.
+// for the client's timeout. It is how a loaded network or store looks to a replica. With
+// slowPushes set, the replies on a connection that sent a MULTI (a push; go-redis sends it in lower case) wait
+// for release.
 type lagProxy struct {
 	addr                      string
 	holdRequests, holdReplies atomic.Bool
+	slowPushes                atomic.Bool
+	release                   chan struct{}
 	mu                        sync.Mutex
 	conns                     []net.Conn
 }
@@ -27,7 +32,7 @@ func newLagProxy(t *testing.T, target string) *lagProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &lagProxy{addr: l.Addr().String()}
+	p := &lagProxy{addr: l.Addr().String(), release: make(chan struct{})}
 	t.Cleanup(func() {
 		l.Close()
 		p.mu.Lock()
@@ -50,20 +55,31 @@ func newLagProxy(t *testing.T, target string) *lagProxy {
 			p.mu.Lock()
 			p.conns = append(p.conns, c, s)
 			p.mu.Unlock()
-			go p.pipe(s, c, &p.holdRequests)
-			go p.pipe(c, s, &p.holdReplies)
+			var pushing atomic.Bool
+			go p.pipe(s, c, &p.holdRequests, func(b []byte) {
+				if p.slowPushes.Load() && bytes.Contains(bytes.ToUpper(b), []byte("MULTI")) {
+					pushing.Store(true)
+				}
+			})
+			go p.pipe(c, s, &p.holdReplies, func([]byte) {
+				if pushing.Load() {
+					<-p.release
+				}
+			})
 		}
 	}()
 	return p
 }
 
-// pipe copies src to dst; what arrives while hold is set is dropped, the connection kept.
-func (p *lagProxy) pipe(dst, src net.Conn, hold *atomic.Bool) {
+// pipe copies src to dst, calling before ahead of each chunk; what arrives while hold is set
+// is dropped, the connection kept.
+func (p *lagProxy) pipe(dst, src net.Conn, hold *atomic.Bool, before func([]byte)) {
 	defer dst.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 && !hold.Load() {
+			before(buf[:n])
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -141,5 +157,62 @@ func TestPushAppliedOnceAfterATimeout(t *testing.T) {
 				t.Fatalf("the replica's view: %+v, want used 15", res.Tokens)
 			}
 		})
+	}
+}
+
+// TestReadDuringAPushCountsItOnce: a check that reads the shared count while this replica's
+// push is in Redis but not yet answered sees the pushed tokens once. Before, it took them from
+// the store and from its pending counts both: CI's shared-tier test refused a tenant at 42 of
+// 30 tokens when it had spent 28.
+func TestReadDuringAPushCountsItOnce(t *testing.T) {
+	r := redistest.Start(t)
+	p := newLagProxy(t, r.Addr())
+	clk := newClock(time.Date(2026, 12, 1, 10, 0, 5, 0, time.UTC))
+	st, err := NewRedis(RedisOptions{Addr: p.addr, IOTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	tenants := map[string]Tenant{"acme": {Limits: Set{TokensPerDay: {Value: 30}}}}
+	l := New(Options{Store: st, Now: clk.Now, SyncTimeout: 5 * time.Second, MaxStale: time.Nanosecond,
+		Tenants: func(name string) Tenant { return tenants[name] }})
+	ctx := context.Background()
+	direct, err := NewRedis(RedisOptions{Addr: r.Addr(), IOTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Close() })
+	key := counterKey("acme", "", TokensPerDay, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+
+	l.Count("acme", "", 14, time.Time{})
+	l.Flush(ctx)
+	l.Count("acme", "", 14, time.Time{})
+	p.slowPushes.Store(true)
+	flushed := make(chan struct{})
+	go func() { defer close(flushed); l.Flush(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		v, err := direct.Get(ctx, []string{key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v[0] == 28 {
+			break // Redis has the push; its answer is held
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the push never reached Redis: %d", v[0])
+		}
+	}
+	res := l.Check("acme", "", Set{})
+	rep := l.Status(ctx, []string{"acme"}, nil)
+	close(p.release)
+	<-flushed
+	if !res.Allowed || res.Tokens.Used != 28 {
+		t.Fatalf("a check during the push: allowed %v, used %d; want allowed, used 28", res.Allowed, res.Tokens.Used)
+	}
+	if len(rep.Limits) != 1 || rep.Limits[0].Used != 28 {
+		t.Fatalf("the status during the push: %+v, want used 28", rep.Limits)
+	}
+	if res := l.Check("acme", "", Set{}); res.Tokens.Used != 28 {
+		t.Fatalf("after the push: used %d, want 28", res.Tokens.Used)
 	}
 }

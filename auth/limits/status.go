@@ -48,7 +48,9 @@ func (l *Limiter) Status(ctx context.Context, tenants []string, keys []KeyLimits
 	now := l.opt.Now()
 	var out []LimitStatus
 	var names []string
-	var local []int64
+	// What this replica knows of each counter, to add to the store's value.
+	type localView struct{ mine, shared, pushing int64 }
+	var local []localView
 	add := func(tenant, keyID string, s Set, loc *time.Location) {
 		for k := range NumKinds {
 			r := s[k]
@@ -64,7 +66,7 @@ func (l *Limiter) Status(ctx context.Context, tenants []string, keys []KeyLimits
 			if r.Soft {
 				st.Mode = v1alpha1.LimitSoft
 			}
-			var mine int64
+			var mine, shared, pushing int64
 			l.mu.RLock()
 			c := l.counters[ckey{tenant, keyID, k}]
 			l.mu.RUnlock()
@@ -73,14 +75,14 @@ func (l *Limiter) Status(ctx context.Context, tenants []string, keys []KeyLimits
 				if c.start.Equal(start) {
 					// The store's count includes this replica's unspent lease; its own counts
 					// not pushed yet are not in it.
-					mine = c.pending - c.lease
+					mine, shared, pushing = c.pending-c.lease, c.shared, c.pushing
 					st.Used = c.shared + mine
 				}
 				c.mu.Unlock()
 			}
 			out = append(out, st)
 			names = append(names, counterKey(tenant, keyID, k, start))
-			local = append(local, mine)
+			local = append(local, localView{mine: mine, shared: shared, pushing: pushing})
 		}
 	}
 	for _, t := range tenants {
@@ -99,7 +101,7 @@ func (l *Limiter) Status(ctx context.Context, tenants []string, keys []KeyLimits
 			rep.StoreUp = false
 		} else {
 			for i := range out {
-				out[i].Used = vals[i] + local[i]
+				out[i].Used = observed(local[i].shared, local[i].pushing, vals[i]) + local[i].mine
 			}
 		}
 	}
