@@ -37,7 +37,9 @@ func registerInstallFlags(f *pflag.FlagSet, o *install.Options, prefix string) {
 	f.StringSliceVar(&o.VClusterNamespaces, prefix+"vcluster-namespace", nil, "host namespace of vCluster's kubeconfig Secrets vc-<name> (repeatable)")
 	f.StringVar(&o.KeySecret, prefix+"key-secret", "", "Secret (key \"secret\") holding the API key secret (default <name>-keys)")
 	f.StringVar(&o.UsageSize, prefix+"usage-size", install.DefaultUsageSize, "volume of each xDS server's usage ledger")
-	f.StringVar(&o.StorageClass, prefix+"storage-class", "", "storage class of the usage volumes (default: the cluster's)")
+	f.StringVar(&o.StorageClass, prefix+"storage-class", "", "storage class of the usage and meter volumes (default: the cluster's)")
+	f.StringVar(&o.MeterSize, prefix+"meter-size", install.DefaultMeterSize, "volume of the GPU meter's records")
+	f.BoolVar(&o.NoMeter, prefix+"no-meter", false, "leave the GPU meter (meter serve) out")
 	f.StringVar(&o.LoadBalancerClass, prefix+"load-balancer-class", "", "loadBalancerClass of Envoy's Service")
 	f.StringToStringVar(&o.ServiceAnnotations, prefix+"service-annotation", nil, "annotation of Envoy's Service, key=value (repeatable)")
 }
@@ -66,6 +68,11 @@ func newGatewayManifestsCmd() *cobra.Command {
   Envoy             a Deployment (2 replicas) started from xds bootstrap's bootstrap in a
                     ConfigMap, drained on termination (gateway envoy-drainer beside it), a
                     PodDisruptionBudget, and a Service of type LoadBalancer (80 and 443)
+  the GPU meter     a StatefulSet of one meter serve (one writer of its records, on a volume of
+                    its own), which reads the same cluster Secrets as the xDS servers and the
+                    keys' token counts from each of them, and a Service (admin 9095: what api
+                    serve --meter points at); --no-meter leaves it out. It changes the tenant
+                    clusters' VMIs (its finalizer) with their own credentials from the registry
 
   the limits store a StatefulSet of one Redis (its append-only file on a volume) and its
                     Service, which every xDS server shares for rate limits and token budgets;

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/inferplane/inferplane/internal/manifest"
 )
@@ -25,11 +26,36 @@ func TestGatewayManifestsCommand(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetKind()]++
 	}
-	// The xDS servers, the key checks, Envoy, and the limits store (a Redis StatefulSet, its
-	// Service and ServiceAccount).
-	assert.Equal(t, map[string]int{"Namespace": 1, "ServiceAccount": 4, "Role": 4, "RoleBinding": 4, "Service": 5,
-		"StatefulSet": 2, "PodDisruptionBudget": 3, "ConfigMap": 1, "Deployment": 2}, kinds)
+	// The xDS servers, the key checks, Envoy, the limits store (a Redis StatefulSet, its
+	// Service and ServiceAccount) and the GPU meter (a StatefulSet, its Service and
+	// ServiceAccount).
+	assert.Equal(t, map[string]int{"Namespace": 1, "ServiceAccount": 5, "Role": 4, "RoleBinding": 4, "Service": 6,
+		"StatefulSet": 3, "PodDisruptionBudget": 3, "ConfigMap": 1, "Deployment": 2}, kinds)
 	assert.Contains(t, out, "metallb.universe.tf/address-pool: public")
+
+	// Every inferplane process the manifests run is a command line this binary takes: its
+	// command exists and it knows every flag (each container's args parsed by the command's
+	// own flag set, nothing run).
+	commands := 0
+	for _, o := range objs {
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			c := c.(map[string]any)
+			if !strings.HasPrefix(c["image"].(string), "ghcr.io/inferplane/inferplane:") {
+				continue
+			}
+			args, _, _ := unstructured.NestedStringSlice(c, "args")
+			cmd, rest, err := newRootCmd().Find(args)
+			require.NoError(t, err, "%s: %v", o.GetName(), args)
+			require.NotEqual(t, "inferplane", cmd.Name(), "%s: %v names no command", o.GetName(), args)
+			require.NoError(t, cmd.ParseFlags(rest), "%s: %s", o.GetName(), cmd.CommandPath())
+			commands++
+		}
+	}
+	assert.Equal(t, 4, commands, "xds serve, keys serve, gateway envoy-drainer, meter serve")
+	noMeter, _, err := execCLI(context.Background(), "gateway", "manifests", "--domain", "inference.example.com", "--no-meter")
+	require.NoError(t, err)
+	assert.NotContains(t, noMeter, "meter serve")
 
 	_, _, err = execCLI(context.Background(), "gateway", "manifests", "--domain", "Bad_Domain")
 	require.Error(t, err)

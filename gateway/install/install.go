@@ -34,6 +34,7 @@ const (
 	DefaultEnvoyImage       = "docker.io/envoyproxy/envoy:v1.36.13" // an exact release, never a tag that moves
 	DefaultReplicas   int32 = 2
 	DefaultUsageSize        = "1Gi"
+	DefaultMeterSize        = "10Gi"
 
 	// Ports inside the pods. Envoy listens on unprivileged ports; its Service maps 80 and 443.
 	GRPCPort     = 18000
@@ -43,6 +44,7 @@ const (
 	HTTPPort     = 8080
 	HTTPSPort    = 8443
 	EnvoyAdmin   = 9901
+	MeterAdmin   = 9095
 	keySecretKey = "secret"
 )
 
@@ -78,6 +80,10 @@ type Options struct {
 	// UsageSize is the volume of each xDS server's usage ledger.
 	UsageSize    string
 	StorageClass string
+	// NoMeter leaves the GPU meter out; MeterSize is the volume of its records (93 days of
+	// them by default).
+	NoMeter   bool
+	MeterSize string
 	// TenantLimits are the tenant.yaml files of the tenants with limits, by tenant, and the
 	// files of the tiers they name, by "tiers/<tier>" (limits.TenantFilesWithLimits): mounted from a
 	// ConfigMap as the xDS servers' --limits-tenants folder (none: keys' own limits only).
@@ -99,6 +105,7 @@ func (o *Options) defaults() error {
 	o.ArgoCDNamespace = cmp.Or(o.ArgoCDNamespace, clusters.ArgoCDNamespace)
 	o.KeySecret = cmp.Or(o.KeySecret, o.Name+"-keys")
 	o.UsageSize = cmp.Or(o.UsageSize, DefaultUsageSize)
+	o.MeterSize = cmp.Or(o.MeterSize, DefaultMeterSize)
 	var errs []error
 	if err := resources.DefaultConfig(o.Domain).Validate(); err != nil {
 		errs = append(errs, err)
@@ -120,6 +127,9 @@ func (o *Options) defaults() error {
 	if _, err := resource.ParseQuantity(o.UsageSize); err != nil {
 		errs = append(errs, fmt.Errorf("usage volume size %q: %v", o.UsageSize, err))
 	}
+	if _, err := resource.ParseQuantity(o.MeterSize); err != nil {
+		errs = append(errs, fmt.Errorf("meter volume size %q: %v", o.MeterSize, err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -137,6 +147,9 @@ func Manifests(o Options) ([]client.Object, error) {
 	}
 	objs = append(objs, xdsStatefulSet(o), pdb(o, "xds"))
 	objs = append(objs, keyCheckObjects(o)...)
+	if !o.NoMeter {
+		objs = append(objs, meterObjects(o)...)
+	}
 	envoy, err := envoyObjects(o)
 	if err != nil {
 		return nil, err

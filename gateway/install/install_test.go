@@ -28,7 +28,7 @@ func TestManifests(t *testing.T) {
 	objs, err := Manifests(Options{Domain: "inference.example.com", VClusterNamespaces: []string{"vcluster-acme"}})
 	require.NoError(t, err)
 	var kinds []string
-	var sts *appsv1.StatefulSet
+	statefulSets := map[string]*appsv1.StatefulSet{}
 	deployments := map[string]*appsv1.Deployment{}
 	roles := map[string]*rbacv1.Role{}
 	services := map[string]*corev1.Service{}
@@ -37,7 +37,7 @@ func TestManifests(t *testing.T) {
 		kinds = append(kinds, kind+"/"+o.GetNamespace()+"/"+o.GetName())
 		switch x := o.(type) {
 		case *appsv1.StatefulSet:
-			sts = x
+			statefulSets[x.Name] = x
 		case *appsv1.Deployment:
 			deployments[x.Name] = x
 		case *corev1.Service:
@@ -65,10 +65,14 @@ func TestManifests(t *testing.T) {
 		"Role/inferplane-system/inferplane-gateway-keys", "RoleBinding/inferplane-system/inferplane-gateway-keys",
 		"Service/inferplane-system/inferplane-gateway-keys", "Deployment/inferplane-system/inferplane-gateway-keys",
 		"PodDisruptionBudget/inferplane-system/inferplane-gateway-keys",
+		"ServiceAccount/inferplane-system/inferplane-gateway-meter",
+		"Service/inferplane-system/inferplane-gateway-meter", "StatefulSet/inferplane-system/inferplane-gateway-meter",
 		"ConfigMap/inferplane-system/inferplane-gateway-envoy", "Deployment/inferplane-system/inferplane-gateway-envoy",
 		"PodDisruptionBudget/inferplane-system/inferplane-gateway-envoy", "Service/inferplane-system/inferplane-gateway-envoy",
 	}, kinds)
 
+	sts := statefulSets["inferplane-gateway-xds"]
+	require.NotNil(t, sts)
 	xds := sts.Spec.Template.Spec.Containers[0]
 	args := strings.Join(xds.Args, " ")
 	for _, want := range []string{"xds serve --source clusters --domain inference.example.com",
@@ -112,6 +116,42 @@ func TestManifests(t *testing.T) {
 	assert.EqualValues(t, 45, ec.Lifecycle.PreStop.Sleep.Seconds)
 	assert.Equal(t, "gateway envoy-drainer --envoy-admin-address 127.0.0.1:9901 --min-wait 15s --max-wait 40s --log-format json", strings.Join(dc.Args, " "))
 	assert.Greater(t, *pod.TerminationGracePeriodSeconds, ec.Lifecycle.PreStop.Sleep.Seconds, "the grace period outlasts the drain")
+
+	// The meter: one writer of its records on a volume of its own, reading the registry the
+	// xDS servers read (bound in Argo CD's and vCluster's namespaces, not in its own, whose
+	// Secrets hold the API key secret) and the token counts of every xDS server by name.
+	meter := statefulSets["inferplane-gateway-meter"]
+	require.NotNil(t, meter)
+	assert.EqualValues(t, 1, *meter.Spec.Replicas)
+	assert.Len(t, meter.Spec.VolumeClaimTemplates, 1)
+	assert.Equal(t, "meter serve --dir /var/lib/inferplane/meter --admin-address :9095 --argocd-namespace argocd --log-format json "+
+		"--vcluster-namespace vcluster-acme "+
+		"--server http://inferplane-gateway-xds-0.inferplane-gateway-xds-pods.inferplane-system.svc:9090 "+
+		"--server http://inferplane-gateway-xds-1.inferplane-gateway-xds-pods.inferplane-system.svc:9090",
+		strings.Join(meter.Spec.Template.Spec.Containers[0].Args, " "))
+	for _, o := range objs {
+		if b, ok := o.(*rbacv1.RoleBinding); ok {
+			var names []string
+			for _, s := range b.Subjects {
+				names = append(names, s.Name)
+			}
+			if b.Namespace == "inferplane-system" {
+				assert.NotContains(t, names, "inferplane-gateway-meter", "the meter reads no Secret of the gateway's namespace")
+			} else {
+				assert.Contains(t, names, "inferplane-gateway-meter", "the meter reads the registry in %s", b.Namespace)
+			}
+		}
+	}
+	assert.Equal(t, "http://inferplane-gateway-meter.inferplane-system.svc:9095", Options{Name: "inferplane-gateway", Namespace: "inferplane-system"}.MeterURL())
+
+	without, err := Manifests(Options{Domain: "inference.example.com", NoMeter: true})
+	require.NoError(t, err)
+	for _, o := range without {
+		assert.NotContains(t, o.GetName(), "meter", "NoMeter leaves the meter out")
+		if b, ok := o.(*rbacv1.RoleBinding); ok {
+			assert.Len(t, b.Subjects, 1, "NoMeter binds the xDS servers alone")
+		}
+	}
 }
 
 const tenantWithLimits = `apiVersion: inferplane.io/v1alpha1

@@ -66,8 +66,7 @@ func keyCheckDeployment(o Options) *appsv1.Deployment {
 					"prometheus.io/scrape": "true", "prometheus.io/port": strconv.Itoa(KeysAdmin)}},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: o.Name + "-keys", Containers: []corev1.Container{c}, Volumes: volumes,
-					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: &uid, RunAsGroup: &uid,
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					SecurityContext: podSecurity(uid, false),
 					// The drain (5 s) and the checks in flight (10 s at most).
 					TerminationGracePeriodSeconds: ptr(int64(30)),
 					TopologySpreadConstraints:     spread(o, "keys"),

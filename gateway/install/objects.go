@@ -28,6 +28,9 @@ var (
 	typePDB            = metav1.TypeMeta{APIVersion: policyv1.SchemeGroupVersion.String(), Kind: "PodDisruptionBudget"}
 )
 
+// readSecrets reads the Secrets of one namespace.
+var readSecrets = rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}
+
 func namespace(o Options) *corev1.Namespace {
 	return &corev1.Namespace{TypeMeta: typeNamespace, ObjectMeta: metav1.ObjectMeta{Name: o.Namespace, Labels: labels(o, "")}}
 }
@@ -41,23 +44,27 @@ func serviceAccount(o Options, name string, token bool) *corev1.ServiceAccount {
 // against them here; it holds no key secret and checks no key) and the TLS Secrets of its own
 // namespace. Roles, not ClusterRoles: nothing cluster-wide.
 func rbac(o Options) []client.Object {
-	readSecrets := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}
 	var out []client.Object
-	grant := func(ns, name string, rules ...rbacv1.PolicyRule) {
+	// The registry's namespaces are read by the xDS servers and, when it runs, the meter.
+	readers := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: o.Name + "-xds"}}
+	if !o.NoMeter {
+		readers = append(readers, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: o.Name + "-meter"})
+	}
+	grant := func(ns, name string, subjects []rbacv1.Subject, rules ...rbacv1.PolicyRule) {
 		m := metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels(o, "xds")}
 		out = append(out,
 			&rbacv1.Role{TypeMeta: typeRole, ObjectMeta: m, Rules: rules},
 			&rbacv1.RoleBinding{TypeMeta: typeRoleBinding, ObjectMeta: m,
 				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: o.Name + "-xds"}}})
+				Subjects: subjects})
 	}
-	grant(o.Namespace, o.Name+"-xds", readSecrets, readAPIKeys)
+	grant(o.Namespace, o.Name+"-xds", readers[:1], readSecrets, readAPIKeys)
 	if o.ArgoCDNamespace != "-" && o.ArgoCDNamespace != o.Namespace {
-		grant(o.ArgoCDNamespace, o.Namespace+"-"+o.Name+"-clusters", readSecrets)
+		grant(o.ArgoCDNamespace, o.Namespace+"-"+o.Name+"-clusters", readers, readSecrets)
 	}
 	for _, ns := range o.VClusterNamespaces {
 		if ns != o.Namespace && ns != o.ArgoCDNamespace {
-			grant(ns, o.Namespace+"-"+o.Name+"-clusters", readSecrets)
+			grant(ns, o.Namespace+"-"+o.Name+"-clusters", readers, readSecrets)
 		}
 	}
 	return out
@@ -125,15 +132,7 @@ func xdsStatefulSet(o Options) *appsv1.StatefulSet {
 		VolumeMounts:    []corev1.VolumeMount{{Name: "usage", MountPath: "/var/lib/inferplane"}},
 		SecurityContext: restricted(),
 	}
-	claim := corev1.PersistentVolumeClaim{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-		ObjectMeta: metav1.ObjectMeta{Name: "usage", Labels: labels(o, "xds")},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(o.UsageSize)}}},
-	}
-	if o.StorageClass != "" {
-		claim.Spec.StorageClassName = &o.StorageClass
-	}
+	claim := volumeClaim(o, "usage", "xds", o.UsageSize)
 	var volumes []corev1.Volume
 	if len(o.TenantLimits) > 0 {
 		volumes = append(volumes, tenantLimitsVolume(o))
@@ -148,8 +147,7 @@ func xdsStatefulSet(o Options) *appsv1.StatefulSet {
 					"prometheus.io/scrape": "true", "prometheus.io/port": strconv.Itoa(AdminPort)}},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: o.Name + "-xds", Containers: []corev1.Container{c},
-					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: &uid, RunAsGroup: &uid, FSGroup: &uid,
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					SecurityContext:               podSecurity(uid, true),
 					TerminationGracePeriodSeconds: ptr(int64(30)),
 					TopologySpreadConstraints:     spread(o, "xds"),
 					Volumes:                       volumes,
@@ -159,9 +157,35 @@ func xdsStatefulSet(o Options) *appsv1.StatefulSet {
 		}}
 }
 
+// volumeClaim is a StatefulSet's claim of one volume per replica, in the install's storage
+// class.
+func volumeClaim(o Options, name, component, size string) corev1.PersistentVolumeClaim {
+	claim := corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels(o, component)},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}},
+	}
+	if o.StorageClass != "" {
+		claim.Spec.StorageClassName = &o.StorageClass
+	}
+	return claim
+}
+
 func httpProbe(path string, period, failures int32) *corev1.Probe {
 	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("admin")}},
 		PeriodSeconds: period, FailureThreshold: failures, TimeoutSeconds: 2}
+}
+
+// podSecurity runs a pod as uid, never as root, under the runtime's seccomp profile; with
+// volumes, the volumes are the uid's group's (fsGroup) so it can write them.
+func podSecurity(uid int64, volumes bool) *corev1.PodSecurityContext {
+	sc := &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: &uid, RunAsGroup: &uid,
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	if volumes {
+		sc.FSGroup = &uid
+	}
+	return sc
 }
 
 func restricted() *corev1.SecurityContext {
@@ -255,8 +279,7 @@ func envoyDeployment(o Options) *appsv1.Deployment {
 				Spec: corev1.PodSpec{
 					ServiceAccountName: o.Name + "-envoy", Containers: []corev1.Container{c, envoyDrainer(o)},
 					TerminationGracePeriodSeconds: ptr(int64(envoyGracePeriod)),
-					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: &uid, RunAsGroup: &uid,
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					SecurityContext:               podSecurity(uid, false),
 					Volumes: []corev1.Volume{{Name: "bootstrap", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 						LocalObjectReference: corev1.LocalObjectReference{Name: o.Name + "-envoy"}}}}},
 					TopologySpreadConstraints: spread(o, "envoy"),

@@ -91,15 +91,7 @@ func redisObjects(o Options) []client.Object {
 		VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
 		SecurityContext: restricted(),
 	}
-	claim := corev1.PersistentVolumeClaim{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-		ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: labels(o, "redis")},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
-	}
-	if o.StorageClass != "" {
-		claim.Spec.StorageClassName = &o.StorageClass
-	}
+	claim := volumeClaim(o, "data", "redis", "1Gi")
 	sts := &appsv1.StatefulSet{TypeMeta: typeStatefulSet, ObjectMeta: meta(o, o.Name+"-redis", "redis"),
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr(int32(1)), ServiceName: o.Name + "-redis",
@@ -109,8 +101,7 @@ func redisObjects(o Options) []client.Object {
 				Spec: corev1.PodSpec{
 					ServiceAccountName: o.Name + "-redis", Containers: []corev1.Container{c},
 					AutomountServiceAccountToken: ptr(false),
-					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: &uid, RunAsGroup: &uid, FSGroup: &uid,
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					SecurityContext:              podSecurity(uid, true),
 				},
 			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{claim},
