@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/internal/serve"
@@ -72,9 +71,8 @@ type ServeOptions struct {
 	ClientCAFile string
 	// Guard bounds what the webhook reads and decodes at once (zero: the defaults).
 	Guard GuardOptions
-	// Bounds bound each request to the webhook against slow and hostile clients where
-	// controller-runtime lets them be set (zero fields: serve.WebhookHTTP; its server's own
-	// timeouts are controller-runtime's: docs/servers.md).
+	// Bounds bound the webhook's server against slow and hostile clients (zero fields:
+	// serve.WebhookHTTP; docs/servers.md).
 	Bounds serve.HTTP
 	// AdminBounds bound the /metrics and probe servers (zero fields: serve.AdminHTTP).
 	AdminBounds serve.HTTP
@@ -136,8 +134,7 @@ func Serve(ctx context.Context, cfg *rest.Config, o ServeOptions) error {
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		GracefulShutdownTimeout: &o.ShutdownTimeout,
 		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir,
-			TLSOpts: tlsOpts}),
+		WebhookServer:           newBoundedServer(o, tlsOpts),
 	})
 	if err != nil {
 		return fmt.Errorf("webhook manager: %w", err)
@@ -182,7 +179,7 @@ func setUp(ctx context.Context, mgr manager.Manager, o ServeOptions) (map[string
 		return nil, err
 	}
 	for path, h := range handlers {
-		mgr.GetWebhookServer().Register(path, o.Bounds.Handler(h))
+		mgr.GetWebhookServer().Register(path, h)
 	}
 	return map[string]healthz.Checker{"webhook": mgr.GetWebhookServer().StartedChecker(),
 		"policy-cache": cacheSynced(mgr.GetCache())}, nil

@@ -64,15 +64,25 @@ func LoopbackHTTP() HTTP {
 	}
 }
 
-// WebhookHTTP bounds the admission webhook's requests where controller-runtime lets them be set
-// (in front of its handlers; its server's own timeouts are fixed: docs/servers.md).
+// WebhookHTTP bounds the admission webhook's server: its one client is the API server, in the
+// cluster (docs/servers.md).
 func WebhookHTTP() HTTP {
 	return HTTP{
+		ReadHeaderTimeout: 10 * time.Second,
+		// A review of 7 MiB from inside the cluster; the webhook's guard bounds the body's
+		// reading on its own too (GuardOptions.BodyTimeout).
+		ReadTimeout: 30 * time.Second,
 		// The API server waits at most 30 s for an answer (10 s by default).
 		WriteTimeout:       30 * time.Second,
 		StreamWriteTimeout: 30 * time.Second,
+		// The API server's keep-alive connections, closed by it first (its own idle timeout).
+		IdleTimeout:    90 * time.Second,
+		MaxHeaderBytes: 64 << 10,
 		// An UPDATE's AdmissionReview carries two objects of up to 3 MiB (webhook.MaxRequestBytes).
 		MaxBodyBytes: 7 << 20,
+		// Each API server opens a connection per admission in flight (HTTP/1.1); the client
+		// certificate (--client-ca-file) keeps every other client out in the handshake.
+		Conns: Conns{Max: 1024},
 	}
 }
 
