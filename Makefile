@@ -88,7 +88,7 @@ test: fmt
 	@bins=$$(mktemp) && trap 'rm -f "$$bins"' EXIT && \
 	hack/testbins.sh $(GO) vet ./... > $$bins && \
 	env $$(cat $$bins) INFERPLANE_REQUIRE_KUBE=1 INFERPLANE_REQUIRE_GITOPS=1 INFERPLANE_REQUIRE_DEX=1 INFERPLANE_REQUIRE_REDIS=1 \
-		INFERPLANE_REQUIRE_BROWSER=1 INFERPLANE_REQUIRE_SHELLCHECK=1 INFERPLANE_REQUIRE_GUEST=1 $(GO) test -count=1 -timeout 30m ./...
+		INFERPLANE_REQUIRE_BROWSER=1 INFERPLANE_REQUIRE_SHELLCHECK=1 INFERPLANE_REQUIRE_GUEST=1 $(GO) test -count=1 -timeout 45m ./...
 	@hack/check-strays.sh
 
 # The guest's boot test (e2e/guest, docs/guest.md): builds the guest image as make guest-image
