@@ -42,11 +42,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/inferplane/inferplane/api/gatewayv1"
 	"github.com/inferplane/inferplane/auth/extauthz"
 	"github.com/inferplane/inferplane/internal/envoymeta"
 	"github.com/inferplane/inferplane/usage/envoylua"
-	"github.com/inferplane/inferplane/xds"
-	"github.com/inferplane/inferplane/xds/resources"
 )
 
 // Options say which gateway services the stand-in uses.
@@ -167,7 +166,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Envoy's routes match only the OpenAI paths of the job's runtime.
-	if paths, _ := resources.RuntimePaths(ep.Runtime); !slices.Contains(paths, r.URL.Path) {
+	if paths, _ := gatewayv1.RuntimePaths(ep.Runtime); !slices.Contains(paths, r.URL.Path) {
 		jsonError(w, http.StatusNotFound, "path "+r.URL.Path+" is not served by this endpoint")
 		return
 	}
@@ -198,17 +197,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // endpoint finds host's endpoint in the gateway's current state.
-func (p *Proxy) endpoint(host string) (xds.EndpointStatus, bool) {
-	resp, err := http.Get(p.opt.Admin + "/debug/endpoints")
+func (p *Proxy) endpoint(host string) (gatewayv1.EndpointStatus, bool) {
+	resp, err := http.Get(p.opt.Admin + gatewayv1.DebugEndpointsPath)
 	if err != nil {
-		return xds.EndpointStatus{}, false
+		return gatewayv1.EndpointStatus{}, false
 	}
 	defer resp.Body.Close()
-	var debug struct {
-		Endpoints []xds.EndpointStatus `json:"endpoints"`
-	}
+	var debug gatewayv1.Debug
 	if json.NewDecoder(resp.Body).Decode(&debug) != nil {
-		return xds.EndpointStatus{}, false
+		return gatewayv1.EndpointStatus{}, false
 	}
 	host, _, _ = strings.Cut(host, ":")
 	for _, e := range debug.Endpoints {
@@ -216,7 +213,7 @@ func (p *Proxy) endpoint(host string) (xds.EndpointStatus, bool) {
 			return e, true
 		}
 	}
-	return xds.EndpointStatus{}, false
+	return gatewayv1.EndpointStatus{}, false
 }
 
 // check asks the key check as Envoy's ext_authz filter does, and answers a denial itself
