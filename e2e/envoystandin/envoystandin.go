@@ -11,7 +11,7 @@
 // StreamAccessLogs stream to one gateway replica, as each Envoy keeps one.
 //
 // Only the OpenAI paths of the endpoint's runtime are routed (else 404), as Envoy's routes.
-// Tests start it with Start; the local demo (e2e/demo), which is not a test, with Listen.
+// Tests start it with Start; the local demo (hack/demo), which is not a test, with Listen.
 //
 // What it does not do: Envoy's buffering of access-log entries (it sends each at once), its
 // retries, circuit breakers, TLS.
@@ -93,7 +93,7 @@ func Start(t TB, o Options) *Proxy {
 }
 
 // Listen runs a stand-in on addr (empty: a free port of 127.0.0.1) until Close, for a program
-// that is not a test (e2e/demo). Without o.ALS it sends no access-log entries.
+// that is not a test (hack/demo). Without o.ALS it sends no access-log entries.
 func Listen(addr string, o Options) (*Proxy, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
