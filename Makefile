@@ -17,14 +17,14 @@ VERSION ?=
 build:
 	$(GO) build -ldflags "$$(VERSION='$(VERSION)' hack/version.sh)" -o $(BIN) ./cmd/inferplane
 
-# The local world README's walkthrough runs against, until Ctrl-C (e2e/demo): a real
+# The local world README's walkthrough runs against, until Ctrl-C (hack/demo): a real
 # kube-apiserver and etcd for the host and tenant clusters, the real gateway (bin/inferplane xds
 # serve), the real product API (api serve) and Dex, and stand-ins for what cannot run here
 # (Envoy, Argo CD, KubeVirt, the GPU VMs' model servers), all on 127.0.0.1. It writes
 # .demo/customer.env and .demo/env. Needs make build first.
 demo:
 	@test -x $(BIN) || { echo "make demo: $(BIN) is the gateway and the product API it runs: make build first" >&2; exit 2; }
-	@$(GO) build -o bin/demo ./e2e/demo
+	@$(GO) build -o bin/demo ./hack/demo
 	@kube=$$(hack/kubebin.sh) && dex=$$(hack/gitopsbin.sh dex) && \
 		INFERPLANE_KUBEBIN=$$kube INFERPLANE_DEX=$$dex exec bin/demo --inferplane $(BIN)
 

@@ -36,20 +36,21 @@ func Serve(ctx context.Context, cfg Config, adminAddr string, bounds serve.HTTP)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/meter/", svc.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	var health serve.Health
+	health.AddReadyzCheck("clusters", func() (string, error) {
 		if !svc.Ready() {
-			http.Error(w, "not every tenant cluster has been read yet", http.StatusServiceUnavailable)
-			return
+			return "", errors.New("not every tenant cluster has been read yet")
 		}
-		fmt.Fprintln(w, "ok")
+		return "", nil
 	})
+	health.Register(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	srv := bounds.Server(mux)
 	serr := make(chan error, 1)
 	go func() { serr <- srv.Serve(lis) }()
 	svc.log.Info("meter: serving", "admin", lis.Addr().String(), "store", cfg.Dir)
 	runErr := svc.Run(ctx)
+	health.Drain()
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shut)

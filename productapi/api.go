@@ -69,8 +69,8 @@ func (s *Server) newAPI(mux *http.ServeMux) huma.API {
 	cfg.Security = []map[string][]string{{bearer: {}}}
 	api := humago.New(mux, cfg)
 	api.UseMiddleware(s.jsonBodies, s.authenticate)
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /readyz", s.readyz)
+	s.health.AddReadyzCheck("inputs", s.inputsFetched)
+	s.health.Register(mux)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	mux.HandleFunc("POST "+peerPath, s.takeSubmit)
 	return api

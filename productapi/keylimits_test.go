@@ -96,7 +96,7 @@ func TestCustomersLimitTheirKeys(t *testing.T) {
 		{"a developer, above the tenant's daily tokens", "dana", "acme", k.ID, &v1alpha1.RateLimits{TokensPerDay: &v1alpha1.Limit{Value: 100001}}, 422,
 			"body.limits.tokensPerDay.value", "limits.tokensPerDay.value is 100001: must be at most 100000, the tenant's own tokens per day", ""},
 		{"acme's admin, a customer too, above", "ops", "acme", k.ID, rpm(1000), 422, "body.limits.requestsPerMinute.value", "must be at most 600", ""},
-		{"not a positive number", "dana", "acme", k.ID, rpm(0), 422, "body.limits.requestsPerMinute.value", `limits.requestsPerMinute.value is "0": must be a positive number`, ""},
+		{"not a positive number", "dana", "acme", k.ID, rpm(0), 422, "body.limits.requestsPerMinute.value", `limits.requestsPerMinute.value is 0: must be a positive number`, ""},
 		{"a mode that is neither", "dana", "acme", k.ID, &v1alpha1.RateLimits{TokensPerMinute: &v1alpha1.Limit{Value: 5, Mode: "loud"}}, 422,
 			"body.limits.tokensPerMinute.mode", "must be hard or soft", ""},
 		{"a viewer", "vera", "acme", k.ID, rpm(1), 403, "", "needs developer", ""},

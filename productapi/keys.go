@@ -160,10 +160,7 @@ func (s *Server) revokeKey(ctx context.Context, in *KeyParams) (*body[apiv1.Key]
 // the caller is an operator, at most the tenant's of the same kind (tenant.yaml spec.limits).
 // The tenant's limits apply to every key whatever its own, and nothing here changes them.
 func (s *Server) keyLimitProblems(ctx context.Context, tenant string, t *v1alpha1.Tenant, l *v1alpha1.RateLimits) field.ErrorList {
-	var errs field.ErrorList
-	for _, p := range limits.Problems("limits", l) {
-		errs = append(errs, field.Invalid(field.NewPath(p.Field), strings.TrimPrefix(p.Got, "is "), "must be "+p.Expected))
-	}
+	errs := limits.ValidateRateLimits(l, field.NewPath("limits"))
 	if len(errs) > 0 || t.Spec.Limits == nil || s.opts.Policy.IsOperator(identity(ctx)) {
 		return errs
 	}

@@ -166,6 +166,7 @@ func Serve(ctx context.Context, c Config) error {
 	log.Info("shutting down: finishing requests in flight", "timeout", cmp.Or(c.ShutdownTimeout, 20*time.Second))
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(c.ShutdownTimeout, 20*time.Second))
 	defer cancel()
+	srv.Drain()
 	if cons != nil {
 		cons.Shutdown()
 	}

@@ -19,7 +19,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -35,6 +34,7 @@ import (
 	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/inputsrepo"
+	"github.com/inferplane/inferplane/internal/serve"
 	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
 	"github.com/inferplane/inferplane/policy"
@@ -129,6 +129,7 @@ type Server struct {
 
 	view    atomic.Pointer[view]
 	ready   atomic.Bool
+	health  serve.Health
 	cache   *tenantCache
 	publish *publisher
 	gw      *gatewayCache
@@ -277,21 +278,17 @@ func short(c string) string {
 	return c
 }
 
-// healthz answers while the process serves; readyz once the inputs were fetched.
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintln(w, "ok")
+// inputsFetched is /readyz's check: a replica is ready once it has fetched the inputs.
+func (s *Server) inputsFetched() (string, error) {
+	if !s.ready.Load() {
+		return "", errors.New("the inputs repository has not been fetched yet")
+	}
+	return "inputs at " + short(s.view.Load().commit), nil
 }
 
-func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if !s.ready.Load() {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintln(w, "not ready: the inputs repository has not been fetched yet")
-		return
-	}
-	fmt.Fprintln(w, "ok: inputs at", short(s.view.Load().commit))
-}
+// Drain turns /readyz to 503 for good: the replica is shutting down, and what routes to it
+// takes it out while the requests in flight finish.
+func (s *Server) Drain() { s.health.Drain() }
 
 // InputsStats are the counts of this replica's inputs writer (batches, pushes, refusals,
 // commits), for the benchmarks.

@@ -18,6 +18,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/inferplane/inferplane/api/gatewayv1"
 	"github.com/inferplane/inferplane/internal/warning"
 	"github.com/inferplane/inferplane/xds/certs"
 	"github.com/inferplane/inferplane/xds/discovery"
@@ -492,44 +493,19 @@ func (c *Controller) Problems() (problems []string, lastErr string) {
 	return problems, lastErr
 }
 
-// EndpointStatus is one endpoint as the status page shows it.
-type EndpointStatus struct {
-	Endpoint      string `json:"endpoint"`
-	Host          string `json:"host"`
-	Runtime       string `json:"runtime"`
-	RequireAPIKey bool   `json:"requireAPIKey"`
-	Serving       int    `json:"serving"`
-	// TLS is the certificate that serves the endpoint's host, or why none does (when the
-	// server serves TLS).
-	TLS      *resources.TLSChoice `json:"tls,omitempty"`
-	Replicas []ReplicaStatus      `json:"replicas"`
-}
-
-// ReplicaStatus is one replica's state and why it does or does not take traffic.
-type ReplicaStatus struct {
-	Name    string `json:"name"`
-	Address string `json:"address,omitempty"`
-	Running bool   `json:"running"`
-	Ready   bool   `json:"ready"`
-	// Probe is "up", "down" or "unknown", with the last probe's result.
-	Probe   string `json:"probe"`
-	Result  string `json:"result,omitempty"`
-	Serving bool   `json:"serving"`
-}
-
 // Status lists every endpoint and replica, sorted, for the admin page and for other parts
 // of the process (the endpoint health view).
-func (c *Controller) Status() []EndpointStatus {
+func (c *Controller) Status() []gatewayv1.EndpointStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	byJob := map[string]*EndpointStatus{}
+	byJob := map[string]*gatewayv1.EndpointStatus{}
 	for _, r := range c.replicas {
 		es := byJob[r.JobKey()]
 		if es == nil {
-			es = &EndpointStatus{Endpoint: r.JobKey(), Host: c.cfg.Resources.Host(r.Tenant, r.Job)}
+			es = &gatewayv1.EndpointStatus{Endpoint: r.JobKey(), Host: c.cfg.Resources.Host(r.Tenant, r.Job)}
 			byJob[r.JobKey()] = es
 		}
-		rs := ReplicaStatus{Name: r.Key(), Running: r.Running, Ready: r.Ready, Probe: "unknown", Serving: c.serving(r)}
+		rs := gatewayv1.ReplicaStatus{Name: r.Key(), Running: r.Running, Ready: r.Ready, Probe: "unknown", Serving: c.serving(r)}
 		rs.Address = r.HostPort()
 		if p, ok := c.probes[r.Key()]; ok {
 			rs.Probe = map[bool]string{true: "up", false: "down"}[p.healthy]
@@ -540,7 +516,7 @@ func (c *Controller) Status() []EndpointStatus {
 		}
 		es.Replicas = append(es.Replicas, rs)
 	}
-	out := make([]EndpointStatus, 0, len(byJob))
+	out := make([]gatewayv1.EndpointStatus, 0, len(byJob))
 	for k, es := range byJob {
 		if p, ok := c.published[k]; ok {
 			es.Runtime, es.RequireAPIKey = p.info.Runtime, p.info.RequireAPIKey
@@ -548,10 +524,10 @@ func (c *Controller) Status() []EndpointStatus {
 		if ch, ok := c.tls.report[k]; ok && c.cfg.TLS {
 			es.TLS = &ch
 		}
-		slices.SortFunc(es.Replicas, func(a, b ReplicaStatus) int { return cmp.Compare(a.Name, b.Name) })
+		slices.SortFunc(es.Replicas, func(a, b gatewayv1.ReplicaStatus) int { return cmp.Compare(a.Name, b.Name) })
 		out = append(out, *es)
 	}
-	slices.SortFunc(out, func(a, b EndpointStatus) int { return cmp.Compare(a.Endpoint, b.Endpoint) })
+	slices.SortFunc(out, func(a, b gatewayv1.EndpointStatus) int { return cmp.Compare(a.Endpoint, b.Endpoint) })
 	return out
 }
 

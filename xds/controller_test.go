@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/inferplane/inferplane/api/gatewayv1"
 	"github.com/inferplane/inferplane/internal/warning"
 	"github.com/inferplane/inferplane/xds/discovery"
 	"github.com/inferplane/inferplane/xds/health"
@@ -201,7 +202,7 @@ func TestControllerDecidesWhoServes(t *testing.T) {
 	assert.Equal(t, "chat.acme.example.com", st[0].Host)
 	assert.Equal(t, 2, st[0].Serving)
 	require.Len(t, st[0].Replicas, 4)
-	assert.Equal(t, ReplicaStatus{Name: "acme/chat-r1-n0", Address: "10.0.0.2:8000", Running: true, Ready: true,
+	assert.Equal(t, gatewayv1.ReplicaStatus{Name: "acme/chat-r1-n0", Address: "10.0.0.2:8000", Running: true, Ready: true,
 		Probe: "down", Result: "test"}, st[0].Replicas[1])
 	assert.Equal(t, "unknown", st[0].Replicas[3].Probe)
 	var counts []string

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -130,7 +129,7 @@ type proc struct {
 	checker           *health.Checker
 	grpc              *grpc.Server
 	admin             *http.Server
-	draining          atomic.Bool
+	health            bounds.Health
 }
 
 // newProcess binds the listeners and builds the parts; on error nothing is left open.
@@ -181,27 +180,18 @@ func newProcess(streamCtx context.Context, cfg Config) (_ *proc, err error) {
 // adminMux serves /healthz, /readyz, /metrics, /debug/endpoints and the extra handlers.
 func (p *proc) adminMux() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		switch {
-		case p.draining.Load():
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
-		case !p.ctrl.Ready():
-			http.Error(w, "no configuration published yet (waiting for the replica source)", http.StatusServiceUnavailable)
-		default:
-			// Serving stale replicas is still serving (taking the gateway out of service would
-			// take every tenant down): the note says what is stale.
-			note := ""
-			if n, ok := p.cfg.Source.(discovery.ReadyNoter); ok {
-				note = n.ReadyNote()
-			}
-			if note == "" {
-				fmt.Fprintln(w, "ok")
-			} else {
-				fmt.Fprintln(w, "ok; "+note)
-			}
+	p.health.AddReadyzCheck("configuration", func() (string, error) {
+		if !p.ctrl.Ready() {
+			return "", errors.New("no configuration published yet (waiting for the replica source)")
 		}
+		// Serving stale replicas is still serving (taking the gateway out of service would
+		// take every tenant down): the note says what is stale.
+		if n, ok := p.cfg.Source.(discovery.ReadyNoter); ok {
+			return n.ReadyNote(), nil
+		}
+		return "", nil
 	})
+	p.health.Register(mux)
 	reg := p.cfg.Registry
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /debug/endpoints", func(w http.ResponseWriter, _ *http.Request) {
@@ -291,18 +281,10 @@ func (p *proc) run(ctx context.Context, endStreams context.CancelFunc) error {
 // stop turns /readyz to 503, ends the ADS streams at once and gives other RPCs the shutdown
 // timeout to finish.
 func (p *proc) stop(endStreams context.CancelFunc) {
-	p.draining.Store(true)
+	p.health.Drain()
 	p.log.Info("xds server stopping")
 	timeout := cmp.Or(p.cfg.ShutdownTimeout, 10*time.Second)
-	stopped := make(chan struct{})
-	go func() { p.grpc.GracefulStop(); close(stopped) }()
-	endStreams()
-	select {
-	case <-stopped:
-	case <-time.After(timeout):
-		p.grpc.Stop()
-		<-stopped
-	}
+	bounds.StopGRPC(p.grpc, timeout, endStreams)
 	shutdownCtx, done := context.WithTimeout(context.Background(), timeout)
 	defer done()
 	_ = p.admin.Shutdown(shutdownCtx)

@@ -22,6 +22,7 @@ import (
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/inferplane/inferplane/api/gatewayv1"
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 	"github.com/inferplane/inferplane/e2e/replicadouble"
 	"github.com/inferplane/inferplane/xds/discovery"
@@ -201,9 +202,9 @@ func TestServeWithFileSource(t *testing.T) {
 	code, body := get(t, admin+"/debug/endpoints")
 	require.Equal(t, 200, code)
 	var status struct {
-		Version   string           `json:"version"`
-		Nodes     []string         `json:"nodes"`
-		Endpoints []EndpointStatus `json:"endpoints"`
+		Version   string                     `json:"version"`
+		Nodes     []string                   `json:"nodes"`
+		Endpoints []gatewayv1.EndpointStatus `json:"endpoints"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &status))
 	assert.Equal(t, []string{"envoy-delta", "envoy-sotw"}, status.Nodes)

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/auth/limits"
+	"github.com/inferplane/inferplane/internal/fielderr"
 	berrors "go.etcd.io/bbolt/errors"
 )
 
@@ -208,7 +210,7 @@ func (s *FileStore) Revoke(_ context.Context, id string, at time.Time) (Record, 
 
 // SetLimits replaces a record's limits.
 func (s *FileStore) SetLimits(_ context.Context, id string, l *v1alpha1.RateLimits) (Record, error) {
-	if err := limits.Join(limits.Problems("limits", l)); err != nil {
+	if err := fielderr.Err(limits.ValidateRateLimits(l, field.NewPath("limits"))); err != nil {
 		return Record{}, err
 	}
 	if _, err := os.Stat(s.Path); errors.Is(err, fs.ErrNotExist) {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/auth/limits"
+	"github.com/inferplane/inferplane/internal/fielderr"
 )
 
 // KubeStore keeps keys as APIKey objects (inferplane.io/v1alpha1) in one namespace, so that
@@ -161,7 +163,7 @@ func (s *KubeStore) Revoke(ctx context.Context, id string, at time.Time) (Record
 
 // SetLimits replaces spec.limits (a merge patch; null removes them).
 func (s *KubeStore) SetLimits(ctx context.Context, id string, l *v1alpha1.RateLimits) (Record, error) {
-	if err := limits.Join(limits.Problems("limits", l)); err != nil {
+	if err := fielderr.Err(limits.ValidateRateLimits(l, field.NewPath("limits"))); err != nil {
 		return Record{}, err
 	}
 	r, err := s.Get(ctx, id)

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/auth/limits"
+	"github.com/inferplane/inferplane/internal/fielderr"
 )
 
 // Status is a key's state. Only active keys are accepted.
@@ -64,10 +67,7 @@ func (r *Record) Validate() error {
 		return fmt.Errorf("expiresAt %s is not after the creation time %s",
 			r.ExpiresAt.Format(time.RFC3339), r.CreatedAt.Format(time.RFC3339))
 	}
-	if err := limits.Join(limits.Problems("limits", r.Limits)); err != nil {
-		return err
-	}
-	return nil
+	return fielderr.Err(limits.ValidateRateLimits(r.Limits, field.NewPath("limits")))
 }
 
 // Errors the stores return (wrapped with the id).

@@ -14,10 +14,11 @@
 package limits
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 )
@@ -162,42 +163,26 @@ func Above(key, tenant Set) []Excess {
 	return out
 }
 
-// Problem is one thing wrong with limits: the field, what was expected, what was found.
-type Problem struct{ Field, Expected, Got string }
-
-func (p Problem) String() string { return p.Field + ": " + p.Expected + ", " + p.Got }
-
-// Join says problems in one line (nil when there are none).
-func Join(ps []Problem) error {
-	if len(ps) == 0 {
-		return nil
-	}
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = p.String()
-	}
-	return errors.New(strings.Join(s, "; "))
-}
-
-// Problems lists what is wrong with r (field names under prefix, e.g. "spec.limits").
-func Problems(prefix string, r *v1alpha1.RateLimits) []Problem {
+// ValidateRateLimits lists what is wrong with r, its fields under path (e.g. spec.limits): each
+// limit a positive number, hard or soft.
+func ValidateRateLimits(r *v1alpha1.RateLimits, path *field.Path) field.ErrorList {
 	if r == nil {
 		return nil
 	}
-	var out []Problem
+	var errs field.ErrorList
 	for k, l := range specFields(r) {
 		if *l == nil {
 			continue
 		}
-		f := prefix + "." + Kind(k).String()
+		at := path.Child(Kind(k).String())
 		if (*l).Value < 1 {
-			out = append(out, Problem{f + ".value", "a positive number", fmt.Sprintf("is %d", (*l).Value)})
+			errs = append(errs, field.Invalid(at.Child("value"), (*l).Value, "must be a positive number"))
 		}
 		if m := (*l).Mode; m != "" && m != v1alpha1.LimitHard && m != v1alpha1.LimitSoft {
-			out = append(out, Problem{f + ".mode", "hard or soft", fmt.Sprintf("is %q", m)})
+			errs = append(errs, field.Invalid(at.Child("mode"), string(m), "must be hard or soft"))
 		}
 	}
-	return out
+	return errs
 }
 
 // Tenant is what the check needs of a tenant: its own limits (all its keys together), the
@@ -235,21 +220,22 @@ func TenantFromSpec(t *v1alpha1.TenantLimits) (Tenant, error) {
 	return out, nil
 }
 
-// TenantProblems lists what is wrong with a tenant's limits (prefix as in Problems).
-func TenantProblems(prefix string, t *v1alpha1.TenantLimits) []Problem {
+// ValidateTenantLimits lists what is wrong with a tenant's (or a tier's) limits, its fields
+// under path: ValidateRateLimits', a time zone Go knows, open or closed.
+func ValidateTenantLimits(t *v1alpha1.TenantLimits, path *field.Path) field.ErrorList {
 	if t == nil {
 		return nil
 	}
-	out := Problems(prefix, &t.RateLimits)
+	errs := ValidateRateLimits(&t.RateLimits, path)
 	if t.TimeZone != "" {
 		if _, err := time.LoadLocation(t.TimeZone); err != nil {
-			out = append(out, Problem{prefix + ".timeZone", "an IANA time zone such as Europe/Berlin", fmt.Sprintf("is %q", t.TimeZone)})
+			errs = append(errs, field.Invalid(path.Child("timeZone"), t.TimeZone, "must be an IANA time zone such as Europe/Berlin"))
 		}
 	}
 	if m := t.OnStoreDown; m != "" && m != v1alpha1.StoreDownOpen && m != v1alpha1.StoreDownClosed {
-		out = append(out, Problem{prefix + ".onStoreDown", "open or closed", fmt.Sprintf("is %q", m)})
+		errs = append(errs, field.Invalid(path.Child("onStoreDown"), string(m), "must be open or closed"))
 	}
-	return out
+	return errs
 }
 
 // Window is the span of kind k that holds t: fixed minutes, and days, weeks from Monday and

@@ -9,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/e2e/redistest"
+	"github.com/inferplane/inferplane/internal/fielderr"
 )
 
 func TestWindow(t *testing.T) {
@@ -69,13 +73,13 @@ func TestResetString(t *testing.T) {
 func TestTenantFromSpecAndProblems(t *testing.T) {
 	tl := &v1alpha1.TenantLimits{TimeZone: "Mars/Olympus", OnStoreDown: "maybe",
 		RateLimits: v1alpha1.RateLimits{TokensPerDay: &v1alpha1.Limit{Value: 0, Mode: "loud"}}}
-	got := Join(TenantProblems("spec.limits", tl)).Error()
-	for _, want := range []string{"spec.limits.tokensPerDay.value: a positive number, is 0", `spec.limits.tokensPerDay.mode: hard or soft, is "loud"`,
-		`spec.limits.timeZone: an IANA time zone such as Europe/Berlin, is "Mars/Olympus"`, `spec.limits.onStoreDown: open or closed, is "maybe"`} {
-		if !strings.Contains(got, want) {
-			t.Errorf("problems %q lack %q", got, want)
-		}
+	var got []string
+	for _, e := range ValidateTenantLimits(tl, field.NewPath("spec", "limits")) {
+		got = append(got, fielderr.Describe(e))
 	}
+	assert.ElementsMatch(t, []string{"spec.limits.tokensPerDay.value is 0: must be a positive number", `spec.limits.tokensPerDay.mode is "loud": must be hard or soft`,
+		`spec.limits.timeZone is "Mars/Olympus": must be an IANA time zone such as Europe/Berlin`, `spec.limits.onStoreDown is "maybe": must be open or closed`}, got)
+	assert.Empty(t, ValidateTenantLimits(nil, field.NewPath("spec", "limits")), "no limits are good limits")
 	ok, err := TenantFromSpec(&v1alpha1.TenantLimits{TimeZone: "Asia/Tokyo", OnStoreDown: v1alpha1.StoreDownClosed,
 		RateLimits: v1alpha1.RateLimits{RequestsPerMinute: &v1alpha1.Limit{Value: 60}, TokensPerMonth: &v1alpha1.Limit{Value: 1e6, Mode: v1alpha1.LimitSoft}}})
 	if err != nil || ok.Location.String() != "Asia/Tokyo" || ok.OnStoreDown != v1alpha1.StoreDownClosed ||

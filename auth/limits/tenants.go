@@ -12,9 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/fielderr"
 )
 
 // TenantFiles reads the tenants' limits from a tenants folder, the generator's input tree
@@ -149,8 +151,9 @@ func readTiers(dir string) (map[string]*v1alpha1.Tier, []error) {
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 			continue
 		}
-		ps := append(TenantProblems("spec.limits", t.Spec.Limits), Problems("spec.keyLimits", t.Spec.KeyLimits)...)
-		if err := Join(ps); err != nil {
+		bad := append(ValidateTenantLimits(t.Spec.Limits, field.NewPath("spec", "limits")),
+			ValidateRateLimits(t.Spec.KeyLimits, field.NewPath("spec", "keyLimits"))...)
+		if err := fielderr.Err(bad); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 			continue
 		}
@@ -221,7 +224,7 @@ func readStamped(dir string, providers []string) (map[string]Tenant, *Sharing, s
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 			continue
 		}
-		if err := Join(TenantProblems("spec.limits", t.Spec.Limits)); err != nil {
+		if err := fielderr.Err(ValidateTenantLimits(t.Spec.Limits, field.NewPath("spec", "limits"))); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 			continue
 		}

@@ -56,7 +56,7 @@ func TestTenantFiles(t *testing.T) {
 	go f.Watch(done)
 	writeTenant(t, data, "acme", "  limits:\n    requestsPerMinute: {value: -1}\n")
 	_, _, _, err := readTenants(root, nil)
-	if err == nil || !strings.Contains(err.Error(), filepath.Join("acme", "tenant.yaml")) || !strings.Contains(err.Error(), "spec.limits.requestsPerMinute.value: a positive number, is -1") {
+	if err == nil || !strings.Contains(err.Error(), filepath.Join("acme", "tenant.yaml")) || !strings.Contains(err.Error(), "spec.limits.requestsPerMinute.value is -1: must be a positive number") {
 		t.Fatalf("bad edit: %v", err)
 	}
 	time.Sleep(100 * time.Millisecond)

@@ -21,10 +21,10 @@ import (
 	registry "github.com/inferplane/inferplane/clusters"
 	"github.com/inferplane/inferplane/e2e/argocd"
 	"github.com/inferplane/inferplane/e2e/kubeenv"
+	"github.com/inferplane/inferplane/e2e/lifecycletest"
 	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
-	"github.com/inferplane/inferplane/lifecycle/lifecycletest"
 )
 
 // argoClusterSecret is the Argo CD cluster Secret of a cluster (Argo CD's declarative setup):

@@ -21,9 +21,9 @@ import (
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/e2e/kubeenv"
+	"github.com/inferplane/inferplane/e2e/lifecycletest"
 	"github.com/inferplane/inferplane/e2e/replicadouble"
 	"github.com/inferplane/inferplane/lifecycle"
-	"github.com/inferplane/inferplane/lifecycle/lifecycletest"
 )
 
 // runLine runs one command line in-process (words split on spaces; a double-quoted word

@@ -20,7 +20,7 @@ import (
 	"github.com/inferplane/inferplane/e2e/toolbin"
 )
 
-// TestConsoleOnTheDemo uses the console as make demo serves it (e2e/demo), with nothing of the
+// TestConsoleOnTheDemo uses the console as make demo serves it (hack/demo), with nothing of the
 // console's own test doubles: the real api serve with its console, signed in at the real Dex as
 // the demo customer with the password the demo printed, over a real kube-apiserver, the real
 // gateway (xds serve) and its key check. The demo's TEST DOUBLES are those of what cannot run
@@ -117,7 +117,7 @@ func startDemo(t *testing.T, kube, dexDir string) demoWorld {
 		t.Fatal(err)
 	}
 	bin := t.TempDir()
-	for _, b := range [][2]string{{"inferplane", "./cmd/inferplane"}, {"demo", "./e2e/demo"}} {
+	for _, b := range [][2]string{{"inferplane", "./cmd/inferplane"}, {"demo", "./hack/demo"}} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, b[0]), b[1])
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {

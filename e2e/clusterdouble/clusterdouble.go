@@ -13,7 +13,7 @@
 //   - each serving node's model server is a replica double (e2e/replicadouble) on 127.0.0.1,
 //     whose address and port the instance reports, so the real gateway probes and routes to it.
 //
-// The local demo (e2e/demo, make demo) runs it. Nothing here runs a VM.
+// The local demo (hack/demo, make demo) runs it. Nothing here runs a VM.
 package clusterdouble
 
 import (

@@ -11,7 +11,7 @@
 // StreamAccessLogs stream to one gateway replica, as each Envoy keeps one.
 //
 // Only the OpenAI paths of the endpoint's runtime are routed (else 404), as Envoy's routes.
-// Tests start it with Start; the local demo (e2e/demo), which is not a test, with Listen.
+// Tests start it with Start; the local demo (hack/demo), which is not a test, with Listen.
 //
 // What it does not do: Envoy's buffering of access-log entries (it sends each at once), its
 // retries, circuit breakers, TLS.
@@ -42,11 +42,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/inferplane/inferplane/api/gatewayv1"
 	"github.com/inferplane/inferplane/auth/extauthz"
 	"github.com/inferplane/inferplane/internal/envoymeta"
 	"github.com/inferplane/inferplane/usage/envoylua"
-	"github.com/inferplane/inferplane/xds"
-	"github.com/inferplane/inferplane/xds/resources"
 )
 
 // Options say which gateway services the stand-in uses.
@@ -94,7 +93,7 @@ func Start(t TB, o Options) *Proxy {
 }
 
 // Listen runs a stand-in on addr (empty: a free port of 127.0.0.1) until Close, for a program
-// that is not a test (e2e/demo). Without o.ALS it sends no access-log entries.
+// that is not a test (hack/demo). Without o.ALS it sends no access-log entries.
 func Listen(addr string, o Options) (*Proxy, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -167,7 +166,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Envoy's routes match only the OpenAI paths of the job's runtime.
-	if paths, _ := resources.RuntimePaths(ep.Runtime); !slices.Contains(paths, r.URL.Path) {
+	if paths, _ := gatewayv1.RuntimePaths(ep.Runtime); !slices.Contains(paths, r.URL.Path) {
 		jsonError(w, http.StatusNotFound, "path "+r.URL.Path+" is not served by this endpoint")
 		return
 	}
@@ -198,17 +197,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // endpoint finds host's endpoint in the gateway's current state.
-func (p *Proxy) endpoint(host string) (xds.EndpointStatus, bool) {
-	resp, err := http.Get(p.opt.Admin + "/debug/endpoints")
+func (p *Proxy) endpoint(host string) (gatewayv1.EndpointStatus, bool) {
+	resp, err := http.Get(p.opt.Admin + gatewayv1.DebugEndpointsPath)
 	if err != nil {
-		return xds.EndpointStatus{}, false
+		return gatewayv1.EndpointStatus{}, false
 	}
 	defer resp.Body.Close()
-	var debug struct {
-		Endpoints []xds.EndpointStatus `json:"endpoints"`
-	}
+	var debug gatewayv1.Debug
 	if json.NewDecoder(resp.Body).Decode(&debug) != nil {
-		return xds.EndpointStatus{}, false
+		return gatewayv1.EndpointStatus{}, false
 	}
 	host, _, _ = strings.Cut(host, ":")
 	for _, e := range debug.Endpoints {
@@ -216,7 +213,7 @@ func (p *Proxy) endpoint(host string) (xds.EndpointStatus, bool) {
 			return e, true
 		}
 	}
-	return xds.EndpointStatus{}, false
+	return gatewayv1.EndpointStatus{}, false
 }
 
 // check asks the key check as Envoy's ext_authz filter does, and answers a denial itself

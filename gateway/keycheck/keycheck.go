@@ -160,7 +160,8 @@ type proc struct {
 	grpcLis, adminLis *serve.Listener
 	grpc              *grpc.Server
 	admin             *http.Server
-	loaded, draining  atomic.Bool
+	loaded            atomic.Bool
+	ready             serve.Health
 }
 
 func (p *proc) listen() (err error) {
@@ -187,17 +188,13 @@ func (p *proc) setServing(ok bool) {
 
 func (p *proc) adminMux(reg *prometheus.Registry) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		switch {
-		case p.draining.Load():
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
-		case !p.loaded.Load():
-			http.Error(w, "the key index is not loaded yet (waiting for the key store)", http.StatusServiceUnavailable)
-		default:
-			fmt.Fprintf(w, "ok: %d keys\n", p.idx.Len())
+	p.ready.AddReadyzCheck("keys", func() (string, error) {
+		if !p.loaded.Load() {
+			return "", errors.New("the key index is not loaded yet (waiting for the key store)")
 		}
+		return fmt.Sprintf("%d keys", p.idx.Len()), nil
 	})
+	p.ready.Register(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return mux
 }
@@ -211,7 +208,7 @@ func (p *proc) run(ctx context.Context, keeper *keeper) error {
 	wg.Go(func() {
 		keeper.run(ctx, func() {
 			p.loaded.Store(true)
-			if !p.draining.Load() {
+			if !p.ready.Draining() {
 				p.setServing(true)
 			}
 			p.log.Info("key check serving", "keys", p.idx.Len())
@@ -248,7 +245,7 @@ func (p *proc) run(ctx context.Context, keeper *keeper) error {
 // drain fails the health checks, keeps answering for DrainDelay while Envoy takes the
 // process out, then lets the checks in flight finish (ShutdownTimeout at most).
 func (p *proc) drain() {
-	p.draining.Store(true)
+	p.ready.Drain()
 	p.setServing(false)
 	delay := p.cfg.DrainDelay
 	if delay == 0 {
@@ -257,14 +254,7 @@ func (p *proc) drain() {
 	p.log.Info("key check stopping: failing health checks, still answering", "for", delay)
 	time.Sleep(delay)
 	timeout := cmp.Or(p.cfg.ShutdownTimeout, DefaultShutdownTimeout)
-	stopped := make(chan struct{})
-	go func() { p.grpc.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(timeout):
-		p.grpc.Stop()
-		<-stopped
-	}
+	serve.StopGRPC(p.grpc, timeout, nil)
 	shutdownCtx, done := context.WithTimeout(context.Background(), timeout)
 	defer done()
 	_ = p.admin.Shutdown(shutdownCtx)

@@ -241,16 +241,12 @@ func (l *loader) checkTier(p string, t *v1alpha1.Tier) {
 	}
 	l.addErrors(p, policy.CheckTier(t))
 	l.checkLimits(p, "limits", t.Spec.Limits)
-	for _, lp := range limits.Problems("spec.keyLimits", t.Spec.KeyLimits) {
-		l.add(p, specPath.Child("keyLimits").Child(strings.TrimPrefix(lp.Field, "spec.keyLimits.")), lp.Expected, "%s", lp.Got)
-	}
+	l.addErrors(p, limits.ValidateRateLimits(t.Spec.KeyLimits, specPath.Child("keyLimits")))
 }
 
 // checkLimits holds a tenant's or tier's limits (spec.<name>) to what the gateway reads.
 func (l *loader) checkLimits(p, name string, tl *v1alpha1.TenantLimits) {
-	for _, lp := range limits.TenantProblems("spec."+name, tl) {
-		l.add(p, specPath.Child(name).Child(strings.TrimPrefix(lp.Field, "spec."+name+".")), lp.Expected, "%s", lp.Got)
-	}
+	l.addErrors(p, limits.ValidateTenantLimits(tl, specPath.Child(name)))
 }
 
 func (l *loader) checkTenant(p string, t *v1alpha1.Tenant) {

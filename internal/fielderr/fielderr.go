@@ -7,6 +7,7 @@ package fielderr
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -60,6 +61,15 @@ func Join(errs field.ErrorList) string {
 		parts[i] = Describe(e)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// Err is errs as one error worded as Join, nil when there are none: for callers that report a
+// refusal as an error rather than placing each field error (a store's, a reader's).
+func Err(errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.New(Join(errs))
 }
 
 // List words names for a message: "a, b, c", or "none".

@@ -9,6 +9,23 @@ import (
 	"google.golang.org/grpc/peer"
 )
 
+// StopGRPC stops s gracefully: it takes no new connections, runs ending (nil: nothing; what
+// ends the streams that would hold it open, such as ADS's), lets the calls in flight finish
+// for timeout at most, then cuts the rest.
+func StopGRPC(s *grpc.Server, timeout time.Duration, ending func()) {
+	stopped := make(chan struct{})
+	go func() { s.GracefulStop(); close(stopped) }()
+	if ending != nil {
+		ending()
+	}
+	select {
+	case <-stopped:
+	case <-time.After(timeout):
+		s.Stop()
+		<-stopped
+	}
+}
+
 // GRPC bounds a gRPC server. A zero field takes the value of the defaults it is applied Over.
 type GRPC struct {
 	// MaxRecvMsgSize bounds one message a client sends (ResourceExhausted past it, unread).

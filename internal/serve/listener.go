@@ -5,8 +5,9 @@
 // defaults (PublicHTTP, AdminHTTP, LoopbackHTTP, WebhookHTTP, GRPCDefaults) and overrides only
 // what its operator needs; docs/servers.md lists every server, bound and value with its reason.
 //
-// The bounds are the same kind of thing everywhere on purpose: an admin or drain helper shared
-// by the servers (readiness checks, draining) belongs beside them here.
+// The bounds are the same kind of thing everywhere on purpose, and so are the servers' probes
+// and stop: Health (/healthz, /readyz from named checks, the drain that turns readiness off
+// before a shutdown) and StopGRPC.
 package serve
 
 import (

@@ -26,10 +26,10 @@ import (
 
 	registry "github.com/inferplane/inferplane/clusters"
 	"github.com/inferplane/inferplane/e2e/kubeenv"
+	"github.com/inferplane/inferplane/e2e/lifecycletest"
 	"github.com/inferplane/inferplane/generator"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
-	"github.com/inferplane/inferplane/lifecycle/lifecycletest"
 )
 
 var clusters kubeenv.Servers

@@ -15,14 +15,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferplane/inferplane/api/gatewayv1"
 	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/usage"
-	"github.com/inferplane/inferplane/xds"
 )
-
-// DebugEndpointsPath is the xDS server's per-replica view.
-const DebugEndpointsPath = "/debug/endpoints"
 
 // Client asks one gateway.
 type Client struct {
@@ -92,10 +89,8 @@ func (c Client) Rotations(ctx context.Context, tenant string) (map[string]*lifec
 		}
 		out[e.Job] = r
 	}
-	var debug struct {
-		Endpoints []xds.EndpointStatus `json:"endpoints"`
-	}
-	if err := c.get(ctx, DebugEndpointsPath, nil, &debug); err != nil {
+	var debug gatewayv1.Debug
+	if err := c.get(ctx, gatewayv1.DebugEndpointsPath, nil, &debug); err != nil {
 		return out, nil // counts alone still decide (lifecycle.Compute)
 	}
 	for _, e := range debug.Endpoints {

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/inferplane/inferplane/api/gatewayv1"
 	"github.com/inferplane/inferplane/internal/warning"
-	"github.com/inferplane/inferplane/xds/resources"
 )
 
 // FileConfig is the file source's format: a list of endpoints, each with its replicas.
@@ -75,8 +75,8 @@ func ParseFile(path string, data []byte) ([]Replica, error) {
 			}
 		}
 		runtime := cmp.Or(e.Runtime, "vllm")
-		if _, ok := resources.RuntimePaths(runtime); !ok {
-			return nil, fmt.Errorf("%s %q: expected one of %s", at("runtime"), e.Runtime, strings.Join(resources.Runtimes(), ", "))
+		if _, ok := gatewayv1.RuntimePaths(runtime); !ok {
+			return nil, fmt.Errorf("%s %q: expected one of %s", at("runtime"), e.Runtime, strings.Join(gatewayv1.Runtimes(), ", "))
 		}
 		key := e.Tenant + "/" + e.Job
 		if j, dup := jobs[key]; dup {

@@ -21,10 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/inferplane/inferplane/api/gatewayv1"
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/internal/kubewatch"
 	"github.com/inferplane/inferplane/internal/warning"
-	"github.com/inferplane/inferplane/xds/resources"
 )
 
 // Kube discovers replicas from KubeVirt VirtualMachineInstances through a controller-runtime
@@ -249,8 +249,8 @@ func ReplicaFromVMI(vmi *kubevirtv1.VirtualMachineInstance, allowForeignNamespac
 			return skip("label %s %q: %s", f.label, f.value, strings.Join(errs, "; "))
 		}
 	}
-	if _, ok := resources.RuntimePaths(r.Runtime); !ok {
-		return skip("label %s %q: expected one of %s", v1alpha1.LabelRuntime, r.Runtime, strings.Join(resources.Runtimes(), ", "))
+	if _, ok := gatewayv1.RuntimePaths(r.Runtime); !ok {
+		return skip("label %s %q: expected one of %s", v1alpha1.LabelRuntime, r.Runtime, strings.Join(gatewayv1.Runtimes(), ", "))
 	}
 	if r.Namespace != r.Tenant && !allowForeignNamespace {
 		return skip("namespace %q differs from label %s %q (a tenant's workloads live in the namespace named after it)",

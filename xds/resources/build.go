@@ -24,6 +24,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/inferplane/inferplane/api/gatewayv1"
 )
 
 // Set is every resource of one Envoy node's configuration.
@@ -224,7 +226,7 @@ func listener(cfg Config, hcm *hcmv3.HttpConnectionManager) (*listenerv3.Listene
 }
 
 func virtualHost(cfg Config, ep EndpointInfo, filters Filters) (*routev3.VirtualHost, error) {
-	paths, _ := RuntimePaths(ep.Runtime)
+	paths, _ := gatewayv1.RuntimePaths(ep.Runtime)
 	retryPredicate, err := anyOf(&previoushostsv3.PreviousHostsPredicate{})
 	if err != nil {
 		return nil, err

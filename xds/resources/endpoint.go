@@ -3,12 +3,11 @@ package resources
 import (
 	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/api/gatewayv1"
 )
 
 // Endpoint is one job's endpoint and the replicas that may take its traffic now.
@@ -24,36 +23,6 @@ type Replica struct {
 	Name    string
 	Address string
 	Port    uint32
-}
-
-// runtimePaths are the OpenAI paths each runtime serves: the allow-list of its routes.
-var runtimePaths = map[string][]string{
-	string(v1alpha1.RuntimeVLLM): {
-		"/v1/chat/completions",
-		"/v1/completions",
-		"/v1/embeddings",
-		"/v1/models",
-	},
-	string(v1alpha1.RuntimeParakeet): {
-		"/v1/audio/transcriptions",
-		"/v1/models",
-	},
-}
-
-// RuntimePaths returns the paths a runtime serves, and whether the runtime is known.
-func RuntimePaths(runtime string) ([]string, bool) {
-	p, ok := runtimePaths[runtime]
-	return slices.Clone(p), ok
-}
-
-// Runtimes lists the known runtimes, sorted.
-func Runtimes() []string {
-	var out []string
-	for r := range runtimePaths {
-		out = append(out, r)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // ClusterName is the name of a job's cluster and of its load assignment. Tenant and job names
@@ -90,9 +59,9 @@ func (e EndpointInfo) Validate() error {
 			return fmt.Errorf("%s %q: %s", f.field, f.value, strings.Join(errs, "; "))
 		}
 	}
-	if _, ok := runtimePaths[e.Runtime]; !ok {
+	if _, ok := gatewayv1.RuntimePaths(e.Runtime); !ok {
 		return fmt.Errorf("endpoint %s: runtime %q: expected one of %s", e.Key(), e.Runtime,
-			strings.Join(Runtimes(), ", "))
+			strings.Join(gatewayv1.Runtimes(), ", "))
 	}
 	return nil
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/inferplane/inferplane/api/gatewayv1"
 )
 
 // TLSListenerName is the listener that terminates TLS.
@@ -35,14 +37,7 @@ type Certificate struct {
 }
 
 // TLSReport says, per endpoint (key), which certificate serves its host, or why none does.
-type TLSReport map[string]TLSChoice
-
-// TLSChoice is one endpoint's TLS: Certificate is the serving certificate's name, or "" with
-// the reason in Reason.
-type TLSChoice struct {
-	Certificate string `json:"certificate,omitempty"`
-	Reason      string `json:"reason,omitempty"`
-}
+type TLSReport map[string]gatewayv1.TLSChoice
 
 // covers says how well pattern (a certificate's DNS name) covers host: 2 exactly, 1 by a
 // wildcard for its first label (RFC 6125: the wildcard stands for one whole label), 0 not.
@@ -82,11 +77,11 @@ func chooseCertificates(cfg Config, eps []Endpoint, certs []Certificate) TLSRepo
 			}
 		}
 		if best < 0 {
-			report[ep.Key()] = TLSChoice{Reason: "no valid certificate covers " + host + " (a wildcard covers one label: *." +
+			report[ep.Key()] = gatewayv1.TLSChoice{Reason: "no valid certificate covers " + host + " (a wildcard covers one label: *." +
 				ep.Tenant + "." + cfg.Domain + " does, *." + cfg.Domain + " does not)"}
 			continue
 		}
-		report[ep.Key()] = TLSChoice{Certificate: certs[best].Name}
+		report[ep.Key()] = gatewayv1.TLSChoice{Certificate: certs[best].Name}
 	}
 	return report
 }
@@ -168,7 +163,7 @@ func filterChain(secret string, hosts []string, hcm *anypb.Any) (*listenerv3.Fil
 // requireTLS turns plain HTTP to an endpoint on TLS into a redirect to HTTPS: Envoy sets
 // x-forwarded-proto from the client's connection (it is the edge and trusts no hop), and a
 // virtual host that requires TLS answers a request that did not come over it with a 301.
-func requireTLS(cfg Config, vh *routev3.VirtualHost, choice TLSChoice) {
+func requireTLS(cfg Config, vh *routev3.VirtualHost, choice gatewayv1.TLSChoice) {
 	if choice.Certificate != "" && !cfg.KeepPlainHTTP {
 		vh.RequireTls = routev3.VirtualHost_ALL
 	}

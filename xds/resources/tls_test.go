@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/inferplane/inferplane/api/gatewayv1"
 	"github.com/inferplane/inferplane/xds/internal/tlstest"
 )
 
@@ -53,8 +54,8 @@ func TestBuildTLS(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, set.Validate(), "every resource passes ValidateAll, the SDS names resolve")
 
-	assert.Equal(t, TLSChoice{Certificate: "inferplane-system/chat-exact"}, report["acme/chat"], "an exact name wins over a wildcard")
-	assert.Equal(t, TLSChoice{Certificate: "inferplane-system/acme-wildcard"}, report["acme/embed"], "the wildcard that expires last")
+	assert.Equal(t, gatewayv1.TLSChoice{Certificate: "inferplane-system/chat-exact"}, report["acme/chat"], "an exact name wins over a wildcard")
+	assert.Equal(t, gatewayv1.TLSChoice{Certificate: "inferplane-system/acme-wildcard"}, report["acme/embed"], "the wildcard that expires last")
 	assert.Contains(t, report["globex/llama"].Reason, "no valid certificate covers llama.globex.example.com")
 
 	require.Len(t, set.Listeners, 2)
