@@ -107,8 +107,8 @@ func TestQuotaAndTierChanges(t *testing.T) {
 		assert.Equal(t, apiv1.Quota{GPUs: 2, Jobs: 8, ReplicasPerJob: 16}, w.Quota.InForce)
 		assert.True(t, w.Quota.Over)
 		msg := gitserver.Git(t, r.Path("inputs"), "log", "-1", "--format=%an <%ae>%n%B", "main")
-		assert.Equal(t, "Pat <pat@platform.example>\nacme: quota gpus 16 -> 2\n\nInferplane-Tenant: acme\nInferplane-Change: quota\n"+
-			"Inferplane-Reason: invoice 1042 unpaid\n\n", msg)
+		assert.Regexp(t, `^Pat <pat@platform.example>\nacme: quota gpus 16 -> 2\n\nInferplane-Tenant: acme\nInferplane-Change: quota\n`+
+			`Inferplane-Reason: invoice 1042 unpaid\nInferplane-Write: [a-z2-7]{26}\n\n$`, msg)
 		assert.Contains(t, gitserver.Git(t, r.Path("inputs"), "show", "main:tenants/acme/tenant.yaml"),
 			"# Who may use acme through the product API", "the file's comments are kept")
 		assert.Contains(t, gitserver.Git(t, r.Path("acme"), "show", "main:jobs/qwen3-32b/kustomization.yaml"), "r1-n0-vm.yaml", "what runs is kept")
