@@ -2,6 +2,7 @@ package inputsrepo
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -126,6 +127,13 @@ func (r *Repo) wait(ctx context.Context, p *pending) (Result, error) {
 // errStale: the branch moved since the head a chain was built on; it is built again.
 var errStale = errors.New("the branch moved")
 
+// TrailerWrite is the commit trailer that makes a commit its write's own: a random value drawn
+// for each commit. Without it, two replicas making the same change on the same head in the same
+// second (two deletes of one job by one caller, a create sent again with its key) make the same
+// commit, byte for byte, and a writer whose push failed without saying how (landed) would find
+// the other's commit on the remote and answer it as its own: two answers, one commit.
+const TrailerWrite = "Inferplane-Write"
+
 // commit stores the commit object of a change; request is the TrailerRequest value ("" none).
 func (r *Repo) commit(ch Change, request string, parent, tree plumbing.Hash) (plumbing.Hash, error) {
 	now := r.opts.Now()
@@ -140,9 +148,11 @@ func (r *Repo) commit(ch Change, request string, parent, tree plumbing.Hash) (pl
 	if r.opts.WriterID != "" {
 		trailers = append(trailers, TrailerWriter+": "+r.opts.WriterID)
 	}
-	if len(trailers) > 0 {
-		msg += "\n" + strings.Join(trailers, "\n") + "\n"
+	trailers = append(trailers, TrailerWrite+": "+strings.ToLower(crand.Text()))
+	if Trailers(msg) == nil {
+		msg += "\n" // a paragraph of their own; else they join the message's own trailers
 	}
+	msg += strings.Join(trailers, "\n") + "\n"
 	c := &object.Commit{Author: author, Committer: committer, Message: msg, TreeHash: tree}
 	if !parent.IsZero() {
 		c.ParentHashes = []plumbing.Hash{parent}

@@ -387,6 +387,70 @@ func TestCancelledDuringPushLandsWhole(t *testing.T) {
 	assert.Contains(t, remoteFile(t, bare, "tenants/acme/jobs/phi.yaml"), "name: phi")
 }
 
+// Two replicas make the same change on the same head in the same second: two clients signed in
+// as one identity delete one job through two replicas, or a client sends its create again with
+// its key to another replica while the first is under way. b's push is on its way when a's lands,
+// and b's answer is lost (it failed without saying how), so b looks at the remote for its
+// commit. It must not take a's commit for its own: every answer that is not Replayed is a commit
+// of its own, and the write that lost is refused (or replayed) as on any other head.
+func TestSameChangeOnTwoReplicasLandsOnce(t *testing.T) {
+	const qwen = "tenants/acme/jobs/qwen.yaml"
+	deleteQwen := func(tr *Tree) error {
+		if _, err := tr.ReadFile(qwen); err != nil {
+			return Conflictf("job acme/qwen no longer exists")
+		}
+		return tr.Remove(qwen)
+	}
+	for _, tc := range []struct {
+		name   string
+		change Change
+		check  func(t *testing.T, a, b Result, errB error)
+	}{
+		{"two deletes of one job", Change{Author: dana, Message: "acme: delete job qwen", Apply: deleteQwen},
+			func(t *testing.T, a, b Result, errB error) {
+				var ce *ConflictError
+				require.ErrorAs(t, errB, &ce, "b's delete answered %+v (a's commit %s)", b, a.Commit)
+				assert.Equal(t, "job acme/qwen no longer exists", ce.Reason)
+			}},
+		{"one create sent twice with its key", Change{Author: dana, Message: "acme: create job phi", Apply: addJob("acme", "phi"),
+			IdempotencyKey: "dex|dana|acme|k1", Request: "POST acme/jobs phi"},
+			func(t *testing.T, a, b Result, errB error) {
+				require.NoError(t, errB)
+				assert.True(t, b.Replayed, "b's create answered %+v", b)
+				assert.Equal(t, a.Commit, b.Commit)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			srv, o := httpRemote(t)
+			o.Now = func() time.Time { return time.Date(2026, 12, 3, 13, 0, 0, 0, time.UTC) }
+			a, b := open(t, o), open(t, o)
+			for _, r := range []*Repo{a, b} {
+				_, err := r.Head(ctx) // both have the same head
+				require.NoError(t, err)
+			}
+			var (
+				resA   Result
+				errA   error
+				pushes sync.Map
+			)
+			srv.BeforePush = func(*http.Request) bool {
+				if _, again := pushes.LoadOrStore("b", true); again {
+					return true // a's push, and any after it
+				}
+				resA, errA = a.Write(ctx, tc.change) // a's push lands while b's is on its way ...
+				return false                         // ... and b's answer is lost
+			}
+			resB, errB := b.Write(ctx, tc.change)
+			require.NoError(t, errA)
+			tc.check(t, resA, resB, errB)
+			log := remoteLog(t, srv.Dir("inputs"))
+			require.Len(t, log, 2, "one commit")
+			assert.Equal(t, resA.Commit, strings.Fields(log[0])[0])
+		})
+	}
+}
+
 // Credentials never appear in errors or logs: a wrong token, a URL with credentials in it.
 func TestCredentialsStayOut(t *testing.T) {
 	ctx := context.Background()
@@ -409,6 +473,27 @@ func TestCredentialsStayOut(t *testing.T) {
 
 	_, err = Open(Options{URL: srv.RepoURL("inputs"), CredentialsFile: filepath.Join(t.TempDir(), "absent")})
 	require.ErrorContains(t, err, "credentials")
+}
+
+// The writer's trailers join a message's own (a tenant change names its tenant, change and
+// reason in trailers, which its history reads): a second paragraph would hide them, since only
+// a message's last paragraph holds its trailers.
+func TestWriterTrailersJoinTheMessages(t *testing.T) {
+	bare, o := fileRemote(t)
+	o.WriterID = "http://10.0.0.7:8080 abc"
+	for _, msg := range []string{"acme: quota to 16 GPUs\n\nInferplane-Tenant: acme\nInferplane-Reason: growth", "acme: create job phi"} {
+		_, err := open(t, o).Write(context.Background(), Change{Author: dana, Message: msg, Apply: addJob("acme", msg[len(msg)-3:]),
+			IdempotencyKey: msg})
+		require.NoError(t, err)
+		tr := Trailers(gitserver.Git(t, bare, "log", "-1", "--format=%B", "main"))
+		assert.Equal(t, hashKey(msg), tr[TrailerRequest], msg)
+		assert.Equal(t, o.WriterID, tr[TrailerWriter], msg)
+		assert.Len(t, tr[TrailerWrite], 26, msg)
+		if strings.Contains(msg, "Inferplane-Tenant") {
+			assert.Equal(t, "acme", tr["Inferplane-Tenant"])
+			assert.Equal(t, "growth", tr["Inferplane-Reason"])
+		}
+	}
 }
 
 func TestTrailers(t *testing.T) {

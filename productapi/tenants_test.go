@@ -107,8 +107,8 @@ func TestQuotaAndTierChanges(t *testing.T) {
 		assert.Equal(t, apiv1.Quota{GPUs: 2, Jobs: 8, ReplicasPerJob: 16}, w.Quota.InForce)
 		assert.True(t, w.Quota.Over)
 		msg := gitserver.Git(t, r.Path("inputs"), "log", "-1", "--format=%an <%ae>%n%B", "main")
-		assert.Equal(t, "Pat <pat@platform.example>\nacme: quota gpus 16 -> 2\n\nInferplane-Tenant: acme\nInferplane-Change: quota\n"+
-			"Inferplane-Reason: invoice 1042 unpaid\n\n", msg)
+		assert.Regexp(t, `^Pat <pat@platform.example>\nacme: quota gpus 16 -> 2\n\nInferplane-Tenant: acme\nInferplane-Change: quota\n`+
+			`Inferplane-Reason: invoice 1042 unpaid\nInferplane-Write: [a-z2-7]{26}\n\n$`, msg)
 		assert.Contains(t, gitserver.Git(t, r.Path("inputs"), "show", "main:tenants/acme/tenant.yaml"),
 			"# Who may use acme through the product API", "the file's comments are kept")
 		assert.Contains(t, gitserver.Git(t, r.Path("acme"), "show", "main:jobs/qwen3-32b/kustomization.yaml"), "r1-n0-vm.yaml", "what runs is kept")
@@ -181,4 +181,31 @@ func TestQuotaWithoutTiers(t *testing.T) {
 	assert.Equal(t, int64(2), q.UsedGPUs)
 	assert.Equal(t, []string{"metal3.gpu-h100"}, q.AllowedNodeTypes)
 	assert.Nil(t, q.Models)
+}
+
+// TestTenantHistoryThroughPeers: with the replicas' peer settings every commit carries the
+// writer's trailers (and a handed-over write a key); a tenant change's own trailers (its tenant,
+// change and reason) stay readable, so its history lists it, whichever replica took it and
+// whichever pushed it.
+func TestTenantHistoryThroughPeers(t *testing.T) {
+	ctx := context.Background()
+	r := apitest.Remotes{Dir: t.TempDir()}
+	inputs := apitest.BundledInputs(t, r)
+	o := productapi.Options{Policy: access.Policy{AdminGroups: []string{"platform"}}, PeerToken: "peers-secret"}
+	reps := []replica{startReplica(t, r, inputs, withOperator, o), startReplica(t, r, inputs, withOperator, o)}
+	tiers := []string{"h200-dedicated", "h100-dedicated"}
+	for i, rep := range reps {
+		_, err := client.New(rep.url, client.StaticToken("pat")).SetTier(ctx, "initech", apiv1.TierChange{Tier: tiers[i], Reason: "change " + tiers[i]})
+		require.NoError(t, err)
+	}
+	for _, rep := range reps {
+		require.NoError(t, rep.srv.Refresh(ctx))
+		h, err := client.New(rep.url, client.StaticToken("pat")).TenantHistory(ctx, "initech")
+		require.NoError(t, err)
+		require.Len(t, h.Changes, 2)
+		assert.Equal(t, "tier", h.Changes[0].Change)
+		assert.Equal(t, "change h100-dedicated", h.Changes[0].Reason)
+		assert.Equal(t, "tier", h.Changes[1].Change)
+		assert.Equal(t, "change h200-dedicated", h.Changes[1].Reason)
+	}
 }
