@@ -208,7 +208,7 @@ func (h *Handler) routes() {
 		}
 		m.Handle(pattern, h.signedIn(next))
 	}
-	t("GET /t/{tenant}/jobs", access.Read, h.jobs)
+	m.Handle("GET /t/{tenant}/jobs", h.signedIn(h.jobsPage()))
 	t("GET /t/{tenant}/jobs/events", access.Read, h.jobEvents)
 	t("GET /t/{tenant}/jobs/new", access.WriteJobs, h.newJob)
 	t("POST /t/{tenant}/jobs", access.WriteJobs, h.createJob)

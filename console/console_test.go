@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -437,6 +438,34 @@ func TestJobEvents(t *testing.T) {
 	f.backend.SetStage("acme", "chat", "failed", "evicted")
 	third := readEvent(t, r2)
 	assert.Contains(t, third.data, "evicted")
+}
+
+// The jobs page reads the list once, at the same time as the caller's memberships, and holds
+// the very fragment its stream's tag names: the stream resumed at the page's tag sends nothing
+// until the list changes. A tenant the caller is no member of is the 404 of a tenant that does
+// not exist, whatever its list's read answered.
+func TestJobsPage(t *testing.T) {
+	f := newFixture(t)
+	u := f.signIn(t, "dana@acme.example", "acme-ml")
+	lists, mes := f.backend.Calls("ListJobs"), f.backend.Calls("Me")
+	page := f.get(t, u, "/t/acme/jobs", http.StatusOK)
+	assert.Equal(t, lists+1, f.backend.Calls("ListJobs"), "one read of the list")
+	assert.Equal(t, mes+1, f.backend.Calls("Me"), "one read of the memberships")
+	assert.Contains(t, page, `id="job-transcribe"`)
+	m := regexp.MustCompile(`/jobs/events\?since=([0-9a-f]+)"`).FindStringSubmatch(page)
+	require.NotNil(t, m, "no stream in the page")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := f.events(t, ctx, u, m[1])
+	time.Sleep(300 * time.Millisecond) // several of the stream's reads (LiveInterval 50 ms)
+	f.backend.SetStage("acme", "transcribe", "serving", "answers /health")
+	first := readEvent(t, r)
+	assert.Contains(t, first.data, "answers /health", "the stream sent the list the page holds")
+
+	other := f.get(t, u, "/t/globex/jobs", http.StatusNotFound)
+	assert.Equal(t, f.get(t, u, "/t/nosuch/jobs", http.StatusNotFound), other)
+	assert.NotContains(t, other, "globex")
 }
 
 type event struct{ id, data string }

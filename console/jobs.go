@@ -2,10 +2,12 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -30,8 +32,13 @@ type jobsData struct {
 }
 
 func (h *Handler) jobsData(c *call) jobsData {
-	d := jobsData{Tenant: c.tenant, Now: h.now(), CanEdit: h.can(c, access.WriteJobs)}
 	jobs, err := h.opts.Backend.ListJobs(c.r.Context(), c.id, c.tenant)
+	return h.jobsDataOf(c, jobs, err)
+}
+
+// jobsDataOf is the live part of the jobs page from a read of the list.
+func (h *Handler) jobsDataOf(c *call, jobs []Job, err error) jobsData {
+	d := jobsData{Tenant: c.tenant, Now: h.now(), CanEdit: h.can(c, access.WriteJobs)}
 	if err != nil {
 		h.log.Warn("console: listing jobs", "tenant", c.tenant, "error", err)
 		d.Err = "The jobs could not be read just now; the list shows what was last read."
@@ -53,19 +60,45 @@ func (h *Handler) liveFragment(d jobsData) ([]byte, string, error) {
 	return buf.Bytes(), hex.EncodeToString(sum[:8]), nil
 }
 
+// jobsPage is the jobs page (jobs) with its list read at the same time as the caller's
+// memberships (tenant's Me): the two reads of the page's first render, which do not depend on
+// each other, made at once. The list is read as the caller, so the API decides who may read it
+// as for any read; for a caller who is no member of the tenant, tenant answers 404 as for every
+// tenant page and the list's read is cancelled, its answer never shown.
+func (h *Handler) jobsPage() http.Handler {
+	type read struct {
+		jobs []Job
+		err  error
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		got := make(chan read, 1)
+		go func() {
+			jobs, err := h.opts.Backend.ListJobs(ctx, sessionOf(ctx).Identity.identity(), r.PathValue("tenant"))
+			got <- read{jobs, err}
+		}()
+		h.tenant(access.Read, func(c *call) {
+			l := <-got
+			h.jobs(c, h.jobsDataOf(c, l.jobs, l.err))
+		}).ServeHTTP(w, r)
+	})
+}
+
 // jobs is the tenant's jobs: stage badge, reason and since, kept current by a server-sent
 // event stream (jobEvents) that htmx swaps in.
-func (h *Handler) jobs(c *call) {
-	d := h.jobsData(c)
-	_, tag, err := h.liveFragment(d)
+func (h *Handler) jobs(c *call, d jobsData) {
+	live, tag, err := h.liveFragment(d)
 	if err != nil {
 		h.internal(c.w, c.r, "render jobs", err)
 		return
 	}
+	// The page holds the fragment the tag was taken of, rendered once: it is html/template's
+	// output in the same context (the inside of a <div>) as the page would render it in.
 	v := h.viewFor(c, "Jobs", "jobs", struct {
-		Live   jobsData
+		Live   template.HTML
 		Events string
-	}{d, "/t/" + url.PathEscape(c.tenant) + "/jobs/events?since=" + tag})
+	}{template.HTML(live), "/t/" + url.PathEscape(c.tenant) + "/jobs/events?since=" + tag})
 	v.Scripts = []string{htmxBundle}
 	h.render(c.w, c.r, http.StatusOK, "jobs", v)
 }

@@ -121,7 +121,7 @@ Prometheus. SIGTERM finishes requests in flight (--shutdown-timeout).`,
 	fl.StringVar(&f.c.Meter, "meter", "", "the meter: base URL of inferplane meter serve's admin address (the usage route's GPU-seconds, groupBy and what the quota leaves)")
 	fl.DurationVar(&f.c.RefreshInterval, "refresh-interval", 2*time.Second, "how often the inputs are fetched for reads")
 	fl.DurationVar(&f.c.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often every tenant repository is compared with the inputs and rendered when behind")
-	fl.StringVar(&f.c.PeerURL, "peer-url", "", "where the other API replicas reach this one (e.g. http://$(POD_IP):8080): with --peer-token-file, writes are handed to the replica that pushed last (docs/design.md)")
+	fl.StringVar(&f.c.PeerURL, "peer-url", "", "where the other API replicas reach this one (the install: http://$(POD_NAME).inferplane-api-pods.<namespace>.svc:8080): with --peer-token-file, writes are handed to the replica that pushed last (docs/design.md)")
 	fl.StringVar(&f.c.PeerTokenFile, "peer-token-file", "", "file with the secret the API replicas share to hand writes to each other (with --peer-url)")
 	fl.DurationVar(&f.c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long in-flight requests may take to finish after SIGINT or SIGTERM")
 	fl.IntVar(&f.c.Bounds.Conns.MaxPerClient, "max-connections-per-client", 0, "connections one client IP address may hold open (0: no bound, for an API behind a proxy, where every client has the proxy's address)")
@@ -205,10 +205,16 @@ func newAPIManifestsCmd() *cobra.Command {
 		Use:   "manifests --domain D --oidc-issuer URL --oidc-client-id ID --inputs-repo URL",
 		Short: "Print the product API's install manifests (YAML)",
 		Long: `manifests prints, as one YAML stream in apply order, what runs the product API in the host
-cluster, beside the gateway (same namespace): a Deployment of api serve (2 replicas), its
-Service (port 8080), a PodDisruptionBudget, a ServiceAccount and Roles (APIKey objects in its
-namespace; read the cluster registry's Secrets and Argo CD's Applications). Its Secrets are not
-in them (the header says how to create them).
+cluster, beside the gateway (same namespace): a StatefulSet of api serve (2 replicas), its
+Service (port 8080), a headless Service <name>-pods naming each replica, a PodDisruptionBudget,
+a ServiceAccount and Roles (APIKey objects in its namespace; read the cluster registry's Secrets
+and Argo CD's Applications). Its Secrets are not in them (the header says how to create them).
+
+With more than one replica, the replicas hand their writes to the one that pushed last (api
+serve --peer-url --peer-token-file): each is reached at its pod's name under <name>-pods
+(http://<name>-<i>.<name>-pods.<namespace>.svc:8080), and all share the token of one Secret
+(<name>-peers, key token), mounted as a file. --replicas 1 has no peers and needs no such
+Secret. An install that ran the API as a Deployment: delete it once the StatefulSet runs.
 
 The web console is served with the API, as api serve serves it: at --console-url (default
 https://api.<domain>, where the API answers), signing in with the provider as
@@ -217,6 +223,7 @@ seals and opens sessions with the keys of one Secret (<name>-console, key sessio
 browser signed in at one replica is signed in at all of them; a pod does not start until that
 Secret exists. --no-console serves the API only.`,
 		Example: `  kubectl -n inferplane-system create secret generic inferplane-api-console --from-file=session-keys=<(openssl rand -hex 32)
+  kubectl -n inferplane-system create secret generic inferplane-api-peers --from-file=token=<(openssl rand -hex 32)
   inferplane api manifests --domain models.example.com --oidc-issuer https://login.example.com \
       --oidc-client-id inferplane --inputs-repo https://git.example.com/ops/inputs.git | kubectl apply -f -
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,15 +19,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/inferplane/inferplane/console"
 	"github.com/inferplane/inferplane/e2e/dex"
+	"github.com/inferplane/inferplane/e2e/gitserver"
+	"github.com/inferplane/inferplane/inputsrepo"
 	"github.com/inferplane/inferplane/productapi/apitest"
+	"github.com/inferplane/inferplane/productapi/apiv1"
+	apiclient "github.com/inferplane/inferplane/productapi/client"
 	apiinstall "github.com/inferplane/inferplane/productapi/install"
 )
 
 // TestManifestsConsoleAcrossReplicas runs the install's own command line: api serve as the
-// manifests' Deployment runs it, twice (two replicas), each given the same session-keys file
+// manifests' StatefulSet runs it, twice (two replicas), each given the same session-keys file
 // (what every pod mounts from the console's Secret), with only what points at the cluster
 // replaced (no --in-cluster, no inputs credentials, the bundled inputs in a file:// repository,
 // the mounted files' paths, 127.0.0.1 addresses, a real Dex as the provider). A user signs in
@@ -37,15 +43,7 @@ import (
 func TestManifestsConsoleAcrossReplicas(t *testing.T) {
 	o := apiinstall.Options{Domain: "models.example.com", Issuer: "https://login.example.com", ClientID: "inferplane",
 		InputsRepo: "https://git.example.com/ops/inputs.git"}
-	objs, err := apiinstall.Manifests(o)
-	require.NoError(t, err)
-	var dep *appsv1.Deployment
-	for _, obj := range objs {
-		if d, ok := obj.(*appsv1.Deployment); ok {
-			dep = d
-		}
-	}
-	require.NotNil(t, dep)
+	dep := installStatefulSet(t, o)
 	args := dep.Spec.Template.Spec.Containers[0].Args
 	require.GreaterOrEqual(t, *dep.Spec.Replicas, int32(2))
 	for _, want := range []string{"--console-url", "--console-session-keys"} {
@@ -69,6 +67,7 @@ func TestManifestsConsoleAcrossReplicas(t *testing.T) {
 	d := dex.Start(t, dex.Options{Clients: []dex.Client{{ID: o.ClientID, Public: true, RedirectURIs: callbacks}}, Users: apiUsers})
 	inputs := apitest.BundledInputs(t, apitest.Remotes{Dir: filepath.Join(dir, "git")})
 	secret := writeKeySecret(t)
+	token := writePeerToken(t)
 	for i, a := range addrs {
 		keys := shared
 		if i == 2 {
@@ -76,7 +75,8 @@ func TestManifestsConsoleAcrossReplicas(t *testing.T) {
 		}
 		local := localArgs(args, map[string]string{"--listen": a, "--oidc-issuer": d.Issuer, "--inputs-repo": inputs,
 			"--tenant-credentials-dir": t.TempDir(), "--work-dir": t.TempDir(), "--keys-secret-file": secret, "--server": "http://127.0.0.1:1",
-			"--console-url": "http://" + a, "--console-session-keys": keys}, "--in-cluster", "--inputs-credentials-file")
+			"--console-url": "http://" + a, "--console-session-keys": keys, "--peer-url": "http://" + a, "--peer-token-file": token},
+			"--in-cluster", "--inputs-credentials-file")
 		startAPIServe(t, a, local)
 	}
 
@@ -110,6 +110,169 @@ func TestManifestsConsoleAcrossReplicas(t *testing.T) {
 		assert.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"), p)
 		assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), p)
 	}
+}
+
+// installStatefulSet is the StatefulSet of the API's install.
+func installStatefulSet(t *testing.T, o apiinstall.Options) *appsv1.StatefulSet {
+	t.Helper()
+	objs, err := apiinstall.Manifests(o)
+	require.NoError(t, err)
+	for _, obj := range objs {
+		if s, ok := obj.(*appsv1.StatefulSet); ok {
+			return s
+		}
+	}
+	t.Fatal("no StatefulSet in the install")
+	return nil
+}
+
+// writePeerToken writes the peers' token as the install's header says to make its Secret
+// (openssl rand -hex 32) and the pods mount it: a file, one line.
+func writePeerToken(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), apiinstall.PeerTokenKey)
+	require.NoError(t, os.WriteFile(p, []byte(hex.EncodeToString([]byte(strings.Repeat("p", 32)))+"\n"), 0o400))
+	return p
+}
+
+// kubeletArgs is the container's command line as the kubelet runs it in pod `pod`: each
+// $(VAR) of the container's variables replaced by its value (a literal, or the pod's name
+// for the downward API's metadata.name, the only field the install uses).
+func kubeletArgs(t *testing.T, c corev1.Container, pod string) []string {
+	t.Helper()
+	var pairs []string
+	for _, e := range c.Env {
+		v := e.Value
+		if e.ValueFrom != nil {
+			require.NotNil(t, e.ValueFrom.FieldRef, "variable %s", e.Name)
+			require.Equal(t, "metadata.name", e.ValueFrom.FieldRef.FieldPath, "variable %s", e.Name)
+			v = pod
+		}
+		pairs = append(pairs, "$("+e.Name+")", v)
+	}
+	r := strings.NewReplacer(pairs...)
+	out := make([]string, len(c.Args))
+	for i, a := range c.Args {
+		out[i] = r.Replace(a)
+		require.NotContains(t, out[i], "$(", "a variable the container does not have")
+	}
+	return out
+}
+
+// secretFiles maps each file the container's mounted Secrets put in it to "<secret>/<key>".
+func secretFiles(pod corev1.PodSpec, c corev1.Container) map[string]string {
+	files := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		for _, v := range pod.Volumes {
+			if v.Name == m.Name && v.Secret != nil {
+				for _, item := range v.Secret.Items {
+					files[m.MountPath+"/"+item.Path] = v.Secret.SecretName + "/" + item.Key
+				}
+			}
+		}
+	}
+	return files
+}
+
+// What api serve reads from the install's peer flags, as each pod runs them: parsed by api
+// serve's own flags, each replica's peer URL is its pod's name under the headless Service, as
+// api serve checks it, and its token file is the key of the peers' Secret the pod mounts.
+// Every flag of the command line is one of api serve's.
+func TestManifestsPeerFlagsAsServeReadsThem(t *testing.T) {
+	o := apiinstall.Options{Domain: "models.example.com", Issuer: "https://login.example.com", ClientID: "inferplane",
+		InputsRepo: "https://git.example.com/ops/inputs.git", Replicas: 3}
+	sts := installStatefulSet(t, o)
+	c := sts.Spec.Template.Spec.Containers[0]
+	files := secretFiles(sts.Spec.Template.Spec, c)
+	seen := map[string]bool{}
+	for i := range *sts.Spec.Replicas {
+		pod := fmt.Sprintf("%s-%d", sts.Name, i) // a StatefulSet's pod names
+		args := kubeletArgs(t, c, pod)
+		require.Equal(t, []string{"api", "serve"}, args[:2])
+		cmd := newAPIServeCmd()
+		require.NoError(t, cmd.ParseFlags(args[2:]), "the install's flags are api serve's")
+		peerURL, tokenFile := cmd.Flags().Lookup("peer-url").Value.String(), cmd.Flags().Lookup("peer-token-file").Value.String()
+		assert.Equal(t, "http://"+pod+"."+sts.Spec.ServiceName+".inferplane-system.svc:8080", peerURL)
+		assert.Empty(t, checkPeer(peerURL, tokenFile))
+		assert.Equal(t, "inferplane-api-peers/"+apiinstall.PeerTokenKey, files[tokenFile], "the token file is the peers' Secret's")
+		assert.False(t, seen[peerURL], "two replicas at one URL")
+		seen[peerURL] = true
+	}
+
+	o.Replicas = 1
+	c = installStatefulSet(t, o).Spec.Template.Spec.Containers[0]
+	cmd := newAPIServeCmd()
+	require.NoError(t, cmd.ParseFlags(kubeletArgs(t, c, "inferplane-api-0")[2:]))
+	assert.Empty(t, cmd.Flags().Lookup("peer-url").Value.String(), "one replica has no peers")
+	assert.Empty(t, cmd.Flags().Lookup("peer-token-file").Value.String())
+}
+
+// TestManifestsHandOverAcrossReplicas runs the install's command line as two replicas, each
+// given the same token file (what every pod mounts from the peers' Secret) and, for its pod's
+// name, a 127.0.0.1 address (the rest replaced as in TestManifestsConsoleAcrossReplicas): a
+// write through the replica that did not push last is handed to the one that did, which
+// pushes it and names itself in the commit.
+func TestManifestsHandOverAcrossReplicas(t *testing.T) {
+	o := apiinstall.Options{Domain: "models.example.com", Issuer: "https://login.example.com", ClientID: "inferplane",
+		InputsRepo: "https://git.example.com/ops/inputs.git", NoConsole: true}
+	args := installStatefulSet(t, o).Spec.Template.Spec.Containers[0].Args
+	require.Contains(t, args, "--peer-url")
+	require.Contains(t, args, "--peer-token-file")
+
+	d := dex.Start(t, dex.Options{Clients: []dex.Client{{ID: o.ClientID, Secret: "api-secret", RedirectURIs: []string{"http://127.0.0.1:1/callback"}}}, Users: apiUsers})
+	remotes := apitest.Remotes{Dir: filepath.Join(t.TempDir(), "git")}
+	inputs := apitest.BundledInputs(t, remotes)
+	secret, token := writeKeySecret(t), writePeerToken(t)
+	addrs := []string{freePort(t), freePort(t)}
+	// The writer is the replica whose URL sorts first among those that pushed lately.
+	slices.SortFunc(addrs, func(a, b string) int { return strings.Compare("http://"+a, "http://"+b) })
+	for _, a := range addrs {
+		startAPIServe(t, a, localArgs(args, map[string]string{"--listen": a, "--oidc-issuer": d.Issuer, "--inputs-repo": inputs,
+			"--tenant-credentials-dir": t.TempDir(), "--work-dir": t.TempDir(), "--keys-secret-file": secret, "--server": "http://127.0.0.1:1",
+			"--peer-url": "http://" + a, "--peer-token-file": token}, "--in-cluster", "--inputs-credentials-file"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	idToken := apiSignIn(t, d, o.ClientID, "dana@acme.example")
+	writer, other := apiclient.New("http://"+addrs[0], apiclient.StaticToken(idToken)), apiclient.New("http://"+addrs[1], apiclient.StaticToken(idToken))
+
+	first, err := writer.CreateJob(ctx, "acme", apiv1.JobCreate{Name: "first", Model: "Qwen/Qwen3-32B"}, apiclient.WriteOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "http://"+addrs[0], writerOf(t, remotes.Path("inputs"), first.Write.InputsCommit))
+	// The other replica hands writes over once it has read the writer's commit (its reads
+	// fetch every --refresh-interval).
+	require.Eventually(t, func() bool {
+		jobs, err := other.ListJobs(ctx, "acme")
+		return err == nil && slices.ContainsFunc(jobs.Items, func(j apiv1.Job) bool { return j.Name == "first" })
+	}, time.Minute, 200*time.Millisecond)
+	second, err := other.CreateJob(ctx, "acme", apiv1.JobCreate{Name: "second", Model: "Qwen/Qwen3-32B"}, apiclient.WriteOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "http://"+addrs[0], writerOf(t, remotes.Path("inputs"), second.Write.InputsCommit), "pushed by the writer")
+	assert.Equal(t, 1.0, metricValue(t, "http://"+addrs[0], "inferplane_api_writes_taken_total"), "the writer took one write")
+	assert.Equal(t, 0.0, metricValue(t, "http://"+addrs[1], "inferplane_api_writes_taken_total"))
+}
+
+// writerOf is the peer URL an inputs commit names as its writer.
+func writerOf(t *testing.T, repo, commit string) string {
+	t.Helper()
+	id := strings.TrimSpace(gitserver.Git(t, repo, "log", "-1", "--format=%(trailers:key="+inputsrepo.TrailerWriter+",valueonly)", commit))
+	peer, _, _ := strings.Cut(id, " ")
+	return peer
+}
+
+// metricValue is the value of an unlabelled metric the server at base exposes (0 when absent).
+func metricValue(t *testing.T, base, name string) float64 {
+	t.Helper()
+	resp, body := consoleGet(t, base+"/metrics")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			require.NoError(t, err, line)
+			return f
+		}
+	}
+	return 0
 }
 
 // localArgs is the manifests' command line with each flag of set given that value (every

@@ -43,8 +43,9 @@ func TestAPIManifests(t *testing.T) {
 	out, _, err := execCLI(context.Background(), "api", "manifests", "--domain", "models.example.com", "--oidc-issuer", "https://login.example.com",
 		"--oidc-client-id", "inferplane", "--inputs-repo", "https://git.example.com/ops/inputs.git")
 	require.NoError(t, err)
-	assert.Contains(t, out, "kind: Deployment")
+	assert.Contains(t, out, "kind: StatefulSet")
 	assert.Contains(t, out, "kind: PodDisruptionBudget")
+	assert.Contains(t, out, "--peer-token-file", "2 replicas hand writes to each other")
 	_, _, err = execCLI(context.Background(), "api", "manifests", "--domain", "models.example.com")
 	assert.Equal(t, 2, exitCode(err))
 	assert.ErrorContains(t, err, "--oidc-issuer")

@@ -1,6 +1,7 @@
 // Package install renders the product API's install manifests for the host cluster: a
-// Deployment of `inferplane api serve` (2 replicas: the server is stateless), its Service,
-// PodDisruptionBudget, ServiceAccount and the Roles it needs (read the cluster registry and the
+// StatefulSet of `inferplane api serve` (2 replicas: the server keeps no state, but each replica
+// has a name the others reach it at, to hand it their writes), its Services, PodDisruptionBudget,
+// ServiceAccount and the Roles it needs (read the cluster registry and the
 // Argo CD Applications, keep APIKey objects in its namespace), with the web console served as
 // `api serve` serves it: at the console's URL, signing in with the provider, its sessions
 // sealed with keys every replica reads from one Secret. It is pure: `inferplane api manifests`
@@ -49,7 +50,12 @@ const (
 	tenantsDir        = "/etc/inferplane/tenant-git"
 	keySecretFile     = "/etc/inferplane/keys/secret"
 	consoleDir        = "/etc/inferplane/console"
+	peerDir           = "/etc/inferplane/peers"
 )
+
+// PeerTokenKey is the key of the peers' Secret (Options.PeerSecret): the token the replicas
+// share to hand writes to each other (openssl rand -hex 32).
+const PeerTokenKey = "token"
 
 // The keys of the console's Secret (Options.ConsoleSecret).
 const (
@@ -101,7 +107,28 @@ type Options struct {
 	// ConsoleGateway is where the playground sends the endpoints' requests (host:port of the
 	// gateway's TLS listener); default the gateway's Envoy Service, <gateway>-envoy.<ns>.svc:443.
 	ConsoleGateway string
+
+	// PeerSecret holds the token (PeerTokenKey) with which the replicas hand their writes to
+	// the one that pushed last (api serve --peer-url --peer-token-file); default <name>-peers.
+	// One replica has no peers: it is then neither read nor needed.
+	PeerSecret string
 }
+
+// peers says whether the replicas hand writes to each other: whenever there are several.
+func (o Options) peers() bool { return o.Replicas > 1 }
+
+// PeerURL is where the other replicas reach a replica: its pod's name (the POD_NAME variable
+// the kubelet puts in its command line) under the headless Service, a name only that pod answers
+// at, for as long as it runs, whatever its IP address.
+func (o Options) PeerURL() string {
+	return fmt.Sprintf("http://$(%s).%s.%s.svc:%d", podNameEnv, o.podsService(), o.Namespace, Port)
+}
+
+// podsService is the headless Service that names each replica.
+func (o Options) podsService() string { return o.Name + "-pods" }
+
+// podNameEnv is the variable of the pod's own name (downward API).
+const podNameEnv = "POD_NAME"
 
 func (o *Options) defaults() error {
 	o.Namespace = cmp.Or(o.Namespace, gwinstall.DefaultNamespace)
@@ -116,6 +143,7 @@ func (o *Options) defaults() error {
 	o.KeySecret = cmp.Or(o.KeySecret, o.Gateway+"-keys")
 	o.ConsoleURL = strings.TrimRight(cmp.Or(o.ConsoleURL, "https://api."+o.Domain), "/")
 	o.ConsoleSecret = cmp.Or(o.ConsoleSecret, o.Name+"-console")
+	o.PeerSecret = cmp.Or(o.PeerSecret, o.Name+"-peers")
 	o.ConsoleGateway = cmp.Or(o.ConsoleGateway, net.JoinHostPort(o.Gateway+"-envoy."+o.Namespace+".svc", "443"))
 	var errs []error
 	if msgs := validation.IsDNS1123Subdomain(o.Domain); o.Domain == "" || len(msgs) > 0 {
@@ -169,7 +197,7 @@ func Manifests(o Options) ([]client.Object, error) {
 	out := []client.Object{&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 		ObjectMeta: meta(o, o.Name, o.Namespace), AutomountServiceAccountToken: ptr(true)}}
 	out = append(out, rbac(o)...)
-	out = append(out, deployment(o), service(o), pdb(o))
+	out = append(out, statefulSet(o), service(o), podsService(o), pdb(o))
 	return out, nil
 }
 
@@ -222,6 +250,9 @@ func Args(o Options) []string {
 	for i := range o.GatewayReplicas {
 		args = append(args, "--server", fmt.Sprintf("http://%s-xds-%d.%s-xds-pods.%s.svc:%d", o.Gateway, i, o.Gateway, o.Namespace, gwinstall.AdminPort))
 	}
+	if o.peers() {
+		args = append(args, "--peer-url", o.PeerURL(), "--peer-token-file", peerDir+"/"+PeerTokenKey)
+	}
 	return append(args, consoleArgs(o)...)
 }
 
@@ -259,32 +290,12 @@ func secretVolume(name, secret string, optional bool) corev1.Volume {
 		SecretName: secret, DefaultMode: ptr(int32(0o400)), Optional: ptr(optional)}}}
 }
 
-func deployment(o Options) *appsv1.Deployment {
-	var uid int64 = 65532
-	probe := func(path string, period, failures int32) *corev1.Probe {
-		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http")}},
-			PeriodSeconds: period, FailureThreshold: failures, TimeoutSeconds: 2}
-	}
-	c := corev1.Container{
-		Name: "api", Image: o.Image, Args: Args(o),
-		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: Port}},
-		Env:   []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: "900MiB"}},
-		Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
-			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
-		},
-		ReadinessProbe: probe("/readyz", 5, 3),
-		LivenessProbe:  probe("/healthz", 10, 6),
-		VolumeMounts: []corev1.VolumeMount{
-			{Name: "inputs", MountPath: "/etc/inferplane/inputs", ReadOnly: true},
-			{Name: "tenant-git", MountPath: tenantsDir, ReadOnly: true},
-			{Name: "keys", MountPath: "/etc/inferplane/keys", ReadOnly: true},
-			{Name: "work", MountPath: "/var/lib/inferplane-api"},
-			{Name: "tmp", MountPath: "/tmp"},
-		},
-		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
-			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-	}
+// statefulSet runs the replicas. A StatefulSet, not a Deployment, for the names: each replica
+// is <name>-<i> under the headless Service, the peer URL the others hand it writes at (an IP
+// address could pass to another pod, which would then be sent the peers' token). Pods start
+// and stop in parallel, as a Deployment's would: no replica waits on another.
+func statefulSet(o Options) *appsv1.StatefulSet {
+	c := container(o)
 	keysVol := secretVolume("keys", o.KeySecret, false)
 	keysVol.Secret.Items = []corev1.KeyToPath{{Key: "secret", Path: "secret"}}
 	inputsVol := secretVolume("inputs", o.InputsSecret, false)
@@ -296,10 +307,18 @@ func deployment(o Options) *appsv1.Deployment {
 		volumes = append(volumes, consoleVolume(o))
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "console", MountPath: consoleDir, ReadOnly: true})
 	}
-	return &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"},
+	if o.peers() {
+		// Not optional: a replica without the token could not start (api serve reads the file).
+		peersVol := secretVolume("peers", o.PeerSecret, false)
+		peersVol.Secret.Items = []corev1.KeyToPath{{Key: PeerTokenKey, Path: PeerTokenKey}}
+		volumes = append(volumes, peersVol)
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "peers", MountPath: peerDir, ReadOnly: true})
+	}
+	var uid int64 = 65532
+	return &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "StatefulSet"},
 		ObjectMeta: meta(o, o.Name, o.Namespace),
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &o.Replicas,
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &o.Replicas, ServiceName: o.podsService(), PodManagementPolicy: appsv1.ParallelPodManagement,
 			Selector: &metav1.LabelSelector{MatchLabels: selector(o)},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels(o), Annotations: map[string]string{
@@ -317,10 +336,49 @@ func deployment(o Options) *appsv1.Deployment {
 		}}
 }
 
+// container is api serve's, with the mounts every replica has.
+func container(o Options) corev1.Container {
+	probe := func(path string, period, failures int32) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http")}},
+			PeriodSeconds: period, FailureThreshold: failures, TimeoutSeconds: 2}
+	}
+	return corev1.Container{
+		Name: "api", Image: o.Image, Args: Args(o),
+		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: Port}},
+		Env: []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: "900MiB"},
+			// The kubelet puts it in the command line's $(POD_NAME) (the peer URL).
+			{Name: podNameEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}}},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		},
+		ReadinessProbe: probe("/readyz", 5, 3),
+		LivenessProbe:  probe("/healthz", 10, 6),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "inputs", MountPath: "/etc/inferplane/inputs", ReadOnly: true},
+			{Name: "tenant-git", MountPath: tenantsDir, ReadOnly: true},
+			{Name: "keys", MountPath: "/etc/inferplane/keys", ReadOnly: true},
+			{Name: "work", MountPath: "/var/lib/inferplane-api"},
+			{Name: "tmp", MountPath: "/tmp"},
+		},
+		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+	}
+}
+
 func service(o Options) *corev1.Service {
 	return &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: meta(o, o.Name, o.Namespace),
 		Spec: corev1.ServiceSpec{Selector: selector(o), Ports: []corev1.ServicePort{{Name: "http", Port: Port,
 			TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}}}
+}
+
+// podsService is headless: a DNS name for each replica (<pod>.<name>-pods), the peer URLs.
+// Not-ready replicas keep theirs: a writer busy enough to miss a readiness probe is still the
+// one the others hand writes to.
+func podsService(o Options) *corev1.Service {
+	return &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: meta(o, o.podsService(), o.Namespace),
+		Spec: corev1.ServiceSpec{Selector: selector(o), ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true,
+			Ports: []corev1.ServicePort{{Name: "http", Port: Port, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}}}
 }
 
 func pdb(o Options) *policyv1.PodDisruptionBudget {
@@ -350,9 +408,10 @@ func YAML(o Options) ([]byte, error) {
 		"# Before applying, create its Secrets (never stored in git):\n" +
 		"#   kubectl -n " + o.Namespace + " create secret generic " + o.InputsSecret + " --from-file=credentials=<file: user:token of the inputs repository>\n" +
 		"#   kubectl -n " + o.Namespace + " create secret generic " + o.TenantGitSecret + " --from-literal=<VARIABLE spec.git.auth names>=<token> ...\n" +
-		consoleHeader(o) +
+		consoleHeader(o) + peersHeader(o) +
 		"# and the gateway's key secret " + o.KeySecret + " (key \"secret\", see gateway manifests): API keys minted here are\n" +
-		"# APIKey objects in " + o.Namespace + ", hashed with it (" + keys.SecretEnv + ").\n"
+		"# APIKey objects in " + o.Namespace + ", hashed with it (" + keys.SecretEnv + ").\n" +
+		"# An install that ran the API as a Deployment: delete it once this StatefulSet runs (kubectl -n " + o.Namespace + " delete deployment " + o.Name + ").\n"
 	return append([]byte(header), body...), nil
 }
 
@@ -368,6 +427,15 @@ func consoleHeader(o Options) string {
 	return "#   kubectl -n " + o.Namespace + " create secret generic " + o.ConsoleSecret + " --from-file=" + SessionKeysKey + "=<(openssl rand -hex 32)" + secret + "\n" +
 		"# (the web console's: every replica seals and opens sessions with the same keys; rotate by putting a new line first),\n" +
 		"# with " + o.ConsoleURL + "/auth/callback among the redirect URIs of the OIDC client " + cmp.Or(o.ConsoleClientID, o.ClientID) + ",\n"
+}
+
+// peersHeader says how to make the peers' Secret, when there are peers.
+func peersHeader(o Options) string {
+	if !o.peers() {
+		return ""
+	}
+	return "#   kubectl -n " + o.Namespace + " create secret generic " + o.PeerSecret + " --from-file=" + PeerTokenKey + "=<(openssl rand -hex 32)\n" +
+		"# (the token with which the replicas hand their writes to the one that pushed last, at " + o.PeerURL() + "),\n"
 }
 
 // File is the file of the API's manifests in an operator repository's gateway folder.

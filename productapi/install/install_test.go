@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -29,16 +30,16 @@ var opts = Options{Domain: "models.example.com", Issuer: "https://login.example.
 func TestManifests(t *testing.T) {
 	objs, err := Manifests(opts)
 	require.NoError(t, err)
-	var dep *appsv1.Deployment
+	var dep *appsv1.StatefulSet
 	kinds := map[string]int{}
 	for _, o := range objs {
 		kinds[o.GetObjectKind().GroupVersionKind().Kind]++
-		if d, ok := o.(*appsv1.Deployment); ok {
+		if d, ok := o.(*appsv1.StatefulSet); ok {
 			dep = d
 		}
 		assert.NotEqual(t, "Secret", o.GetObjectKind().GroupVersionKind().Kind, "no secret in the manifests")
 	}
-	assert.Equal(t, map[string]int{"ServiceAccount": 1, "Role": 3, "RoleBinding": 3, "Deployment": 1, "Service": 1, "PodDisruptionBudget": 1}, kinds)
+	assert.Equal(t, map[string]int{"ServiceAccount": 1, "Role": 3, "RoleBinding": 3, "StatefulSet": 1, "Service": 2, "PodDisruptionBudget": 1}, kinds)
 	require.NotNil(t, dep)
 	assert.Equal(t, int32(2), *dep.Spec.Replicas)
 	assert.Equal(t, gwinstall.DefaultImage, dep.Spec.Template.Spec.Containers[0].Image, "this build's image, as the gateway's")
@@ -50,7 +51,9 @@ func TestManifests(t *testing.T) {
 		assert.Contains(t, args, want)
 	}
 	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
-		assert.Nil(t, e.ValueFrom, "credentials come from mounted files, not the environment")
+		if e.ValueFrom != nil {
+			assert.Nil(t, e.ValueFrom.SecretKeyRef, "credentials come from mounted files, not the environment")
+		}
 	}
 	_, err = Manifests(Options{Issuer: "nope", InputsRepo: "https://u:p@git.example.com/x.git"})
 	require.Error(t, err)
@@ -58,20 +61,113 @@ func TestManifests(t *testing.T) {
 		assert.Contains(t, err.Error(), want)
 	}
 	assertConsole(t, dep, "https://api.models.example.com", "inferplane-api-console", false)
-	var svc *corev1.Service
+	services := map[string]*corev1.Service{}
 	for _, o := range objs {
 		if s, ok := o.(*corev1.Service); ok {
-			svc = s
+			services[s.Name] = s
 		}
 	}
-	require.NotNil(t, svc)
-	assert.Equal(t, int32(Port), svc.Spec.Ports[0].Port)
+	require.Contains(t, services, "inferplane-api")
+	assert.Equal(t, int32(Port), services["inferplane-api"].Spec.Ports[0].Port)
+	assert.Empty(t, services["inferplane-api"].Spec.ClusterIP, "the customers' Service balances over the replicas")
+	assertPeers(t, dep, services["inferplane-api-pods"], "inferplane-api-peers")
+}
+
+// assertPeers: every replica hands its writes to the others at its own pod's name under the
+// headless Service (the StatefulSet's), with the token of the peers' Secret mounted as a file;
+// the kubelet has every variable the command line names.
+func assertPeers(t *testing.T, sts *appsv1.StatefulSet, pods *corev1.Service, secret string) {
+	t.Helper()
+	require.NotNil(t, pods, "no headless Service")
+	assert.Equal(t, corev1.ClusterIPNone, pods.Spec.ClusterIP)
+	assert.True(t, pods.Spec.PublishNotReadyAddresses, "a busy writer keeps its name")
+	assert.Equal(t, sts.Spec.Selector.MatchLabels, pods.Spec.Selector)
+	assert.Equal(t, pods.Name, sts.Spec.ServiceName, "pods are named under the headless Service")
+	assert.Equal(t, appsv1.ParallelPodManagement, sts.Spec.PodManagementPolicy)
+	c := sts.Spec.Template.Spec.Containers[0]
+	args := strings.Join(c.Args, " ")
+	assert.Contains(t, args, "--peer-url http://$(POD_NAME)."+pods.Name+"."+sts.Namespace+".svc:8080")
+	assert.Contains(t, args, "--peer-token-file "+peerDir+"/"+PeerTokenKey)
+	assert.NotContains(t, args, "openssl", "no token in the command line")
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	for _, m := range regexp.MustCompile(`\$\(([A-Z_]+)\)`).FindAllStringSubmatch(args, -1) {
+		assert.Contains(t, env, m[1], "the kubelet expands only the container's variables")
+	}
+	require.NotNil(t, env["POD_NAME"].ValueFrom)
+	assert.Equal(t, "metadata.name", env["POD_NAME"].ValueFrom.FieldRef.FieldPath)
+	vol := secretVolumeOf(t, sts, secret)
+	assert.False(t, *vol.Secret.Optional, "api serve does not start without the token file")
+	assert.Equal(t, []corev1.KeyToPath{{Key: PeerTokenKey, Path: PeerTokenKey}}, vol.Secret.Items)
+	assert.Equal(t, int32(0o400), *vol.Secret.DefaultMode)
+	assert.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: vol.Name, MountPath: peerDir, ReadOnly: true})
+}
+
+// secretVolumeOf is the pods' volume of a Secret.
+func secretVolumeOf(t *testing.T, sts *appsv1.StatefulSet, secret string) *corev1.Volume {
+	t.Helper()
+	for i, v := range sts.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == secret {
+			return &sts.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	t.Fatalf("no volume of Secret %s", secret)
+	return nil
+}
+
+// statefulSetOf is the install's StatefulSet.
+func statefulSetOf(t *testing.T, o Options) *appsv1.StatefulSet {
+	t.Helper()
+	objs, err := Manifests(o)
+	require.NoError(t, err)
+	for _, obj := range objs {
+		if s, ok := obj.(*appsv1.StatefulSet); ok {
+			return s
+		}
+	}
+	t.Fatal("no StatefulSet")
+	return nil
+}
+
+// One replica has no peers: no peer flags, no Secret to make; several have, under the Secret
+// named.
+func TestManifestsPeers(t *testing.T) {
+	one := opts
+	one.Replicas = 1
+	s := statefulSetOf(t, one)
+	assert.Equal(t, int32(1), *s.Spec.Replicas)
+	assert.NotContains(t, strings.Join(s.Spec.Template.Spec.Containers[0].Args, " "), "--peer-")
+	for _, v := range s.Spec.Template.Spec.Volumes {
+		assert.NotEqual(t, "peers", v.Name)
+	}
+	y, err := YAML(one)
+	require.NoError(t, err)
+	assert.NotContains(t, string(y), "-peers --from-file")
+
+	three := opts
+	three.Replicas, three.Name, three.PeerSecret = 3, "api", "api-writers"
+	objs, err := Manifests(three)
+	require.NoError(t, err)
+	var pods *corev1.Service
+	for _, obj := range objs {
+		if o, ok := obj.(*corev1.Service); ok && o.Name == "api-pods" {
+			pods = o
+		}
+	}
+	sts := statefulSetOf(t, three)
+	assert.Equal(t, int32(3), *sts.Spec.Replicas)
+	assertPeers(t, sts, pods, "api-writers")
+	y, err = YAML(three)
+	require.NoError(t, err)
+	assert.Contains(t, string(y), "create secret generic api-writers --from-file=token=<(openssl rand -hex 32)")
 }
 
 // assertConsole: the console is served at url, every replica reading its session keys (and
 // the client's secret, when confidential) from the same Secret, mounted read-only; the pod
 // does not start without it.
-func assertConsole(t *testing.T, dep *appsv1.Deployment, url, secret string, confidential bool) {
+func assertConsole(t *testing.T, dep *appsv1.StatefulSet, url, secret string, confidential bool) {
 	t.Helper()
 	c := dep.Spec.Template.Spec.Containers[0]
 	args := strings.Join(c.Args, " ")
@@ -79,13 +175,7 @@ func assertConsole(t *testing.T, dep *appsv1.Deployment, url, secret string, con
 	assert.Contains(t, args, "--console-session-keys "+consoleDir+"/"+SessionKeysKey)
 	assert.NotContains(t, args, "--no-console")
 	assert.Equal(t, confidential, strings.Contains(args, "--console-client-secret-file "+consoleDir+"/"+ClientSecretKey))
-	var vol *corev1.Volume
-	for i, v := range dep.Spec.Template.Spec.Volumes {
-		if v.Secret != nil && v.Secret.SecretName == secret {
-			vol = &dep.Spec.Template.Spec.Volumes[i]
-		}
-	}
-	require.NotNil(t, vol, "no volume of Secret %s", secret)
+	vol := secretVolumeOf(t, dep, secret)
 	assert.False(t, *vol.Secret.Optional, "a replica must not start with session keys of its own")
 	want := []corev1.KeyToPath{{Key: SessionKeysKey, Path: SessionKeysKey}}
 	if confidential {
@@ -104,19 +194,8 @@ func TestManifestsConsole(t *testing.T) {
 		f(&o)
 		return o
 	}
-	deployment := func(t *testing.T, o Options) *appsv1.Deployment {
-		objs, err := Manifests(o)
-		require.NoError(t, err)
-		for _, obj := range objs {
-			if d, ok := obj.(*appsv1.Deployment); ok {
-				return d
-			}
-		}
-		t.Fatal("no Deployment")
-		return nil
-	}
 	t.Run("a console of its own", func(t *testing.T) {
-		dep := deployment(t, with(func(o *Options) {
+		dep := statefulSetOf(t, with(func(o *Options) {
 			o.ConsoleURL, o.ConsoleClientID, o.ConsoleConfidential, o.ConsoleSecret = "https://console.example.com/", "inferplane-console", true, "console-keys"
 		}))
 		assertConsole(t, dep, "https://console.example.com", "console-keys", true)
@@ -125,7 +204,7 @@ func TestManifestsConsole(t *testing.T) {
 		assert.Contains(t, args, "--console-gateway inferplane-gateway-envoy.inferplane-system.svc:443", "the gateway's Envoy Service")
 	})
 	t.Run("the API only", func(t *testing.T) {
-		dep := deployment(t, with(func(o *Options) { o.NoConsole = true }))
+		dep := statefulSetOf(t, with(func(o *Options) { o.NoConsole = true }))
 		args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
 		assert.Contains(t, args, "--no-console")
 		assert.NotContains(t, args, "--console-")
@@ -183,6 +262,7 @@ func TestManifestsPassStrictDryRun(t *testing.T) {
 			return o
 		}(),
 		func() Options { o := opts; o.NoConsole = true; return o }(),
+		func() Options { o := opts; o.Replicas = 1; return o }(),
 	} {
 		y, err := YAML(o)
 		require.NoError(t, err)
