@@ -245,6 +245,7 @@ Secret exists. --no-console serves the API only.`,
 	fl.StringVar(&o.Namespace, "namespace", "", "Kubernetes namespace of the API's objects, the gateway's (default inferplane-system)")
 	fl.StringVar(&o.Gateway, "gateway-name", "", "name of the gateway: the prefix of its objects (<name>-xds, <name>-envoy; default inferplane-gateway)")
 	fl.Int32Var(&o.GatewayReplicas, "gateway-replicas", 0, "number of xDS servers (default 2)")
+	fl.BoolVar(&o.NoMeter, "no-meter", false, "no GPU meter (meter serve) beside the gateway: gateway manifests leaves it out, api manifests gives api serve no --meter")
 	fl.StringVar(&o.ArgoCDNamespace, "argocd-namespace", "", "namespace of Argo CD's cluster Secrets and Applications (default argocd)")
 	fl.StringSliceVar(&o.VClusterNamespaces, "vcluster-namespace", nil, "host namespace of vCluster kubeconfig Secrets (repeatable)")
 	registerAPIInstallFlags(fl, &o, "")

@@ -74,7 +74,7 @@ func TestManifestsConsoleAcrossReplicas(t *testing.T) {
 			keys = own
 		}
 		local := localArgs(args, map[string]string{"--listen": a, "--oidc-issuer": d.Issuer, "--inputs-repo": inputs,
-			"--tenant-credentials-dir": t.TempDir(), "--work-dir": t.TempDir(), "--keys-secret-file": secret, "--server": "http://127.0.0.1:1",
+			"--tenant-credentials-dir": t.TempDir(), "--work-dir": t.TempDir(), "--keys-secret-file": secret, "--server": "http://127.0.0.1:1", "--meter": "http://127.0.0.1:1",
 			"--console-url": "http://" + a, "--console-session-keys": keys, "--peer-url": "http://" + a, "--peer-token-file": token},
 			"--in-cluster", "--inputs-credentials-file")
 		startAPIServe(t, a, local)
@@ -228,7 +228,7 @@ func TestManifestsHandOverAcrossReplicas(t *testing.T) {
 	slices.SortFunc(addrs, func(a, b string) int { return strings.Compare("http://"+a, "http://"+b) })
 	for _, a := range addrs {
 		startAPIServe(t, a, localArgs(args, map[string]string{"--listen": a, "--oidc-issuer": d.Issuer, "--inputs-repo": inputs,
-			"--tenant-credentials-dir": t.TempDir(), "--work-dir": t.TempDir(), "--keys-secret-file": secret, "--server": "http://127.0.0.1:1",
+			"--tenant-credentials-dir": t.TempDir(), "--work-dir": t.TempDir(), "--keys-secret-file": secret, "--server": "http://127.0.0.1:1", "--meter": "http://127.0.0.1:1",
 			"--peer-url": "http://" + a, "--peer-token-file": token}, "--in-cluster", "--inputs-credentials-file"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -39,7 +39,7 @@ func registerInstallFlags(f *pflag.FlagSet, o *install.Options, prefix string) {
 	f.StringVar(&o.UsageSize, prefix+"usage-size", install.DefaultUsageSize, "volume of each xDS server's usage ledger")
 	f.StringVar(&o.StorageClass, prefix+"storage-class", "", "storage class of the usage and meter volumes (default: the cluster's)")
 	f.StringVar(&o.MeterSize, prefix+"meter-size", install.DefaultMeterSize, "volume of the GPU meter's records")
-	f.BoolVar(&o.NoMeter, prefix+"no-meter", false, "leave the GPU meter (meter serve) out")
+	f.BoolVar(&o.NoMeter, prefix+"no-meter", false, "no GPU meter (meter serve) beside the gateway: gateway manifests leaves it out, api manifests gives api serve no --meter")
 	f.StringVar(&o.LoadBalancerClass, prefix+"load-balancer-class", "", "loadBalancerClass of Envoy's Service")
 	f.StringToStringVar(&o.ServiceAnnotations, prefix+"service-annotation", nil, "annotation of Envoy's Service, key=value (repeatable)")
 }

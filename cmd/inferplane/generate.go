@@ -108,6 +108,7 @@ func writeGateway(cmd *cobra.Command, dir string, o install.Options, api apiinst
 	if apiInstallWanted(api) {
 		api.Domain, api.Namespace, api.Gateway = o.Domain, o.Namespace, o.Name
 		api.GatewayReplicas, api.ArgoCDNamespace, api.VClusterNamespaces = o.Replicas, o.ArgoCDNamespace, o.VClusterNamespaces
+		api.NoMeter = o.NoMeter
 		if _, err := apiinstall.YAML(api); err != nil {
 			return usageErr(fmt.Errorf("--api-*: %w", err))
 		}

@@ -89,6 +89,9 @@ type Options struct {
 	// GatewayReplicas how many there are: usage is summed over each.
 	Gateway         string
 	GatewayReplicas int32
+	// NoMeter: the gateway was installed without its GPU meter; otherwise api serve reads the
+	// meter at <gateway>-meter (the usage route's GPU-seconds and what the quota leaves).
+	NoMeter bool
 	// ArgoCDNamespace and VClusterNamespaces are the cluster registry's namespaces.
 	ArgoCDNamespace    string
 	VClusterNamespaces []string
@@ -249,6 +252,9 @@ func Args(o Options) []string {
 	}
 	for i := range o.GatewayReplicas {
 		args = append(args, "--server", fmt.Sprintf("http://%s-xds-%d.%s-xds-pods.%s.svc:%d", o.Gateway, i, o.Gateway, o.Namespace, gwinstall.AdminPort))
+	}
+	if !o.NoMeter {
+		args = append(args, "--meter", gwinstall.Options{Name: o.Gateway, Namespace: o.Namespace}.MeterURL())
 	}
 	if o.peers() {
 		args = append(args, "--peer-url", o.PeerURL(), "--peer-token-file", peerDir+"/"+PeerTokenKey)

@@ -47,12 +47,22 @@ func TestManifests(t *testing.T) {
 	for _, want := range []string{"--in-cluster", "--oidc-issuer https://login.example.com", "--inputs-credentials-file " + inputsCredentials,
 		"--keys-namespace inferplane-system", "--admin-group platform-ops",
 		"--server http://inferplane-gateway-xds-0.inferplane-gateway-xds-pods.inferplane-system.svc:9090",
-		"--server http://inferplane-gateway-xds-1.inferplane-gateway-xds-pods.inferplane-system.svc:9090"} {
+		"--server http://inferplane-gateway-xds-1.inferplane-gateway-xds-pods.inferplane-system.svc:9090",
+		"--meter http://inferplane-gateway-meter.inferplane-system.svc:9095"} {
 		assert.Contains(t, args, want)
 	}
 	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
 		if e.ValueFrom != nil {
 			assert.Nil(t, e.ValueFrom.SecretKeyRef, "credentials come from mounted files, not the environment")
+		}
+	}
+	noMeter := opts
+	noMeter.NoMeter = true
+	objs, err = Manifests(noMeter)
+	require.NoError(t, err)
+	for _, o := range objs {
+		if s, ok := o.(*appsv1.StatefulSet); ok {
+			assert.NotContains(t, s.Spec.Template.Spec.Containers[0].Args, "--meter", "a gateway without its meter: no --meter")
 		}
 	}
 	_, err = Manifests(Options{Issuer: "nope", InputsRepo: "https://u:p@git.example.com/x.git"})
