@@ -219,10 +219,19 @@ type JobCreate struct {
 	RequireAPIKey  *bool
 }
 
-// ModelList is what a tenant may run (apiv1.ModelList).
+// ModelList is what a tenant may run (apiv1.ModelList), and the provider tenants' models it
+// may call with its own keys (Shared).
 type ModelList struct {
 	NodeTypes []NodeType
 	Models    []Model
+	Shared    []SharedModel
+}
+
+// SharedModel is a provider tenant's endpoint the tenant may call (apiv1.SharedModel).
+type SharedModel struct {
+	Model, Provider, Endpoint string
+	// URL is https://<endpoint>.<provider>.<domain> ("" when the API does not know the domain).
+	URL string
 }
 
 // NodeType is a GPU node class (apiv1.NodeType).

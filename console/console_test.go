@@ -636,3 +636,42 @@ func TestUsageShowsGPUHoursAndQuota(t *testing.T) {
 	assert.Regexp(t, `<th scope="row">qwen3-32b</th><td>1.83</td><td>15</td><td>1500</td><td>300</td>`, body)
 	assert.Regexp(t, `GPUs 4 of 16 used, 12 left;\s+jobs 3 used, no limit\.`, body)
 }
+
+// TestCreatePageListsSharedModels: a tenant offered provider tenants' models (the shared
+// serving tier) finds them, with the endpoint to call, on the page where it would create a
+// job; a tenant offered none sees no such section.
+func TestCreatePageListsSharedModels(t *testing.T) {
+	f := newFixture(t)
+	f.backend.SetModels("acme", &console.ModelList{Shared: []console.SharedModel{
+		{Model: "Qwen/Qwen3-32B", Provider: "platform", Endpoint: "qwen", URL: "https://qwen.platform.models.example.com"},
+		{Model: "<b>odd</b>", Provider: "platform", Endpoint: "odd"},
+	}})
+	u := f.signIn(t, "dana@acme.example", "acme-ml")
+	body := f.get(t, u, "/t/acme/jobs/new", http.StatusOK)
+	doc, err := html.Parse(strings.NewReader(body))
+	require.NoError(t, err)
+	var rows []string
+	walk(doc, func(n *html.Node) {
+		if attr(n, "id") != "shared-models" {
+			return
+		}
+		walk(n, func(tr *html.Node) {
+			if tr.Type == html.ElementNode && tr.Data == "tr" {
+				var cells []string
+				walk(tr, func(c *html.Node) {
+					if c.Type == html.TextNode && strings.TrimSpace(c.Data) != "" {
+						cells = append(cells, strings.TrimSpace(c.Data))
+					}
+				})
+				rows = append(rows, strings.Join(cells, " | "))
+			}
+		})
+	})
+	assert.Equal(t, []string{"Model | Provider | Endpoint",
+		"Qwen/Qwen3-32B | platform | https://qwen.platform.models.example.com",
+		"<b>odd</b> | platform | odd.platform.<domain>"}, rows, "the shared models, markup as text")
+	assert.NotContains(t, body, "<b>odd</b>", "a model name is text, never markup")
+
+	f.backend.SetModels("acme", &console.ModelList{})
+	assert.NotContains(t, f.get(t, u, "/t/acme/jobs/new", http.StatusOK), `id="shared-models"`)
+}

@@ -58,6 +58,12 @@ func TestInProcess(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"mistral-small", "qwen3-32b", "transcribe"}, names)
 
+	// The provider tenant's shared model acme's tier offers, for the create page.
+	models, err := b.Models(ctx, dana, "acme")
+	require.NoError(t, err)
+	require.NotEmpty(t, models.Shared, "acme's catalogue offers the platform tenant's shared model")
+	assert.Equal(t, "platform", models.Shared[0].Provider)
+
 	_, err = b.GetJob(ctx, dana, "acme", "nosuch")
 	assert.ErrorIs(t, err, console.ErrNotFound)
 

@@ -123,6 +123,9 @@ func (b *Backend) Models(ctx context.Context, id access.Identity, tenant string)
 		}
 		out.Models = append(out.Models, cm)
 	}
+	for _, s := range l.Shared {
+		out.Shared = append(out.Shared, console.SharedModel{Model: s.Model, Provider: s.Provider, Endpoint: s.Endpoint, URL: s.URL})
+	}
 	return out, nil
 }
 
