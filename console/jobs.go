@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/inferplane/inferplane/access"
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/sleep"
 )
 
 // jobsData is the live part of the jobs page (the "jobs-live" template): what the stream
@@ -89,14 +91,26 @@ func (h *Handler) jobEvents(c *call) {
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprintf(w, "retry: %d\n\n", (2 * h.opts.LiveInterval).Milliseconds())
 	fl.Flush()
-	tick := time.NewTicker(h.opts.LiveInterval)
-	defer tick.Stop()
-	idle := 0
-	for {
+	// The stream also ends when the server shuts down (h.done).
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-h.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	idle, first := 0, true
+	_ = sleep.Poll(ctx, h.opts.LiveInterval, func(context.Context) bool {
+		if !first && !h.now().Before(c.sess.Expiry) {
+			return true
+		}
+		first = false
 		body, tag, err := h.liveFragment(h.jobsData(c))
 		if err != nil {
 			h.log.Error("console: rendering the jobs stream", "error", err)
-			return
+			return true
 		}
 		if tag != last {
 			writeEvent(w, tag, body)
@@ -107,17 +121,8 @@ func (h *Handler) jobEvents(c *call) {
 			idle = 0
 			fl.Flush()
 		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-h.done:
-			return
-		case <-tick.C:
-		}
-		if !h.now().Before(c.sess.Expiry) {
-			return
-		}
-	}
+		return false
+	})
 }
 
 // writeEvent writes one unnamed event: htmx's SSE extension swaps its data into the element.

@@ -19,6 +19,7 @@ import (
 	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
+	"github.com/inferplane/inferplane/lifecycle/jobstatus"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 	"github.com/inferplane/inferplane/usage"
 )
@@ -105,7 +106,7 @@ func (s *Server) jobLogs(ctx context.Context, in *logsInput) (*logsOutput, error
 		}
 		q.Node = &in.Node
 	}
-	t := tenantOf(tp)
+	t := jobstatus.Tenant(tp)
 	q.Namespace = t.Namespace
 	cl, err := s.guestLogs(ctx, t)
 	if err != nil {
@@ -224,14 +225,18 @@ func agentStatus(s *guestlog.Status, at time.Time) *apiv1.AgentStatus {
 	return out
 }
 
-// agentReports reads the agent's status of the VMs whose stage it would change
+// serverAgents reads the agents' reports for the stages (jobstatus.Agents) through the server.
+type serverAgents struct{ s *Server }
+
+// AgentReports reads the agent's status of the VMs whose stage it would change
 // (lifecycle.AgentWanted), through the server's status cache: at most one console-log read
 // per VM every few seconds, each bounded, whatever the number of requests.
-func (s *Server) agentReports(ctx context.Context, t cluster.Tenant, j lifecycle.Job, obs lifecycle.Observed) map[string]*lifecycle.AgentReport {
+func (a serverAgents) AgentReports(ctx context.Context, t cluster.Tenant, j lifecycle.Job, obs lifecycle.Observed) map[string]*lifecycle.AgentReport {
 	names := lifecycle.AgentWanted(j, obs)
 	if len(names) == 0 {
 		return nil
 	}
+	s := a.s
 	gl, ok := s.opts.Clusters.(GuestLogs)
 	if !ok {
 		return nil
