@@ -91,16 +91,8 @@ func (h *Handler) jobEvents(c *call) {
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprintf(w, "retry: %d\n\n", (2 * h.opts.LiveInterval).Milliseconds())
 	fl.Flush()
-	// The stream also ends when the server shuts down (h.done).
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := h.untilShutdown(r.Context())
 	defer cancel()
-	go func() {
-		select {
-		case <-h.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	idle, first := 0, true
 	_ = sleep.Poll(ctx, h.opts.LiveInterval, func(context.Context) bool {
 		if !first && !h.now().Before(c.sess.Expiry) {
@@ -123,6 +115,19 @@ func (h *Handler) jobEvents(c *call) {
 		}
 		return false
 	})
+}
+
+// untilShutdown is parent, ended also when the server shuts down (h.done): a stream's context.
+func (h *Handler) untilShutdown(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
+		select {
+		case <-h.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // writeEvent writes one unnamed event: htmx's SSE extension swaps its data into the element.
