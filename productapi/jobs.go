@@ -49,16 +49,6 @@ func (s *Server) plannedTenant(ctx context.Context, v *view, tenant string) (*pl
 	return tp, nil
 }
 
-// findJob is a job of the plan, or nil.
-func findJob(tp *plan.TenantPlan, job string) *plan.JobPlan {
-	for i := range tp.Jobs {
-		if tp.Jobs[i].Job.Name == job {
-			return &tp.Jobs[i]
-		}
-	}
-	return nil
-}
-
 func (s *Server) listJobs(ctx context.Context, in *TenantParam) (*body[apiv1.JobList], error) {
 	v, _, err := s.authorize(ctx, in.Tenant, access.Read)
 	if err != nil {
@@ -88,7 +78,7 @@ func (s *Server) jobAt(ctx context.Context, tenant, job string, a access.Action)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		if jp := findJob(tp, job); jp != nil {
+		if jp := tp.Job(job); jp != nil {
 			return v, tp, jp, nil
 		}
 		if attempt > 0 {

@@ -64,7 +64,7 @@ func (s *Server) createJob(ctx context.Context, in *createJobInput) (*createJobO
 		tp, err = s.plannedTenant(ctx, v, in.Tenant)
 	}
 	if err == nil {
-		if jp := findJob(tp, b.Name); jp != nil {
+		if jp := tp.Job(b.Name); jp != nil {
 			out.Body.Job = s.jobView(jp, s.stages(ctx, tp, b.Name)[b.Name])
 			return out, nil
 		}
@@ -183,7 +183,7 @@ func (s *Server) setReplicas(ctx context.Context, in *replicasInput) (*body[apiv
 	}
 	tp, jp := w.tp, (*plan.JobPlan)(nil) // the tenant as the write's check planned it
 	if tp != nil {
-		jp = findJob(tp, in.Job)
+		jp = tp.Job(in.Job)
 	}
 	if jp == nil {
 		if _, tp, jp, err = s.jobAt(ctx, in.Tenant, in.Job, access.Read); err != nil {

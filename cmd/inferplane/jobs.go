@@ -122,10 +122,8 @@ func (f *inputFlags) planJob(cmd *cobra.Command, tenant, job string) (*plan.Tena
 		return nil, nil, err
 	}
 	tp := &planned.Plan.Tenants[0]
-	for i := range tp.Jobs {
-		if tp.Jobs[i].Job.Name == job {
-			return tp, &tp.Jobs[i], nil
-		}
+	if jp := tp.Job(job); jp != nil {
+		return tp, jp, nil
 	}
 	_, err = jobfile.Find(planned.Inputs, f.opts.TenantsDir, tenant, job)
 	return nil, nil, err
