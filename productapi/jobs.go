@@ -160,7 +160,11 @@ func (s *Server) stages(ctx context.Context, tp *plan.TenantPlan, only string) m
 	out := map[string]lifecycle.JobStatus{}
 	reason := s.opts.NoClusterReason
 	if s.opts.Clusters != nil {
-		sts, err := jobstatus.Reader{Cluster: s.opts.Clusters, Gateway: s.gw, Agents: serverAgents{s}}.Read(ctx, tp, only)
+		r := jobstatus.Reader{Cluster: s.opts.Clusters, Gateway: s.gw, Cache: &s.statuses, Now: s.opts.Now}
+		if gl, ok := s.opts.Clusters.(GuestLogs); ok {
+			r.Logs = stageLogs{s, gl}
+		}
+		sts, err := r.Read(ctx, tp, only)
 		if err == nil {
 			for _, st := range sts {
 				out[st.Job] = st

@@ -110,37 +110,19 @@ func (f *clusterFlags) access() cluster.Access { return f.acc }
 // statuses reads a tenant's clusters and the gateway and computes the stages of its jobs (of
 // job only, when set).
 func statuses(ctx context.Context, f *clusterFlags, tp *plan.TenantPlan, job string) ([]lifecycle.JobStatus, error) {
-	r := jobstatus.Reader{Cluster: cluster.Direct{Access: f.access()}, Gateway: gateway.Client{BaseURL: f.server}, Agents: &agentReader{f: f}}
+	r := jobstatus.Reader{Cluster: cluster.Direct{Access: f.access()}, Gateway: gateway.Client{BaseURL: f.server}, Logs: tenantLogs{f}}
 	return r.Read(ctx, tp, job)
 }
 
-// agentReader reads the inference agents' status of a tenant's running VMs where it changes
-// the stages (lifecycle.AgentWanted), from their console logs; a cluster whose logs cannot
-// be read leaves the VMIs' own stages.
-type agentReader struct {
-	f    *clusterFlags
-	kube *joblogs.Kube
-	err  error
-}
+// tenantLogs reaches the console logs of a tenant's cluster, for the agents' reports.
+type tenantLogs struct{ f *clusterFlags }
 
-func (a *agentReader) AgentReports(ctx context.Context, t cluster.Tenant, j lifecycle.Job, obs lifecycle.Observed) map[string]*lifecycle.AgentReport {
-	names := lifecycle.AgentWanted(j, obs)
-	if len(names) == 0 {
-		return nil
+func (l tenantLogs) GuestLogs(ctx context.Context, t cluster.Tenant) (joblogs.Cluster, error) {
+	cfg, err := l.f.access().Tenant(ctx, t.Name, t.Cluster)
+	if err != nil {
+		return nil, err
 	}
-	if a.kube == nil && a.err == nil {
-		cfg, err := a.f.access().Tenant(ctx, t.Name, t.Cluster)
-		if err == nil {
-			var k joblogs.Kube
-			k, err = joblogs.NewKube(cfg)
-			a.kube = &k
-		}
-		a.err = err
-	}
-	if a.err != nil {
-		return nil
-	}
-	return joblogs.AgentReports(ctx, a.kube, nil, t.Namespace, t.Name, j.Name, obs.VMIs, names, time.Now())
+	return joblogs.NewKube(cfg)
 }
 
 // stageExit is the exit status of the least ready stage shown.

@@ -2,15 +2,17 @@
 // where a tenant's jobs are: which clusters hold a planned tenant's objects, the readiness
 // stages of its jobs from those objects and the gateway's rotation, and the loop that follows
 // a job until it serves or fails. The reads are behind small interfaces (Cluster, Gateway,
-// Agents), so each caller brings its own: the CLI reads the clusters on every call, the API
+// Logs), so each caller brings its own: the CLI reads the clusters on every call, the API
 // its watch caches.
 package jobstatus
 
 import (
 	"context"
+	"time"
 
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/render"
+	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
 	"github.com/inferplane/inferplane/policy"
@@ -33,17 +35,24 @@ type Gateway interface {
 	Rotations(ctx context.Context, tenant string) (map[string]*lifecycle.Rotation, error)
 }
 
-// Agents reads the inference agents' reports of the VMs whose stage they would change
-// (lifecycle.AgentWanted); nil when none could be read.
-type Agents interface {
-	AgentReports(ctx context.Context, t cluster.Tenant, j lifecycle.Job, obs lifecycle.Observed) map[string]*lifecycle.AgentReport
+// Logs reaches the console logs of a tenant's cluster, where the inference agents' reports
+// are read (package joblogs).
+type Logs interface {
+	GuestLogs(ctx context.Context, t cluster.Tenant) (joblogs.Cluster, error)
 }
 
-// Reader reads the stages of a tenant's jobs. Agents may be nil (no agent is read).
+// Reader reads the stages of a tenant's jobs.
 type Reader struct {
 	Cluster Cluster
 	Gateway Gateway
-	Agents  Agents
+	// Logs reads the agents' reports of the running VMs whose stage they would change
+	// (lifecycle.AgentWanted); nil, or a cluster whose logs cannot be read, leaves the VMIs'
+	// own stages.
+	Logs Logs
+	// Cache keeps the agents' reports briefly (nil: read every time); Now is the time their
+	// age is measured at (nil: time.Now).
+	Cache *joblogs.StatusCache
+	Now   func() time.Time
 }
 
 // Read computes the stages of the tenant's jobs (of job only, when set), in the plan's order.
@@ -56,16 +65,45 @@ func (r Reader) Read(ctx context.Context, tp *plan.TenantPlan, only string) ([]l
 		return nil, err
 	}
 	rot, gwErr := r.Gateway.Rotations(ctx, tp.Tenant.Name)
+	agents := agentReader{r: r, t: t}
 	var out []lifecycle.JobStatus
 	for _, j := range Jobs(tp, only) {
 		obs := objs.Job(j.Name)
 		obs.Gateway, obs.GatewayError = GatewayView(rot, gwErr, j.Name)
-		if r.Agents != nil {
-			obs.Agent = r.Agents.AgentReports(ctx, t, j, obs)
-		}
+		obs.Agent = agents.reports(ctx, j, obs)
 		out = append(out, lifecycle.Compute(j, obs))
 	}
 	return out, nil
+}
+
+// agentReader reads the agents' reports of one tenant's jobs, reaching its cluster's logs
+// once, when a job first needs them.
+type agentReader struct {
+	r       Reader
+	t       cluster.Tenant
+	cl      joblogs.Cluster
+	reached bool
+}
+
+func (a *agentReader) reports(ctx context.Context, j lifecycle.Job, obs lifecycle.Observed) map[string]*lifecycle.AgentReport {
+	names := lifecycle.AgentWanted(j, obs)
+	if len(names) == 0 || a.r.Logs == nil {
+		return nil
+	}
+	if !a.reached {
+		a.reached = true
+		if cl, err := a.r.Logs.GuestLogs(ctx, a.t); err == nil {
+			a.cl = cl
+		}
+	}
+	if a.cl == nil {
+		return nil
+	}
+	now := time.Now
+	if a.r.Now != nil {
+		now = a.r.Now
+	}
+	return joblogs.AgentReports(ctx, a.cl, a.r.Cache, a.t.Namespace, a.t.Name, j.Name, obs.VMIs, names, now())
 }
 
 // Jobs are the planned tenant's jobs (job only, when set) as the stages need them.

@@ -9,9 +9,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/plan"
+	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
 	"github.com/inferplane/inferplane/lifecycle/jobstatus"
@@ -124,21 +126,29 @@ func (g rotations) Rotations(context.Context, string) (map[string]*lifecycle.Rot
 	return g.rot, g.err
 }
 
-type agents struct{ asked *[]string }
+// logs reaches no cluster's logs: it counts the tenants asked for.
+type logs struct{ asked *[]string }
 
-func (a agents) AgentReports(_ context.Context, t cluster.Tenant, j lifecycle.Job, _ lifecycle.Observed) map[string]*lifecycle.AgentReport {
-	*a.asked = append(*a.asked, t.Name+"/"+j.Name)
-	return nil
+func (l logs) GuestLogs(_ context.Context, t cluster.Tenant) (joblogs.Cluster, error) {
+	*l.asked = append(*l.asked, t.Name)
+	return nil, errors.New("no console logs here")
 }
 
-func TestReadJoinsClustersGatewayAndAgentsInMemory(t *testing.T) {
+func TestReadJoinsClustersGatewayAndLogsInMemory(t *testing.T) {
 	tp := tenantPlan("acme", v1alpha1.TenantSpec{}, jobPlan("chat", 1, 1), jobPlan("asr", 1, 1))
 	app := func(job string) *lifecycle.Application {
 		a := &lifecycle.Application{Status: lifecycle.ApplicationStatus{Sync: lifecycle.SyncStatus{Status: lifecycle.SyncOutOfSync}}}
 		a.Name = "acme-" + job
 		return a
 	}
-	objs := &cluster.Objects{Apps: map[string]*lifecycle.Application{"chat": app("chat"), "asr": app("asr")}}
+	running := func(job string) kubevirtv1.VirtualMachineInstance {
+		vmi := kubevirtv1.VirtualMachineInstance{Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}}
+		vmi.Name, vmi.Labels = job+"-r0-n0", map[string]string{v1alpha1.LabelJob: job}
+		return vmi
+	}
+	// Each job's VM runs and no gateway has it: its agent's report would count.
+	objs := &cluster.Objects{Apps: map[string]*lifecycle.Application{"chat": app("chat"), "asr": app("asr")},
+		VMIs: []kubevirtv1.VirtualMachineInstance{running("chat"), running("asr")}}
 	for _, tc := range []struct {
 		name       string
 		cluster    objects
@@ -150,19 +160,21 @@ func TestReadJoinsClustersGatewayAndAgentsInMemory(t *testing.T) {
 		wantGwErr  string
 		wantAgents []string
 	}{
-		{name: "every job", cluster: objects{objs: objs}, gw: rotations{rot: map[string]*lifecycle.Rotation{}},
-			wantJobs: []string{"chat", "asr"}, wantAsked: 1, wantAgents: []string{"acme/chat", "acme/asr"}},
+		{name: "every job: the tenant's logs are reached once", cluster: objects{objs: objs}, gw: rotations{rot: map[string]*lifecycle.Rotation{}},
+			wantJobs: []string{"chat", "asr"}, wantAsked: 1, wantAgents: []string{"acme"}},
 		{name: "one job", cluster: objects{objs: objs}, gw: rotations{}, only: "asr",
-			wantJobs: []string{"asr"}, wantAsked: 1, wantAgents: []string{"acme/asr"}},
+			wantJobs: []string{"asr"}, wantAsked: 1, wantAgents: []string{"acme"}},
 		{name: "the gateway does not answer", cluster: objects{objs: objs}, gw: rotations{err: errors.New("refused")}, only: "chat",
-			wantJobs: []string{"chat"}, wantAsked: 1, wantGwErr: "refused", wantAgents: []string{"acme/chat"}},
+			wantJobs: []string{"chat"}, wantAsked: 1, wantGwErr: "refused", wantAgents: []string{"acme"}},
+		{name: "no VM runs: no log is read", cluster: objects{objs: &cluster.Objects{Apps: objs.Apps}}, gw: rotations{},
+			wantJobs: []string{"chat", "asr"}, wantAsked: 1},
 		{name: "the clusters cannot be read: the gateway is not asked", cluster: objects{err: errors.New("no kubeconfig")},
 			gw: rotations{}, wantErr: "no kubeconfig"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			asked, agentsAsked := 0, []string(nil)
 			tc.gw.asked = &asked
-			r := jobstatus.Reader{Cluster: tc.cluster, Gateway: tc.gw, Agents: agents{&agentsAsked}}
+			r := jobstatus.Reader{Cluster: tc.cluster, Gateway: tc.gw, Logs: logs{&agentsAsked}}
 			sts, err := r.Read(t.Context(), tp, tc.only)
 			assert.Equal(t, tc.wantAsked, asked, "gateway calls")
 			assert.Equal(t, tc.wantAgents, agentsAsked)
@@ -181,7 +193,7 @@ func TestReadJoinsClustersGatewayAndAgentsInMemory(t *testing.T) {
 			assert.Equal(t, tc.wantJobs, jobs)
 		})
 	}
-	t.Run("without agents", func(t *testing.T) {
+	t.Run("without logs", func(t *testing.T) {
 		asked := 0
 		sts, err := jobstatus.Reader{Cluster: objects{objs: objs}, Gateway: rotations{asked: &asked}}.Read(t.Context(), tp, "chat")
 		require.NoError(t, err)
