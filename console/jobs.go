@@ -19,6 +19,7 @@ import (
 
 	"github.com/inferplane/inferplane/access"
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/internal/sleep"
 )
 
 // jobsData is the live part of the jobs page (the "jobs-live" template): what the stream
@@ -122,14 +123,18 @@ func (h *Handler) jobEvents(c *call) {
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprintf(w, "retry: %d\n\n", (2 * h.opts.LiveInterval).Milliseconds())
 	fl.Flush()
-	tick := time.NewTicker(h.opts.LiveInterval)
-	defer tick.Stop()
-	idle := 0
-	for {
+	ctx, cancel := h.untilShutdown(r.Context())
+	defer cancel()
+	idle, first := 0, true
+	_ = sleep.Poll(ctx, h.opts.LiveInterval, func(context.Context) bool {
+		if !first && !h.now().Before(c.sess.Expiry) {
+			return true
+		}
+		first = false
 		body, tag, err := h.liveFragment(h.jobsData(c))
 		if err != nil {
 			h.log.Error("console: rendering the jobs stream", "error", err)
-			return
+			return true
 		}
 		if tag != last {
 			writeEvent(w, tag, body)
@@ -140,17 +145,21 @@ func (h *Handler) jobEvents(c *call) {
 			idle = 0
 			fl.Flush()
 		}
+		return false
+	})
+}
+
+// untilShutdown is parent, ended also when the server shuts down (h.done): a stream's context.
+func (h *Handler) untilShutdown(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
 		select {
-		case <-r.Context().Done():
-			return
 		case <-h.done:
-			return
-		case <-tick.C:
+			cancel()
+		case <-ctx.Done():
 		}
-		if !h.now().Before(c.sess.Expiry) {
-			return
-		}
-	}
+	}()
+	return ctx, cancel
 }
 
 // writeEvent writes one unnamed event: htmx's SSE extension swaps its data into the element.

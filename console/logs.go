@@ -63,15 +63,10 @@ func (h *Handler) jobLogEvents(c *call) {
 		after, q.Tail = last, nil
 		q.Since = last.UTC().Format(time.RFC3339)
 	}
-	ctx, cancel := context.WithDeadline(r.Context(), c.sess.Expiry) // the reconnect goes through the session's refresh
+	expiring, stop := context.WithDeadline(r.Context(), c.sess.Expiry) // the reconnect goes through the session's refresh
+	defer stop()
+	ctx, cancel := h.untilShutdown(expiring)
 	defer cancel()
-	go func() {
-		select {
-		case <-h.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	rc := http.NewResponseController(w)
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")

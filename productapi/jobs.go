@@ -11,10 +11,8 @@ import (
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/problem"
-	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/lifecycle"
-	"github.com/inferplane/inferplane/lifecycle/cluster"
-	"github.com/inferplane/inferplane/policy"
+	"github.com/inferplane/inferplane/lifecycle/jobstatus"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 )
 
@@ -30,13 +28,6 @@ type JobParams struct {
 }
 
 type body[T any] struct{ Body T }
-
-// tenantOf is where a planned tenant's objects are in the clusters.
-func tenantOf(tp *plan.TenantPlan) cluster.Tenant {
-	n := tp.Tenant.Name
-	return cluster.Tenant{Name: n, Cluster: render.Destination(n, &tp.Tenant.Spec), Namespace: n,
-		ArgoCDNamespace: render.ArgoCDNamespace(&tp.Tenant.Spec)}
-}
 
 // plannedTenant is the tenant's plan, or a Problem: the inputs of a tenant that do not load
 // (someone pushed a broken file by hand) are reported with generate's problems.
@@ -56,16 +47,6 @@ func (s *Server) plannedTenant(ctx context.Context, v *view, tenant string) (*pl
 		return nil, newProblem(http.StatusNotFound, fmt.Sprintf("no tenant %q in the inputs", tenant))
 	}
 	return tp, nil
-}
-
-// findJob is a job of the plan, or nil.
-func findJob(tp *plan.TenantPlan, job string) *plan.JobPlan {
-	for i := range tp.Jobs {
-		if tp.Jobs[i].Job.Name == job {
-			return &tp.Jobs[i]
-		}
-	}
-	return nil
 }
 
 func (s *Server) listJobs(ctx context.Context, in *TenantParam) (*body[apiv1.JobList], error) {
@@ -97,7 +78,7 @@ func (s *Server) jobAt(ctx context.Context, tenant, job string, a access.Action)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		if jp := findJob(tp, job); jp != nil {
+		if jp := tp.Job(job); jp != nil {
 			return v, tp, jp, nil
 		}
 		if attempt > 0 {
@@ -177,56 +158,25 @@ func timePtr(t time.Time) *time.Time {
 // stage is unknown and its reason says why.
 func (s *Server) stages(ctx context.Context, tp *plan.TenantPlan, only string) map[string]lifecycle.JobStatus {
 	out := map[string]lifecycle.JobStatus{}
-	var objs *cluster.Objects
 	reason := s.opts.NoClusterReason
 	if s.opts.Clusters != nil {
-		var err error
-		objs, err = s.opts.Clusters.Objects(ctx, tenantOf(tp))
-		if err != nil {
-			reason = "the clusters could not be read: " + err.Error()
-			objs = nil
+		r := jobstatus.Reader{Cluster: s.opts.Clusters, Gateway: s.gw, Cache: &s.statuses, Now: s.opts.Now}
+		if gl, ok := s.opts.Clusters.(GuestLogs); ok {
+			r.Logs = stageLogs{s, gl}
 		}
+		sts, err := r.Read(ctx, tp, only)
+		if err == nil {
+			for _, st := range sts {
+				out[st.Job] = st
+			}
+			return out
+		}
+		reason = "the clusters could not be read: " + err.Error()
 	}
-	var rot map[string]*lifecycle.Rotation
-	var gwErr error
-	if objs != nil {
-		rot, gwErr = s.gw.rotations(ctx, tp.Tenant.Name)
-	}
-	for _, jp := range tp.Jobs {
-		if only != "" && jp.Job.Name != only {
-			continue
-		}
-		j := lifecycle.Job{Tenant: tp.Tenant.Name, Name: jp.Job.Name, Replicas: jp.Job.Spec.Replicas, NodesPerReplica: jp.NodesPerReplica}
-		if objs == nil {
-			out[j.Name] = unknown(j, reason)
-			continue
-		}
-		obs := objs.Job(j.Name)
-		switch {
-		case gwErr != nil:
-			obs.GatewayError = gwErr.Error()
-		case rot[j.Name] != nil:
-			obs.Gateway = rot[j.Name]
-		default:
-			obs.Gateway = &lifecycle.Rotation{}
-		}
-		obs.Agent = s.agentReports(ctx, tenantOf(tp), j, obs)
-		out[j.Name] = lifecycle.Compute(j, obs)
+	for _, j := range jobstatus.Jobs(tp, only) {
+		out[j.Name] = jobstatus.Unknown(j, reason)
 	}
 	return out
-}
-
-// unknown is a job whose clusters were not read, and why.
-func unknown(j lifecycle.Job, reason string) lifecycle.JobStatus {
-	st := lifecycle.JobStatus{Tenant: j.Tenant, Job: j.Name, Stage: lifecycle.StageUnknown, Reason: reason, Replicas: []lifecycle.ReplicaStatus{}}
-	for r := range j.Replicas {
-		rs := lifecycle.ReplicaStatus{Replica: r, Stage: lifecycle.StageUnknown, Reason: reason}
-		for n := range max(j.NodesPerReplica, 1) {
-			rs.Nodes = append(rs.Nodes, lifecycle.NodeInfo{VM: policy.VMName(j.Name, r, n)})
-		}
-		st.Replicas = append(st.Replicas, rs)
-	}
-	return st
 }
 
 type restartInput struct {
@@ -249,7 +199,7 @@ func (s *Server) restartJob(ctx context.Context, in *restartInput) (*body[apiv1.
 	if s.opts.Clusters == nil {
 		return nil, newProblem(http.StatusServiceUnavailable, "restart needs the clusters: "+s.opts.NoClusterReason)
 	}
-	done, err := s.opts.Clusters.Restart(ctx, tenantOf(tp), in.Job, replica)
+	done, err := s.opts.Clusters.Restart(ctx, jobstatus.Tenant(tp), in.Job, replica)
 	out := apiv1.Restarted{Tenant: in.Tenant, Job: in.Job, VMs: []apiv1.RestartedVM{}}
 	for _, d := range done {
 		out.VMs = append(out.VMs, apiv1.RestartedVM{VM: d.VM, How: d.How})

@@ -3,6 +3,7 @@ package productapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -31,9 +32,6 @@ type createJobOutput struct {
 	Location string `header:"Location"`
 	Body     apiv1.JobWritten
 }
-
-// jobFile is where a new job's file goes in the inputs.
-func jobFile(tenant, job string) string { return path.Join(tenantsDir, jobfile.Path(tenant, job)) }
 
 func (s *Server) createJob(ctx context.Context, in *createJobInput) (*createJobOutput, error) {
 	if _, _, err := s.authorize(ctx, in.Tenant, access.WriteJobs); err != nil {
@@ -66,7 +64,7 @@ func (s *Server) createJob(ctx context.Context, in *createJobInput) (*createJobO
 		tp, err = s.plannedTenant(ctx, v, in.Tenant)
 	}
 	if err == nil {
-		if jp := findJob(tp, b.Name); jp != nil {
+		if jp := tp.Job(b.Name); jp != nil {
 			out.Body.Job = s.jobView(jp, s.stages(ctx, tp, b.Name)[b.Name])
 			return out, nil
 		}
@@ -84,31 +82,27 @@ func (s *Server) applyCreate(ctx context.Context, t *inputsrepo.Tree, tenant str
 	if err != nil {
 		return err
 	}
-	for _, tn := range tp.Inputs.Tenants {
-		for _, j := range tn.Jobs {
-			if j.Object.Name == b.Name {
-				return inputsrepo.Conflictf("job %s/%s exists (%s); delete it first or change its replicas", tenant, b.Name, j.File)
-			}
-		}
-	}
-	p := jobFile(tenant, b.Name)
-	if _, err := fs.Stat(t, p); err == nil {
-		return inputsrepo.Conflictf("file %s exists", p)
-	}
 	spec := v1alpha1.ManagedInferenceJobSpec{Model: b.Model, Runtime: v1alpha1.Runtime(b.Runtime), Variant: b.Variant,
 		Strategy: b.Strategy, NodeType: b.NodeType, GPUCount: b.GPUCount, Replicas: max(b.Replicas, 1),
 		ModelCacheSize: b.ModelCacheSize, Features: b.Features, RequireAPIKey: b.RequireAPIKey}
-	jobfile.Complete(&spec, tp.Inputs, tp.Book, tenant)
-	job := &v1alpha1.ManagedInferenceJob{Spec: spec}
+	nj, err := jobfile.New(tp.Inputs, tp.Book, tenantsDir, tenant, b.Name, spec,
+		"# Written by the product API (POST /api/v1/tenants/"+tenant+"/jobs); edit it like any job file.\n", false)
+	if e := (*jobfile.ExistsError)(nil); errors.As(err, &e) {
+		return inputsrepo.Conflictf("%v; delete it first or change its replicas", err)
+	}
+	if err != nil {
+		return err
+	}
+	p := path.Join(tenantsDir, nj.Rel)
+	if _, err := fs.Stat(t, p); err == nil {
+		return inputsrepo.Conflictf("file %s exists", p)
+	}
+	job := &v1alpha1.ManagedInferenceJob{Spec: nj.Spec}
 	job.Name = b.Name
 	if err := checkQuota(tp, tenant, job, p); err != nil {
 		return err
 	}
-	data, err := jobfile.EncodeInput(v1alpha1.KindManagedInferenceJob, b.Name, spec,
-		"# Written by the product API (POST /api/v1/tenants/"+tenant+"/jobs); edit it like any job file.\n")
-	if err != nil {
-		return err
-	}
+	data := nj.Data
 	return t.WriteFile(p, data)
 }
 
@@ -189,7 +183,7 @@ func (s *Server) setReplicas(ctx context.Context, in *replicasInput) (*body[apiv
 	}
 	tp, jp := w.tp, (*plan.JobPlan)(nil) // the tenant as the write's check planned it
 	if tp != nil {
-		jp = findJob(tp, in.Job)
+		jp = tp.Job(in.Job)
 	}
 	if jp == nil {
 		if _, tp, jp, err = s.jobAt(ctx, in.Tenant, in.Job, access.Read); err != nil {

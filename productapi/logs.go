@@ -17,8 +17,8 @@ import (
 	"github.com/inferplane/inferplane/access"
 	"github.com/inferplane/inferplane/agent/guestlog"
 	"github.com/inferplane/inferplane/joblogs"
-	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
+	"github.com/inferplane/inferplane/lifecycle/jobstatus"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 	"github.com/inferplane/inferplane/usage"
 )
@@ -105,7 +105,7 @@ func (s *Server) jobLogs(ctx context.Context, in *logsInput) (*logsOutput, error
 		}
 		q.Node = &in.Node
 	}
-	t := tenantOf(tp)
+	t := jobstatus.Tenant(tp)
 	q.Namespace = t.Namespace
 	cl, err := s.guestLogs(ctx, t)
 	if err != nil {
@@ -224,22 +224,17 @@ func agentStatus(s *guestlog.Status, at time.Time) *apiv1.AgentStatus {
 	return out
 }
 
-// agentReports reads the agent's status of the VMs whose stage it would change
-// (lifecycle.AgentWanted), through the server's status cache: at most one console-log read
-// per VM every few seconds, each bounded, whatever the number of requests.
-func (s *Server) agentReports(ctx context.Context, t cluster.Tenant, j lifecycle.Job, obs lifecycle.Observed) map[string]*lifecycle.AgentReport {
-	names := lifecycle.AgentWanted(j, obs)
-	if len(names) == 0 {
-		return nil
-	}
-	gl, ok := s.opts.Clusters.(GuestLogs)
-	if !ok {
-		return nil
-	}
-	cl, err := gl.GuestLogs(ctx, t)
+// stageLogs reaches a tenant's console logs for the stages' agent reports (jobstatus.Logs),
+// saying why it could not.
+type stageLogs struct {
+	s  *Server
+	gl GuestLogs
+}
+
+func (l stageLogs) GuestLogs(ctx context.Context, t cluster.Tenant) (joblogs.Cluster, error) {
+	cl, err := l.gl.GuestLogs(ctx, t)
 	if err != nil {
-		s.log.Debug("stages: the console logs cannot be read", "tenant", t.Name, "error", err)
-		return nil
+		l.s.log.Debug("stages: the console logs cannot be read", "tenant", t.Name, "error", err)
 	}
-	return joblogs.AgentReports(ctx, cl, &s.statuses, t.Namespace, t.Name, j.Name, obs.VMIs, names, s.opts.Now())
+	return cl, err
 }

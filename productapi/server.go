@@ -135,7 +135,7 @@ type Server struct {
 	gw      *gatewayCache
 	recon   *inputsrepo.Reconciler
 	keyIdem *idemCache
-	// statuses keeps the agents' statuses the stages read, briefly (agentReports).
+	// statuses keeps the agents' statuses the stages read, briefly (jobstatus.Reader).
 	statuses joblogs.StatusCache
 	// logRate bounds the console lines all log follows read a second (logLimit).
 	logRate     *rate.Limiter

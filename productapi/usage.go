@@ -311,9 +311,9 @@ func newGatewayCache(urls []string) *gatewayCache {
 	return &gatewayCache{urls: urls, ttl: time.Second, m: map[string]rotEntry{}}
 }
 
-// rotations is the gateway's view of the tenant's endpoints, from the first gateway replica
+// Rotations is the gateway's view of the tenant's endpoints, from the first gateway replica
 // that answers.
-func (g *gatewayCache) rotations(ctx context.Context, tenant string) (map[string]*lifecycle.Rotation, error) {
+func (g *gatewayCache) Rotations(ctx context.Context, tenant string) (map[string]*lifecycle.Rotation, error) {
 	if len(g.urls) == 0 {
 		return nil, errors.New("this API server knows no gateway (--gateway)")
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/lifecycle"
+	"github.com/inferplane/inferplane/lifecycle/jobstatus"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 	apiclient "github.com/inferplane/inferplane/productapi/client"
 	"github.com/inferplane/inferplane/productapi/clientconfig"
@@ -191,38 +192,13 @@ func (s *apiSession) jobsDetail(ctx context.Context, w, errOut io.Writer, tenant
 	return &exitStatus{code: exitOnItsWay, err: fmt.Errorf("%s/%s is not serving yet (%s)", tenant, job, d.Stage)}
 }
 
-// waitForJob reads the job until it serves or fails, or timeout passes, saying on errOut each
-// time its stage or reason changes (as jobs detail --wait does on the operator's files).
+// waitForJob follows the job until it serves or fails, or timeout passes, saying on errOut
+// each time its stage or reason changes (as jobs detail --wait does on the operator's files).
 func (s *apiSession) waitForJob(ctx context.Context, errOut io.Writer, tenant, job string, timeout time.Duration) (apiv1.JobDetail, error) {
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(2 * time.Second)
-	defer tick.Stop()
-	var last string
-	for {
-		d, err := s.api.GetJob(wctx, tenant, job)
-		if err != nil {
-			if wctx.Err() != nil && ctx.Err() == nil {
-				return s.api.GetJob(ctx, tenant, job) // the last reading stands; the exit says it is not serving
-			}
-			return d, err
-		}
-		if now := d.Stage + ": " + d.Reason; now != last {
-			fmt.Fprintf(errOut, "%s %s/%s: %s\n", time.Now().Format(time.TimeOnly), tenant, job, now)
-			last = now
-		}
-		if settled(lifecycle.Stage(d.Stage)) {
-			return d, nil
-		}
-		select {
-		case <-wctx.Done():
-			if ctx.Err() != nil {
-				return d, ctx.Err()
-			}
-			return d, nil
-		case <-tick.C:
-		}
-	}
+	return jobstatus.Wait(ctx, waitInterval, timeout,
+		func(ctx context.Context) (apiv1.JobDetail, error) { return s.api.GetJob(ctx, tenant, job) },
+		func(d apiv1.JobDetail) (lifecycle.Stage, string) { return lifecycle.Stage(d.Stage), d.Reason },
+		func(d apiv1.JobDetail) { sayStage(errOut, tenant, job, d.Stage, d.Reason) })
 }
 
 func printAPIJobDetail(w io.Writer, d apiv1.JobDetail, now time.Time) {

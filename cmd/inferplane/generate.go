@@ -1,19 +1,15 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/gateway/install"
 	"github.com/inferplane/inferplane/generator"
-	"github.com/inferplane/inferplane/generator/render"
-	"github.com/inferplane/inferplane/policy"
 	apiinstall "github.com/inferplane/inferplane/productapi/install"
 )
 
@@ -134,21 +130,4 @@ func writeGateway(cmd *cobra.Command, dir string, o install.Options, api apiinst
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "gateway: %s %s\n", dir, map[bool]string{true: "written", false: "unchanged"}[changed])
 	return nil
-}
-
-// admissionCheck runs the webhook's policy offline over a tenant's rendered files, so generate
-// refuses to commit anything the webhook in the tenant cluster would deny. The rendered tree
-// carries its own policy data (addons/tenant.yaml, addons/nodetypes.yaml and each job's
-// ModelMaster), exactly what the webhook reads in the cluster.
-func admissionCheck(ctx context.Context) func(tenant string, files render.Files) error {
-	return func(tenant string, files render.Files) error {
-		denied, err := policy.ReviewFiles(ctx, nil, files)
-		if err != nil {
-			return err
-		}
-		if lines := policy.DenialLines(denied); len(lines) > 0 {
-			return errors.New(strings.Join(lines, "\n"))
-		}
-		return nil
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/inferplane/inferplane/generator"
 	"github.com/inferplane/inferplane/generator/render"
 )
 
@@ -139,7 +140,7 @@ func TestAdmissionCheckRefusesWhatTheWebhookWouldDeny(t *testing.T) {
 		return err
 	}))
 
-	check := admissionCheck(context.Background())
+	check := generator.AdmissionCheck(context.Background())
 	require.NoError(t, check("acme", files))
 
 	vm := "jobs/qwen3-32b/r0-n0-vm.yaml"

@@ -101,7 +101,7 @@ func (f *inputFlags) options(cmd *cobra.Command, tenant string) generator.Option
 	o.Tenant = tenant
 	o.Render.GuestImage = f.guestImage
 	o.Render.StorageClass = f.storageClass
-	o.Check = admissionCheck(cmd.Context())
+	o.Check = generator.AdmissionCheck(cmd.Context())
 	return o
 }
 
@@ -122,10 +122,8 @@ func (f *inputFlags) planJob(cmd *cobra.Command, tenant, job string) (*plan.Tena
 		return nil, nil, err
 	}
 	tp := &planned.Plan.Tenants[0]
-	for i := range tp.Jobs {
-		if tp.Jobs[i].Job.Name == job {
-			return tp, &tp.Jobs[i], nil
-		}
+	if jp := tp.Job(job); jp != nil {
+		return tp, jp, nil
 	}
 	_, err = jobfile.Find(planned.Inputs, f.opts.TenantsDir, tenant, job)
 	return nil, nil, err
@@ -230,24 +228,20 @@ func runJobsCreate(cmd *cobra.Command, in *inputFlags, f *createFlags, tenant, j
 	if err != nil {
 		return err
 	}
-	rel := jobfile.Path(tenant, job)
-	if existing, err := jobfile.Find(planned.Inputs, opts.TenantsDir, tenant, job); err == nil {
-		if !f.replace {
-			return fmt.Errorf("job %s/%s exists (%s); pass --replace to overwrite it", tenant, job, filepath.Join(opts.TenantsDir, existing))
-		}
-		rel = existing
-	}
 	spec := f.spec
 	spec.Features = features
 	if f.noKey {
 		no := false
 		spec.RequireAPIKey = &no
 	}
-	completeSpec(&spec, planned, tenant)
-	data, err := jobfile.Encode(job, spec)
+	nj, err := jobfile.New(planned.Inputs, planned.Book, opts.TenantsDir, tenant, job, spec, jobfile.CLIHeader, f.replace)
+	if e := (*jobfile.ExistsError)(nil); errors.As(err, &e) {
+		return fmt.Errorf("%w; pass --replace to overwrite it", err)
+	}
 	if err != nil {
 		return err
 	}
+	rel, data := nj.Rel, nj.Data
 	tree, err := jobfile.Tree(opts.TenantsDir, tenant)
 	if err != nil {
 		return err
@@ -279,28 +273,6 @@ func runJobsCreate(cmd *cobra.Command, in *inputFlags, f *createFlags, tenant, j
 	fmt.Fprintf(out, "wrote %s and committed %s\nArgo CD syncs the job from there; follow it with: inferplane jobs detail %s/%s\n",
 		path, filepath.Join(opts.OutDir, tenant), tenant, job)
 	return nil
-}
-
-// completeSpec fills what the flags left to defaults: the runtime of the Parakeet model, the
-// tenant's one allowed node type, the master's GPUs per replica. Anything it cannot resolve
-// is left for the plan to report, in generate's words.
-func completeSpec(spec *v1alpha1.ManagedInferenceJobSpec, planned *generator.Planned, tenant string) {
-	if spec.Runtime == "" && spec.Model == v1alpha1.ParakeetModel {
-		spec.Runtime = v1alpha1.RuntimeParakeet
-	}
-	if spec.NodeType == "" {
-		for _, t := range planned.Inputs.Tenants {
-			if a := t.Object.Spec.AllowedNodeTypes; t.Object.Name == tenant && len(a) == 1 && !strings.HasSuffix(a[0], ".*") {
-				spec.NodeType = a[0]
-			}
-		}
-	}
-	if spec.GPUCount == 0 {
-		spec.GPUCount = 1 // a placeholder the plan corrects in its message when the master is unknown
-		if n, ok := jobfile.GPUs(planned.Inputs, planned.Book, spec); ok {
-			spec.GPUCount = n
-		}
-	}
 }
 
 // deleteFlags are jobs delete's flags.

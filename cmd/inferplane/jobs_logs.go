@@ -13,6 +13,7 @@ import (
 
 	"github.com/inferplane/inferplane/agent/guestlog"
 	"github.com/inferplane/inferplane/joblogs"
+	"github.com/inferplane/inferplane/lifecycle/jobstatus"
 	"github.com/inferplane/inferplane/productapi"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 	apiclient "github.com/inferplane/inferplane/productapi/client"
@@ -149,7 +150,7 @@ func runJobsLogs(cmd *cobra.Command, in *inputFlags, cf *clusterFlags, f *logsFl
 	if n := max(jp.NodesPerReplica, 1); f.node >= n {
 		return usageErr(fmt.Errorf("--node %d: each replica of the job has %s (0 to %d)", f.node, count(n, "node"), n-1))
 	}
-	t := tenantOf(tp)
+	t := jobstatus.Tenant(tp)
 	cfg, err := cf.access().Tenant(cmd.Context(), t.Name, t.Cluster)
 	if err != nil {
 		return fmt.Errorf("%w%s", err, clusterHint(err))

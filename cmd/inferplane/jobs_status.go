@@ -19,12 +19,12 @@ import (
 	"github.com/inferplane/inferplane/endpoint"
 	"github.com/inferplane/inferplane/generator"
 	"github.com/inferplane/inferplane/generator/plan"
-	"github.com/inferplane/inferplane/generator/render"
 	"github.com/inferplane/inferplane/joblogs"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
 	"github.com/inferplane/inferplane/lifecycle/gateway"
 	"github.com/inferplane/inferplane/lifecycle/jobfile"
+	"github.com/inferplane/inferplane/lifecycle/jobstatus"
 )
 
 // Exit codes of jobs list and detail, for scripts.
@@ -107,71 +107,22 @@ func (f *clusterFlags) resolve(fs *pflag.FlagSet) error {
 // access is how the clusters are reached (set by resolve before the command runs).
 func (f *clusterFlags) access() cluster.Access { return f.acc }
 
-// tenantOf is where a planned tenant's objects are.
-func tenantOf(tp *plan.TenantPlan) cluster.Tenant {
-	n := tp.Tenant.Name
-	return cluster.Tenant{Name: n, Cluster: render.Destination(n, &tp.Tenant.Spec), Namespace: n,
-		ArgoCDNamespace: render.ArgoCDNamespace(&tp.Tenant.Spec)}
-}
-
 // statuses reads a tenant's clusters and the gateway and computes the stages of its jobs (of
 // job only, when set).
 func statuses(ctx context.Context, f *clusterFlags, tp *plan.TenantPlan, job string) ([]lifecycle.JobStatus, error) {
-	objs, err := cluster.Read(ctx, f.access(), tenantOf(tp), true)
+	r := jobstatus.Reader{Cluster: cluster.Direct{Access: f.access()}, Gateway: gateway.Client{BaseURL: f.server}, Logs: tenantLogs{f}}
+	return r.Read(ctx, tp, job)
+}
+
+// tenantLogs reaches the console logs of a tenant's cluster, for the agents' reports.
+type tenantLogs struct{ f *clusterFlags }
+
+func (l tenantLogs) GuestLogs(ctx context.Context, t cluster.Tenant) (joblogs.Cluster, error) {
+	cfg, err := l.f.access().Tenant(ctx, t.Name, t.Cluster)
 	if err != nil {
 		return nil, err
 	}
-	rot, gwErr := gateway.Client{BaseURL: f.server}.Rotations(ctx, tp.Tenant.Name)
-	agents := &agentReader{f: f, t: tenantOf(tp)}
-	var out []lifecycle.JobStatus
-	for _, jp := range tp.Jobs {
-		if job != "" && jp.Job.Name != job {
-			continue
-		}
-		obs := objs.Job(jp.Job.Name)
-		switch {
-		case gwErr != nil:
-			obs.GatewayError = gwErr.Error()
-		case rot[jp.Job.Name] != nil:
-			obs.Gateway = rot[jp.Job.Name]
-		default:
-			obs.Gateway = &lifecycle.Rotation{} // the gateway has no such endpoint (yet)
-		}
-		j := lifecycle.Job{Tenant: tp.Tenant.Name, Name: jp.Job.Name, Replicas: jp.Job.Spec.Replicas, NodesPerReplica: jp.NodesPerReplica}
-		obs.Agent = agents.reports(ctx, j, obs)
-		out = append(out, lifecycle.Compute(j, obs))
-	}
-	return out, nil
-}
-
-// agentReader reads the inference agents' status of a tenant's running VMs where it changes
-// the stages (lifecycle.AgentWanted), from their console logs; a cluster whose logs cannot
-// be read leaves the VMIs' own stages.
-type agentReader struct {
-	f    *clusterFlags
-	t    cluster.Tenant
-	kube *joblogs.Kube
-	err  error
-}
-
-func (a *agentReader) reports(ctx context.Context, j lifecycle.Job, obs lifecycle.Observed) map[string]*lifecycle.AgentReport {
-	names := lifecycle.AgentWanted(j, obs)
-	if len(names) == 0 {
-		return nil
-	}
-	if a.kube == nil && a.err == nil {
-		cfg, err := a.f.access().Tenant(ctx, a.t.Name, a.t.Cluster)
-		if err == nil {
-			var k joblogs.Kube
-			k, err = joblogs.NewKube(cfg)
-			a.kube = &k
-		}
-		a.err = err
-	}
-	if a.err != nil {
-		return nil
-	}
-	return joblogs.AgentReports(ctx, a.kube, nil, a.t.Namespace, a.t.Name, j.Name, obs.VMIs, names, time.Now())
+	return joblogs.NewKube(cfg)
 }
 
 // stageExit is the exit status of the least ready stage shown.
@@ -369,7 +320,7 @@ func showDetail(cmd *cobra.Command, in *inputFlags, cf *clusterFlags, tenant, jo
 	if readErr != nil {
 		return fmt.Errorf("%w%s", readErr, clusterHint(readErr))
 	}
-	if w.wait && !settled(d.Stage) {
+	if w.wait && !jobstatus.Settled(d.Stage) {
 		return &exitStatus{code: exitOnItsWay, err: fmt.Errorf("%s/%s: still %s after %s (--wait-timeout)", tenant, job, d.Stage, w.timeout)}
 	}
 	return stageExit(d.Stage, tenant+"/"+job)
@@ -385,53 +336,27 @@ func jobStatus(ctx context.Context, cf *clusterFlags, tp *plan.TenantPlan, job s
 	st := lifecycle.JobStatus{Tenant: tp.Tenant.Name, Job: job, Stage: lifecycle.StageUnknown, Reason: "the clusters could not be read (below)",
 		Replicas: []lifecycle.ReplicaStatus{}}
 	rot, gwErr := gateway.Client{BaseURL: cf.server}.Rotations(ctx, tp.Tenant.Name)
-	switch {
-	case gwErr != nil:
-		st.GatewayError = gwErr.Error()
-	case rot[job] != nil:
-		st.Gateway = rot[job]
-	default:
-		st.Gateway = &lifecycle.Rotation{}
-	}
+	st.Gateway, st.GatewayError = jobstatus.GatewayView(rot, gwErr, job)
 	return st, err
 }
 
-// waitForJob reads the job's status until it serves or fails, or timeout passes, saying on
-// stderr each time its stage or reason changes.
+// waitForJob follows the job until it serves or fails, or timeout passes, saying on stderr
+// each time its stage or reason changes.
 func waitForJob(cmd *cobra.Command, cf *clusterFlags, tp *plan.TenantPlan, job string, timeout time.Duration) (lifecycle.JobStatus, error) {
-	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-	defer cancel()
-	tick := time.NewTicker(2 * time.Second)
-	defer tick.Stop()
-	var last string
-	for {
-		st, err := jobStatus(ctx, cf, tp, job)
-		if err != nil && ctx.Err() == nil && cmd.Context().Err() == nil {
-			return st, err
-		}
-		if now := string(st.Stage) + ": " + st.Reason; now != last && err == nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s %s/%s: %s\n", time.Now().Format(time.TimeOnly), tp.Tenant.Name, job, now)
-			last = now
-		}
-		if settled(st.Stage) {
-			return st, nil
-		}
-		select {
-		case <-ctx.Done():
-			if cmd.Context().Err() != nil {
-				return st, cmd.Context().Err()
-			}
-			// The last reading stands; the timeout is said by the caller.
-			return jobStatus(cmd.Context(), cf, tp, job)
-		case <-tick.C:
-		}
-	}
+	return jobstatus.Wait(cmd.Context(), waitInterval, timeout,
+		func(ctx context.Context) (lifecycle.JobStatus, error) { return jobStatus(ctx, cf, tp, job) },
+		func(st lifecycle.JobStatus) (lifecycle.Stage, string) { return st.Stage, st.Reason },
+		func(st lifecycle.JobStatus) {
+			sayStage(cmd.ErrOrStderr(), tp.Tenant.Name, job, string(st.Stage), st.Reason)
+		})
 }
 
-// settled: --wait stops at a stage that will not move by itself: serving, failed, or the
-// model server crash-looping (its cause, an out-of-memory or a wrong revision, needs a change).
-func settled(s lifecycle.Stage) bool {
-	return s == lifecycle.StageServing || s == lifecycle.StageFailed || s == lifecycle.StageCrashLooping
+// waitInterval is how often --wait reads the job.
+const waitInterval = 2 * time.Second
+
+// sayStage is one line of --wait: the time, the job, its stage and why.
+func sayStage(w io.Writer, tenant, job, stage, reason string) {
+	fmt.Fprintf(w, "%s %s/%s: %s: %s\n", time.Now().Format(time.TimeOnly), tenant, job, stage, reason)
 }
 
 // clusterHint says how to give what a cluster error lacks.
@@ -603,7 +528,7 @@ func runJobsRestart(cmd *cobra.Command, in *inputFlags, cf *clusterFlags, tenant
 	if n := jp.Job.Spec.Replicas; replica >= n {
 		return usageErr(fmt.Errorf("--replica %d: the job has %s", replica, replicaNumbers(n)))
 	}
-	t := tenantOf(tp)
+	t := jobstatus.Tenant(tp)
 	cfg, err := cf.access().Tenant(cmd.Context(), t.Name, t.Cluster)
 	if err != nil {
 		return err

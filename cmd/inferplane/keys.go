@@ -18,6 +18,7 @@ import (
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/auth/keys"
 	"github.com/inferplane/inferplane/auth/limits"
+	"github.com/inferplane/inferplane/internal/fileutil"
 	"github.com/inferplane/inferplane/internal/kubeconfig"
 	"github.com/inferplane/inferplane/lifecycle/gateway"
 	"github.com/inferplane/inferplane/usage"
@@ -130,7 +131,7 @@ Every key is hashed with this secret: replacing it invalidates every key.`,
 			if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 				return err
 			}
-			if err := writeNew(file, []byte(s+"\n")); err != nil {
+			if err := fileutil.WriteNew(file, []byte(s+"\n"), 0o600); err != nil {
 				if errors.Is(err, fs.ErrExist) {
 					return fmt.Errorf("%s exists: a new secret would invalidate every key hashed with that one; remove it first if that is what you want", file)
 				}
@@ -155,24 +156,6 @@ func newKeyFile(path string) (*os.File, error) {
 		return nil, fmt.Errorf("--file: %w (no key was created)", err)
 	}
 	return out, nil
-}
-
-// writeNew writes a file that must not exist yet, readable by its owner only.
-func writeNew(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(path)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(path)
-		return err
-	}
-	return nil
 }
 
 // keysCreateFlags are keys create's flags.

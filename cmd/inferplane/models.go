@@ -15,6 +15,7 @@ import (
 	"github.com/inferplane/inferplane/generator/inputs"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/recipe"
+	"github.com/inferplane/inferplane/internal/fileutil"
 	"github.com/inferplane/inferplane/lifecycle/jobfile"
 )
 
@@ -145,22 +146,15 @@ func writeMaster(cmd *cobra.Command, out, name string, data []byte, force bool) 
 	if !strings.HasSuffix(out, ".yaml") && !strings.HasSuffix(out, ".yml") {
 		return usageErr(fmt.Errorf("--file %s: expected a .yaml file (the generator reads only YAML files in masters/)", out))
 	}
-	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	write := fileutil.WriteNew
 	if force {
-		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+		write = os.WriteFile
 	}
-	f, err := os.OpenFile(out, flags, 0o644)
+	err := write(out, data, 0o644)
 	if errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("%s exists: pass --force to overwrite it", out)
 	}
 	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "wrote %s; jobs run this master with spec.model: %s (inferplane jobs create ... --model %s)\n", out, name, name)

@@ -20,6 +20,16 @@ type TenantPlan struct {
 	Jobs []JobPlan
 }
 
+// Job is the tenant's job of that name, or nil.
+func (tp *TenantPlan) Job(name string) *JobPlan {
+	for i := range tp.Jobs {
+		if tp.Jobs[i].Job.Name == name {
+			return &tp.Jobs[i]
+		}
+	}
+	return nil
+}
+
 // JobPlan is one job, resolved.
 type JobPlan struct {
 	// Job is the job as written (name, spec), with its tenant in Job.Labels[LabelTenant].

@@ -1,4 +1,4 @@
-// Package fileutil holds the one file-system operation several packages need done the same
+// Package fileutil holds the file-system operations several packages need done the same
 // careful way.
 package fileutil
 
@@ -30,4 +30,23 @@ func WriteAtomic(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// WriteNew writes data to path, which must not exist yet (an error that is os.ErrExist
+// otherwise), with mode; a write that fails removes the file, so nothing half-written stays.
+func WriteNew(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return err
+	}
+	return nil
 }

@@ -184,3 +184,12 @@ func Read(ctx context.Context, a Access, t Tenant, host bool) (*Objects, error) 
 	}
 	return objs, nil
 }
+
+// Direct reads a tenant's objects from the clusters on every call (Read with the host
+// cluster), for a caller without watch caches: the CLI.
+type Direct struct{ Access Access }
+
+// Objects reads the tenant's Applications and workloads now.
+func (d Direct) Objects(ctx context.Context, t Tenant) (*Objects, error) {
+	return Read(ctx, d.Access, t, true)
+}

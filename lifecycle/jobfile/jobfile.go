@@ -77,10 +77,12 @@ func CheckTenant(dir, tenant string) error {
 	return fmt.Errorf("%s%s (tenants: %s)", msg, suggest.DidYouMean(suggest.Close(tenant, names)), fielderr.List(slices.Sorted(slices.Values(names))))
 }
 
+// CLIHeader is the first line of a job file `inferplane jobs create` writes.
+const CLIHeader = "# Written by `inferplane jobs create`; edit it like any job file.\n"
+
 // Encode is the YAML of a new job file: the job as an operator would write it.
 func Encode(job string, spec v1alpha1.ManagedInferenceJobSpec) ([]byte, error) {
-	return EncodeInput(v1alpha1.KindManagedInferenceJob, job, spec,
-		"# Written by `inferplane jobs create`; edit it like any job file.\n")
+	return EncodeInput(v1alpha1.KindManagedInferenceJob, job, spec, CLIHeader)
 }
 
 // EncodeInput is the YAML of an input file of the tenants tree: header (comment lines), then
@@ -244,4 +246,41 @@ func Complete(spec *v1alpha1.ManagedInferenceJobSpec, in *inputs.Inputs, book *r
 			spec.GPUCount = n
 		}
 	}
+}
+
+// ExistsError is a new job whose name one of the tenant's jobs has already; File is that
+// job's file (root joined to its path below the tenants folder).
+type ExistsError struct{ Tenant, Job, File string }
+
+func (e *ExistsError) Error() string {
+	return fmt.Sprintf("job %s/%s exists (%s)", e.Tenant, e.Job, e.File)
+}
+
+// NewJob is a new job's file, as `jobs create` and the product API write it.
+type NewJob struct {
+	// Rel is where it goes, relative to the tenants folder: Path, or the file of the job it
+	// replaces.
+	Rel string
+	// Spec is the job's spec with what it left to defaults filled (Complete).
+	Spec v1alpha1.ManagedInferenceJobSpec
+	// Data is the file: header, then the job (EncodeInput).
+	Data []byte
+}
+
+// New makes a new job's file for the tenants folder at root, whose inputs (in, book) are
+// loaded: a job of that name that exists is an *ExistsError, unless replace (its file is then
+// written over). Anything the spec gets wrong is left for the plan to report, in generate's
+// words.
+func New(in *inputs.Inputs, book *recipe.Book, root, tenant, job string, spec v1alpha1.ManagedInferenceJobSpec, header string, replace bool) (NewJob, error) {
+	nj := NewJob{Rel: Path(tenant, job), Spec: spec}
+	if existing, err := Find(in, root, tenant, job); err == nil {
+		if !replace {
+			return NewJob{}, &ExistsError{Tenant: tenant, Job: job, File: path.Join(filepath.ToSlash(root), existing)}
+		}
+		nj.Rel = existing
+	}
+	Complete(&nj.Spec, in, book, tenant)
+	var err error
+	nj.Data, err = EncodeInput(v1alpha1.KindManagedInferenceJob, job, nj.Spec, header)
+	return nj, err
 }

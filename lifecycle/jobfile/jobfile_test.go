@@ -12,6 +12,7 @@ import (
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/inputs"
+	"github.com/inferplane/inferplane/generator/recipe"
 )
 
 // A written job file is one the loader takes as it is: strict decoding, every check.
@@ -91,4 +92,44 @@ func keys(m fstest.MapFS) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+func TestNew(t *testing.T) {
+	tree, err := Tree("../../tenants", "acme")
+	require.NoError(t, err)
+	in, err := inputs.Load(tree, "tenants")
+	require.NoError(t, err)
+	book, err := recipe.Load(os.DirFS("../../recipes"))
+	require.NoError(t, err)
+	asr := v1alpha1.ManagedInferenceJobSpec{Model: v1alpha1.ParakeetModel, NodeType: "metal3.gpu-h100", GPUCount: 1, Replicas: 1}
+	for _, tc := range []struct {
+		name        string
+		job         string
+		replace     bool
+		wantRel     string
+		wantRuntime v1alpha1.Runtime
+		wantErr     string
+	}{
+		{name: "a new job goes to the tenant's jobs folder, its defaults filled", job: "asr",
+			wantRel: "acme/jobs/asr.yaml", wantRuntime: v1alpha1.RuntimeParakeet},
+		{name: "an existing job is refused", job: "qwen3-32b",
+			wantErr: "job acme/qwen3-32b exists (tenants/acme/jobs/qwen3-32b.yaml)"},
+		{name: "an existing job is replaced in its own file", job: "qwen3-32b", replace: true,
+			wantRel: "acme/jobs/qwen3-32b.yaml", wantRuntime: v1alpha1.RuntimeParakeet},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nj, err := New(in, book, "tenants", "acme", tc.job, asr, "# test\n", tc.replace)
+			if tc.wantErr != "" {
+				var e *ExistsError
+				require.ErrorAs(t, err, &e)
+				assert.EqualError(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantRel, nj.Rel)
+			assert.Equal(t, tc.wantRuntime, nj.Spec.Runtime)
+			assert.True(t, strings.HasPrefix(string(nj.Data), "# test\napiVersion: inferplane.io/v1alpha1\nkind: ManagedInferenceJob\n"), string(nj.Data))
+			assert.Contains(t, string(nj.Data), "name: "+tc.job+"\n")
+		})
+	}
 }
