@@ -11,8 +11,8 @@ import (
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/problem"
+	"github.com/inferplane/inferplane/jobstatus"
 	"github.com/inferplane/inferplane/lifecycle"
-	"github.com/inferplane/inferplane/lifecycle/jobstatus"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 )
 

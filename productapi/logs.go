@@ -17,8 +17,8 @@ import (
 	"github.com/inferplane/inferplane/access"
 	"github.com/inferplane/inferplane/agent/guestlog"
 	"github.com/inferplane/inferplane/joblogs"
+	"github.com/inferplane/inferplane/jobstatus"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
-	"github.com/inferplane/inferplane/lifecycle/jobstatus"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 	"github.com/inferplane/inferplane/usage"
 )

@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/inferplane/inferplane/api/v1alpha1"
+	"github.com/inferplane/inferplane/jobstatus"
 	"github.com/inferplane/inferplane/lifecycle"
-	"github.com/inferplane/inferplane/lifecycle/jobstatus"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 	apiclient "github.com/inferplane/inferplane/productapi/client"
 	"github.com/inferplane/inferplane/productapi/clientconfig"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/inferplane/inferplane/agent/guestlog"
 	"github.com/inferplane/inferplane/joblogs"
-	"github.com/inferplane/inferplane/lifecycle/jobstatus"
+	"github.com/inferplane/inferplane/jobstatus"
 	"github.com/inferplane/inferplane/productapi"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 	apiclient "github.com/inferplane/inferplane/productapi/client"

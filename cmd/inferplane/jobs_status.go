@@ -20,11 +20,11 @@ import (
 	"github.com/inferplane/inferplane/generator"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/joblogs"
+	"github.com/inferplane/inferplane/jobstatus"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
 	"github.com/inferplane/inferplane/lifecycle/gateway"
 	"github.com/inferplane/inferplane/lifecycle/jobfile"
-	"github.com/inferplane/inferplane/lifecycle/jobstatus"
 )
 
 // Exit codes of jobs list and detail, for scripts.

@@ -22,7 +22,7 @@ func For(ctx context.Context, d time.Duration) error {
 
 // Poll calls step at once and then every interval until step says it is done (nil) or ctx
 // ends (ctx's error): the skeleton of the loops that follow something, such as a job until it
-// serves (lifecycle/jobstatus.Wait) or the console's event stream.
+// serves (jobstatus.Wait) or the console's event stream.
 func Poll(ctx context.Context, interval time.Duration, step func(ctx context.Context) (done bool)) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()

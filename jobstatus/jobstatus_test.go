@@ -14,9 +14,9 @@ import (
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/joblogs"
+	"github.com/inferplane/inferplane/jobstatus"
 	"github.com/inferplane/inferplane/lifecycle"
 	"github.com/inferplane/inferplane/lifecycle/cluster"
-	"github.com/inferplane/inferplane/lifecycle/jobstatus"
 )
 
 // tenantPlan is a planned tenant with jobs of the given replicas (and nodes per replica).
