@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/inferplane/inferplane/access"
+	"github.com/inferplane/inferplane/api/gatewayv1"
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator/plan"
 	"github.com/inferplane/inferplane/generator/problem"
@@ -108,7 +109,7 @@ func (s *Server) jobView(jp *plan.JobPlan, st lifecycle.JobStatus) apiv1.Job {
 		GPUsPerReplica: jp.Master.Spec.PerReplicaGPUCount, NodesPerReplica: jp.NodesPerReplica,
 		RequireAPIKey: j.Spec.APIKeyRequired(), Stage: string(st.Stage), Since: timePtr(st.Since), Reason: st.Reason}
 	if s.opts.Domain != "" {
-		out.Endpoint = "https://" + j.Name + "." + tenant + "." + s.opts.Domain
+		out.Endpoint = gatewayv1.URL(tenant, j.Name, s.opts.Domain)
 	}
 	return out
 }

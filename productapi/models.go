@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/inferplane/inferplane/access"
+	"github.com/inferplane/inferplane/api/gatewayv1"
 	"github.com/inferplane/inferplane/api/v1alpha1"
 	"github.com/inferplane/inferplane/generator"
 	"github.com/inferplane/inferplane/generator/inputs"
@@ -97,7 +98,7 @@ func (s *Server) sharedModels(v *view, t *v1alpha1.Tenant) ([]apiv1.SharedModel,
 			}
 			m := apiv1.SharedModel{Model: j.Spec.Model, Provider: pr.Name, Endpoint: j.Name}
 			if s.opts.Domain != "" {
-				m.URL = "https://" + j.Name + "." + pr.Name + "." + s.opts.Domain
+				m.URL = gatewayv1.URL(pr.Name, j.Name, s.opts.Domain)
 			}
 			out = append(out, m)
 		}

@@ -12,6 +12,13 @@ import (
 	"github.com/inferplane/inferplane/api/v1alpha1"
 )
 
+// Host is the host name clients call a job's endpoint at: <job>.<tenant>.<domain>. The
+// gateway routes by it; everything that shows an endpoint names it so.
+func Host(tenant, job, domain string) string { return job + "." + tenant + "." + domain }
+
+// URL is the endpoint's base URL, https://<job>.<tenant>.<domain>.
+func URL(tenant, job, domain string) string { return "https://" + Host(tenant, job, domain) }
+
 // DebugEndpointsPath is the xDS server's per-replica view on its admin address (Debug).
 const DebugEndpointsPath = "/debug/endpoints"
 

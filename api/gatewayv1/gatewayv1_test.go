@@ -55,3 +55,17 @@ func TestEndpointStatusWire(t *testing.T) {
 		})
 	}
 }
+
+func TestEndpointNames(t *testing.T) {
+	for _, c := range []struct{ tenant, job, domain, host string }{
+		{"acme", "chat", "models.example.com", "chat.acme.models.example.com"},
+		{"platform", "qwen3-32b", "inference.test", "qwen3-32b.platform.inference.test"},
+	} {
+		if got := Host(c.tenant, c.job, c.domain); got != c.host {
+			t.Errorf("Host(%q, %q, %q) = %q, want %q", c.tenant, c.job, c.domain, got, c.host)
+		}
+		if got := URL(c.tenant, c.job, c.domain); got != "https://"+c.host {
+			t.Errorf("URL(%q, %q, %q) = %q", c.tenant, c.job, c.domain, got)
+		}
+	}
+}

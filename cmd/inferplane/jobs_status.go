@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
+	"github.com/inferplane/inferplane/api/gatewayv1"
 	"github.com/inferplane/inferplane/endpoint"
 	"github.com/inferplane/inferplane/generator"
 	"github.com/inferplane/inferplane/generator/plan"
@@ -444,7 +445,7 @@ func count(n int32, what string) string {
 
 // endpointURL is the job's endpoint; without a domain, a placeholder that says so.
 func endpointURL(job, tenant, domain string) string {
-	return "https://" + job + "." + tenant + "." + cmp.Or(domain, "<domain: set --domain or $"+endpoint.EnvDomain+">")
+	return gatewayv1.URL(tenant, job, cmp.Or(domain, "<domain: set --domain or $"+endpoint.EnvDomain+">"))
 }
 
 // imagePinned: a digest, or a tag other than latest (a version tag is taken to be kept).

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/inferplane/inferplane/api/gatewayv1"
 )
 
 // Names of the resources every Envoy node gets.
@@ -141,6 +143,4 @@ func (c Config) Validate() error {
 }
 
 // Host is the host name clients use for a job's endpoint.
-func (c Config) Host(tenant, job string) string {
-	return job + "." + tenant + "." + c.Domain
-}
+func (c Config) Host(tenant, job string) string { return gatewayv1.Host(tenant, job, c.Domain) }
