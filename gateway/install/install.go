@@ -162,6 +162,17 @@ func (o Options) XDSAddress() string {
 	return net.JoinHostPort(o.Name+"-xds."+o.Namespace+".svc", strconv.Itoa(GRPCPort))
 }
 
+// XDSAdminURLs are the admin addresses of each xDS server by its own name under the headless
+// Service (<name>-xds-<i>.<name>-xds-pods): what sums over every replica (the keys' token
+// counts, usage) reads.
+func (o Options) XDSAdminURLs() []string {
+	urls := make([]string, o.Replicas)
+	for i := range o.Replicas {
+		urls[i] = fmt.Sprintf("http://%s-xds-%d.%s-xds-pods.%s.svc:%d", o.Name, i, o.Name, o.Namespace, AdminPort)
+	}
+	return urls
+}
+
 // KeyCheckAddress is where Envoy reaches the key checks: their headless Service, whose name
 // resolves to every ready one.
 func (o Options) KeyCheckAddress() string {

@@ -49,8 +49,8 @@ func meterArgs(o Options) []string {
 	for _, ns := range o.VClusterNamespaces {
 		args = append(args, "--vcluster-namespace", ns)
 	}
-	for i := range o.Replicas {
-		args = append(args, "--server", fmt.Sprintf("http://%s-xds-%d.%s-xds-pods.%s.svc:%d", o.Name, i, o.Name, o.Namespace, AdminPort))
+	for _, u := range o.XDSAdminURLs() {
+		args = append(args, "--server", u)
 	}
 	return args
 }

@@ -250,11 +250,12 @@ func Args(o Options) []string {
 	for _, ns := range o.VClusterNamespaces {
 		args = append(args, "--vcluster-namespace", ns)
 	}
-	for i := range o.GatewayReplicas {
-		args = append(args, "--server", fmt.Sprintf("http://%s-xds-%d.%s-xds-pods.%s.svc:%d", o.Gateway, i, o.Gateway, o.Namespace, gwinstall.AdminPort))
+	gw := gwinstall.Options{Name: o.Gateway, Namespace: o.Namespace, Replicas: o.GatewayReplicas}
+	for _, u := range gw.XDSAdminURLs() {
+		args = append(args, "--server", u)
 	}
 	if !o.NoMeter {
-		args = append(args, "--meter", gwinstall.Options{Name: o.Gateway, Namespace: o.Namespace}.MeterURL())
+		args = append(args, "--meter", gw.MeterURL())
 	}
 	if o.peers() {
 		args = append(args, "--peer-url", o.PeerURL(), "--peer-token-file", peerDir+"/"+PeerTokenKey)
