@@ -28,11 +28,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/inferplane/inferplane/e2e/proc"
 )
 
 // Block is one marked shell block.
@@ -191,7 +194,9 @@ func Env() []string {
 func command(ctx context.Context, dir, text string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-x", "-c", text)
 	cmd.Dir = dir
-	cmd.Env = append(Env(), "PS4=+ ")
+	// The owner mark names this test binary to the stray check and the next run's reaper (it
+	// changes nothing the block does): a block this binary leaves behind is found either way.
+	cmd.Env = append(Env(), "PS4=+ ", proc.OwnerEnv+"="+strconv.Itoa(os.Getpid()))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its children are stopped with it
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	return cmd
@@ -244,13 +249,16 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 
 // Background is a block left running.
 type Background struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  bytes.Buffer
-	done chan error
+	cmd      *exec.Cmd
+	watchdog *exec.Cmd
+	mu       sync.Mutex
+	out      bytes.Buffer
+	done     chan error
 }
 
-// Start starts a block and leaves it running.
+// Start starts a block and leaves it running, watched: if this test binary dies before it
+// stops the block (a test timeout's panic runs no clean-up), the block is stopped as Ctrl-C
+// would stop it, then killed (watch).
 func Start(dir string, b Block) (*Background, error) {
 	bg := &Background{done: make(chan error, 1)}
 	bg.cmd = command(context.Background(), dir, b.Text)
@@ -258,8 +266,48 @@ func Start(dir string, b Block) (*Background, error) {
 	if err := bg.cmd.Start(); err != nil {
 		return nil, err
 	}
-	go func() { bg.done <- bg.cmd.Wait() }()
+	w, err := watch(bg.cmd.Process.Pid)
+	if err != nil {
+		_ = syscall.Kill(-bg.cmd.Process.Pid, syscall.SIGKILL)
+		_ = bg.cmd.Wait()
+		return nil, err
+	}
+	bg.watchdog = w
+	go func() {
+		err := bg.cmd.Wait()
+		// Ended: its group's number is free for another, which the watchdog must not signal.
+		_ = w.Process.Kill()
+		bg.done <- err
+	}()
 	return bg, nil
+}
+
+// watch starts a watchdog of the process group pgid, in a group of its own, that waits for the
+// end of a pipe only this process holds (close-on-exec: no other child inherits it). The pipe
+// ends when this process does, however it dies; the watchdog then interrupts the group, and
+// kills it if it is still there 30 s later. Stop kills the watchdog first.
+func watch(pgid int) (*exec.Cmd, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	cmd := exec.Command("bash", "--noprofile", "--norc", "-c",
+		`read -r _ || true; kill -INT -- "-$1" 2>/dev/null || exit 0; sleep 30; kill -KILL -- "-$1" 2>/dev/null; exit 0`,
+		"readmetest-watchdog", strconv.Itoa(pgid))
+	cmd.Stdin = r
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("start the watchdog of a background block: %w", err)
+	}
+	// The write end lives as long as this process: held by the goroutine below until the
+	// watchdog ends (killed by Stop, or after doing its job when the pipe closed).
+	go func() {
+		_ = cmd.Wait()
+		w.Close()
+	}()
+	return cmd, nil
 }
 
 type lockedWriter Background
@@ -283,6 +331,7 @@ func (bg *Background) Done() <-chan error { return bg.done }
 // Stop interrupts the block as Ctrl-C in its terminal would (SIGINT to its process group),
 // waits up to grace for it to end, then kills the group.
 func (bg *Background) Stop(grace time.Duration) error {
+	_ = bg.watchdog.Process.Kill()
 	_ = syscall.Kill(-bg.cmd.Process.Pid, syscall.SIGINT)
 	select {
 	case err := <-bg.done:

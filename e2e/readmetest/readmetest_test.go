@@ -2,9 +2,13 @@ package readmetest
 
 import (
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,6 +70,7 @@ func TestRunOnlyPATHAndHOME(t *testing.T) {
 	assert.Equal(t, "a=1 secret=none\n", steps[1].Output)
 	assert.NotContains(t, steps[2].Output, "READMETEST_SECRET")
 	assert.Contains(t, steps[2].Output, "HOME="+os.Getenv("HOME")+"\n")
+	assert.Contains(t, steps[2].Output, "INFERPLANE_E2E_OWNER="+strconv.Itoa(os.Getpid())+"\n", "the stray check's owner mark")
 
 	_, err = Run(context.Background(), t.TempDir(), Block{Text: "false\necho never\n"}, time.Minute)
 	assert.Error(t, err, "a failing command fails the block")
@@ -95,4 +100,35 @@ func TestBackgroundStopsOnCtrlC(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return bg.Output() != "" }, time.Minute, 50*time.Millisecond)
 	assert.NoError(t, bg.Stop(time.Minute))
+}
+
+// A test binary that dies with a background block running (a test timeout's panic runs no
+// clean-up) does not leave the block behind: its watchdog stops the block's group. The dying
+// binary is this one, run again as a child that starts a block and exits at once.
+func TestBackgroundEndsWithTheTestBinary(t *testing.T) {
+	if dir := os.Getenv("READMETEST_DIE_WITH_A_BLOCK"); dir != "" {
+		_, err := Start(dir, Block{How: "background", Text: "echo $$ > group.pid\nsleep 600\n"})
+		if err != nil {
+			os.Exit(3)
+		}
+		for range 600 {
+			if _, err := os.Stat(filepath.Join(dir, "group.pid")); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		os.Exit(2) // as a timeout's panic does: no Stop
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestBackgroundEndsWithTheTestBinary$")
+	cmd.Env = append(os.Environ(), "READMETEST_DIE_WITH_A_BLOCK="+dir)
+	var ee *exec.ExitError
+	require.True(t, errors.As(cmd.Run(), &ee) && ee.ExitCode() == 2, "the child exits as a panicking test binary does")
+	b, err := os.ReadFile(filepath.Join(dir, "group.pid"))
+	require.NoError(t, err)
+	pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	assert.Eventually(t, func() bool { return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) }, time.Minute, 50*time.Millisecond,
+		"the block's process group %d outlived the test binary", pgid)
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
