@@ -5,7 +5,8 @@
 # kubeenv marker on its command line, or the INFERPLANE_E2E_OWNER mark e2e/proc puts in the
 # environment of everything the Argo CD and Dex harnesses start (the git and kustomize runs of
 # the repo server inherit it), as e2e/redistest does for the redis-server processes of the
-# limits tests. The Argo CD harness's Redis runs inside the test process (miniredis).
+# limits tests and e2e/readmetest for README's blocks (a walkthrough's make demo and the
+# servers it starts). The Argo CD harness's Redis runs inside the test process (miniredis).
 #
 # A process whose test binary is still running (its parent, or the owner its mark names) belongs
 # to a test run in progress, e.g. another checkout's sharing the cache, or to a make demo
