@@ -1,6 +1,7 @@
 package inputsrepo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,7 +105,7 @@ func (r *Repo) Prepare(ctx context.Context, ch Change, fresh bool) (Prepared, *R
 			}
 		}
 	}
-	p := Prepared{Base: base, Author: ch.Author, Message: ch.Message, Key: key, Request: request, Reads: ch.Reads,
+	p := Prepared{Base: base, Author: ch.Author, Message: cmp.Or(t.message, ch.Message), Key: key, Request: request, Reads: ch.Reads,
 		Edits: maps.Clone(t.changes)}
 	for _, path := range ch.Reads {
 		p.Deps = append(p.Deps, t.Hash(path))

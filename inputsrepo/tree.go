@@ -30,7 +30,15 @@ type Tree struct {
 	// bases maps each large tree the write made to the tree it replaced, for the push
 	// (a delta against the remote's copy instead of the whole tree).
 	bases map[plumbing.Hash]plumbing.Hash
+	// message, when Describe set it, replaces the change's Message.
+	message string
 }
+
+// Describe sets the commit message of the change being applied, for a change whose words
+// depend on what it found there (e.g. the value it replaced): it replaces Change.Message.
+// Said on the tree the change is applied to, it stays true when the change is applied again
+// on a newer head, and a change carried over keeps it (its Reads did not change).
+func (t *Tree) Describe(message string) { t.message = message }
 
 func newTree(c *trees, root plumbing.Hash) *Tree {
 	return &Tree{c: c, root: root, changes: map[string][]byte{}}

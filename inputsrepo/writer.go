@@ -1,6 +1,7 @@
 package inputsrepo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,7 @@ type pending struct {
 	root  plumbing.Hash     // the tree it was applied to
 	deps  []plumbing.Hash   // the Reads' hashes there
 	edits map[string][]byte // its changes to that tree
+	msg   string            // and its message there, when the change described itself (Tree.Describe)
 	err   error             // or its refusal there (a conflict, its check's)
 	heads int               // how many heads it was put on
 	last  plumbing.Hash     // the last of them
@@ -432,7 +434,7 @@ func (r *Repo) put(l *link, root plumbing.Hash) {
 			l.err = p.ctx.Err()
 			return
 		}
-		p.built, p.root, p.deps, p.edits, p.err = true, root, deps, maps.Clone(t.changes), err
+		p.built, p.root, p.deps, p.edits, p.msg, p.err = true, root, deps, maps.Clone(t.changes), t.message, err
 		if err != nil {
 			l.err = err
 			return
@@ -470,7 +472,9 @@ func (r *Repo) put(l *link, root plumbing.Hash) {
 	if key != "" && p.request != "" {
 		key += " " + p.request
 	}
-	commit, err := r.commit(p.ch, key, l.parent, tree)
+	ch := p.ch
+	ch.Message = cmp.Or(p.msg, ch.Message)
+	commit, err := r.commit(ch, key, l.parent, tree)
 	if err != nil {
 		l.err = err
 		return

@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	k8syaml "sigs.k8s.io/yaml"
 
 	"github.com/inferplane/inferplane/access"
 	"github.com/inferplane/inferplane/api/v1alpha1"
@@ -123,7 +124,7 @@ type quotaChangeInput struct {
 }
 
 func (s *Server) setQuota(ctx context.Context, in *quotaChangeInput) (*body[apiv1.TenantChanged], error) {
-	v, _, err := s.authorize(ctx, in.Tenant, access.ManageTenant)
+	_, _, err := s.authorize(ctx, in.Tenant, access.ManageTenant)
 	if err != nil {
 		return nil, err
 	}
@@ -135,22 +136,21 @@ func (s *Server) setQuota(ctx context.Context, in *quotaChangeInput) (*body[apiv
 	if len(errs) > 0 {
 		return nil, fieldProblems(errs)
 	}
-	now, err := s.quotaAt(ctx, v, in.Tenant)
-	if err != nil {
-		return nil, err
-	}
-	var parts []string
-	for _, f := range []struct {
-		name string
-		to   *int32
-		was  int32
-	}{{"gpus", b.GPUs, now.Own.GPUs}, {"jobs", b.Jobs, now.Own.Jobs}, {"replicasPerJob", b.ReplicasPerJob, now.Own.ReplicasPerJob}} {
-		if f.to != nil {
-			parts = append(parts, fmt.Sprintf("%s %s -> %s", f.name, ownFigure(f.was), ownFigure(*f.to)))
+	summary := func(was v1alpha1.TenantSpec) string {
+		own := quotaOf(was.Quota)
+		var parts []string
+		for _, f := range []struct {
+			name string
+			to   *int32
+			was  int32
+		}{{"gpus", b.GPUs, own.GPUs}, {"jobs", b.Jobs, own.Jobs}, {"replicasPerJob", b.ReplicasPerJob, own.ReplicasPerJob}} {
+			if f.to != nil {
+				parts = append(parts, fmt.Sprintf("%s %s -> %s", f.name, ownFigure(f.was), ownFigure(*f.to)))
+			}
 		}
+		return "quota " + strings.Join(parts, ", ")
 	}
-	summary := "quota " + strings.Join(parts, ", ")
-	return s.changeTenant(ctx, in.Tenant, "quota", summary, b.Reason, func(spec *yaml.Node) error {
+	return s.changeTenant(ctx, in.Tenant, "quota", b.Reason, summary, func(spec *yaml.Node) error {
 		return setQuotaYAML(spec, b)
 	})
 }
@@ -169,7 +169,7 @@ type tierChangeInput struct {
 }
 
 func (s *Server) setTier(ctx context.Context, in *tierChangeInput) (*body[apiv1.TenantChanged], error) {
-	_, t, err := s.authorize(ctx, in.Tenant, access.ManageTenant)
+	_, _, err := s.authorize(ctx, in.Tenant, access.ManageTenant)
 	if err != nil {
 		return nil, err
 	}
@@ -181,8 +181,8 @@ func (s *Server) setTier(ctx context.Context, in *tierChangeInput) (*body[apiv1.
 	if len(errs) > 0 {
 		return nil, fieldProblems(errs)
 	}
-	summary := fmt.Sprintf("tier %s -> %s", t.Spec.Tier, b.Tier)
-	return s.changeTenant(ctx, in.Tenant, "tier", summary, b.Reason, func(spec *yaml.Node) error {
+	summary := func(was v1alpha1.TenantSpec) string { return fmt.Sprintf("tier %s -> %s", was.Tier, b.Tier) }
+	return s.changeTenant(ctx, in.Tenant, "tier", b.Reason, summary, func(spec *yaml.Node) error {
 		setScalar(spec, "tier", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: b.Tier})
 		return nil
 	})
@@ -201,20 +201,30 @@ func checkReason(reason string) field.ErrorList {
 // the reason, checked by the generator for the tenant like every write (an unknown tier, a
 // tier without the node types or models the tenant's jobs use, a tenant list wider than the
 // new tier's: refused, nothing committed). A quota lowered below what runs is committed: the
-// render keeps what runs, and growth is refused afterwards.
-func (s *Server) changeTenant(ctx context.Context, tenant, kind, summary, reason string, edit func(spec *yaml.Node) error) (*body[apiv1.TenantChanged], error) {
-	msg := fmt.Sprintf("%s: %s\n\n%s: %s\n%s: %s\n%s: %s", tenant, summary,
-		TrailerTenant, tenant, TrailerChange, kind, TrailerReason, strings.TrimSpace(reason))
-	w, err := s.write(ctx, change{tenant: tenant, message: msg, apply: func(_ context.Context, t *inputsrepo.Tree) error {
+// render keeps what runs, and growth is refused afterwards. The commit's subject is summary of
+// the spec the change replaced, as the inputs it is applied to hold it (not as this replica last
+// read them: another replica may have changed it since).
+func (s *Server) changeTenant(ctx context.Context, tenant, kind, reason string, summary func(was v1alpha1.TenantSpec) string,
+	edit func(spec *yaml.Node) error) (*body[apiv1.TenantChanged], error) {
+	message := func(summary string) string {
+		return fmt.Sprintf("%s: %s\n\n%s: %s\n%s: %s\n%s: %s", tenant, summary,
+			TrailerTenant, tenant, TrailerChange, kind, TrailerReason, strings.TrimSpace(reason))
+	}
+	w, err := s.write(ctx, change{tenant: tenant, message: message(kind), apply: func(_ context.Context, t *inputsrepo.Tree) error {
 		p := tenantFile(tenant)
 		data, err := t.ReadFile(p)
 		if err != nil {
 			return inputsrepo.Conflictf("tenant %s no longer exists in the inputs (%s)", tenant, p)
 		}
+		var was v1alpha1.Tenant
+		if err := k8syaml.Unmarshal(data, &was); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
 		out, err := editSpecYAML(data, edit)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
+		t.Describe(message(summary(was.Spec)))
 		return t.WriteFile(p, out)
 	}})
 	if err != nil {

@@ -3,6 +3,9 @@ package productapi_test
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -160,6 +163,23 @@ func TestQuotaAndTierChanges(t *testing.T) {
 		require.Len(t, g.Changes, 1)
 		assert.Equal(t, apiv1.TenantChange{Commit: g.Changes[0].Commit, When: g.Changes[0].When, Author: "Pat <pat@platform.example>",
 			Change: "tier", Summary: "tier h100-dedicated -> h200-dedicated", Reason: "signed for H200"}, g.Changes[0])
+	})
+	t.Run("a change's summary is of the inputs it is applied to, not of the replica's last read", func(t *testing.T) {
+		// An operator's hand edit puts initech back on h100-dedicated behind the replica's back.
+		dir := filepath.Join(t.TempDir(), "inputs")
+		gitserver.Git(t, "", "clone", "-q", r.Path("inputs"), dir)
+		p := filepath.Join(dir, "tenants", "initech", "tenant.yaml")
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		edited := strings.Replace(string(b), "tier: h200-dedicated", "tier: h100-dedicated", 1)
+		require.NotEqual(t, string(b), edited)
+		require.NoError(t, os.WriteFile(p, []byte(edited), 0o644))
+		gitserver.Git(t, dir, "-c", "user.name=Ops", "-c", "user.email=ops@platform.example", "commit", "-qam", "initech: back to H100 by hand")
+		gitserver.Git(t, dir, "push", "-q", "origin", "main")
+
+		_, err = pat.SetTier(ctx, "initech", apiv1.TierChange{Tier: "h200-dedicated", Reason: "H200 again"})
+		require.NoError(t, err)
+		assert.Equal(t, "initech: tier h100-dedicated -> h200-dedicated\n", gitserver.Git(t, r.Path("inputs"), "log", "-1", "--format=%s", "main"))
 	})
 }
 
