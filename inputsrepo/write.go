@@ -109,7 +109,9 @@ func (r *Repo) Write(ctx context.Context, ch Change) (Result, error) {
 		return Result{}, err
 	}
 	key, request := hashKeys(ch)
-	return r.wait(ctx, &pending{ctx: ctx, ch: ch, key: key, request: request, done: make(chan outcome, 1)})
+	p := &pending{ctx: ctx, ch: ch, key: key, request: request, done: make(chan outcome, 1)}
+	r.prebuild(p)
+	return r.wait(ctx, p)
 }
 
 // wait hands a write to the writer and waits for its answer.
