@@ -140,6 +140,41 @@ func (r *Repo) Submit(ctx context.Context, p Prepared) (Result, error) {
 	return r.wait(ctx, &pending{ctx: ctx, ch: ch, key: p.Key, request: p.Request, done: make(chan outcome, 1)})
 }
 
+// Holds says whether inputs commit (fetched) has p's Reads as p leaves them: then what p's
+// check decided and rendered where it was prepared is what the commit holds there. A writer puts
+// p only where its Reads are as prepared, so the commit it made of p always holds it; a commit
+// found by p's key that does not is an earlier write of the same request on another head.
+func (r *Repo) Holds(commit string, p Prepared) (bool, error) {
+	trees, err := r.fetched()
+	if err != nil {
+		return false, err
+	}
+	at, err := commitTree(trees, commit)
+	if err != nil {
+		return false, err
+	}
+	base := plumbing.ZeroHash
+	if p.Base != "" {
+		if base, err = commitTree(trees, p.Base); err != nil {
+			return false, err
+		}
+	}
+	t := newTree(trees, base)
+	if err := replay(t, p.Edits); err != nil {
+		return false, fmt.Errorf("inputsrepo: a prepared change's edit: %w", err)
+	}
+	prepared, _, err := t.write()
+	if err != nil {
+		return false, fmt.Errorf("inputsrepo: %w", err)
+	}
+	for _, path := range p.Reads {
+		if entryHash(trees, at, path) != entryHash(trees, prepared, path) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // SetWriterID sets Options.WriterID (the product API sets it from its peer settings).
 func (r *Repo) SetWriterID(id string) {
 	r.mu.Lock()

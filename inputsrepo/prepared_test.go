@@ -110,3 +110,39 @@ func TestPrepareRefuses(t *testing.T) {
 		Edits: map[string][]byte{"../escape": []byte("x")}})
 	require.ErrorContains(t, err, "not a clean relative path")
 }
+
+// Holds: the commit a writer made of a prepared change has the change's Reads as prepared, and
+// so does a head that only another tenant's write moved since; a head where another write changed
+// the tenant, or the head the change was prepared on, does not.
+func TestHolds(t *testing.T) {
+	ctx := context.Background()
+	_, o := fileRemote(t)
+	a, writer := open(t, o), open(t, o)
+	p, _, err := a.Prepare(ctx, Change{Author: dana, Message: "acme: create job phi", Apply: addJob("acme", "phi"), Reads: acmeReads}, false)
+	require.NoError(t, err)
+	made, err := writer.Submit(ctx, p)
+	require.NoError(t, err)
+	other, err := writer.Write(ctx, Change{Author: dana, Message: "globex: create job x", Apply: addJob("globex", "x"), Reads: DefaultDeps("globex")})
+	require.NoError(t, err)
+	moved, err := writer.Write(ctx, Change{Author: dana, Message: "acme: create job rho", Apply: addJob("acme", "rho"), Reads: acmeReads})
+	require.NoError(t, err)
+	_, err = a.Head(ctx)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, commit string
+		holds        bool
+	}{
+		{"the writer's commit of it", made.Commit, true},
+		{"a head only another tenant's write moved", other.Commit, true},
+		{"a head where its tenant moved", moved.Commit, false},
+		{"the head it was prepared on", p.Base, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			holds, err := a.Holds(tc.commit, p)
+			require.NoError(t, err)
+			assert.Equal(t, tc.holds, holds)
+		})
+	}
+	_, err = a.Holds(strings.Repeat("0", 40), p)
+	assert.Error(t, err, "a commit not fetched")
+}

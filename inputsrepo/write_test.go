@@ -293,6 +293,15 @@ func TestIdempotencyKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, onB.Replayed)
 	assert.Equal(t, first.Commit, onB.Commit)
+	// A replay reads the commit it found without a fetch (a write handed to a peer whose
+	// answer was lost finds its own commit so).
+	for _, res := range []Result{again, onB} {
+		assert.Equal(t, first.Commit, res.Snapshot.Commit)
+		require.NotNil(t, res.Snapshot.Files)
+		job, err := res.Snapshot.Files.ReadFile("tenants/acme/jobs/phi.yaml")
+		require.NoError(t, err)
+		assert.Contains(t, string(job), "ManagedInferenceJob")
+	}
 	assert.Len(t, remoteLog(t, bare), 2)
 	// The trailer holds the key's hash, not its text.
 	msg := gitserver.Git(t, bare, "log", "-1", "--format=%B", "main")

@@ -290,7 +290,9 @@ func (r *Repo) answerEarly(chain []link) []*pending {
 		case l.replay != nil && l.replay.request != "" && l.p.request != "" && l.replay.request != l.p.request:
 			l.p.answer(Result{Attempts: l.p.heads}, &KeyReusedError{Commit: l.replay.commit.String()})
 		case l.replay != nil:
-			l.p.answer(Result{Commit: l.replay.commit.String(), Replayed: true, Attempts: max(l.p.heads, 1)}, nil)
+			// With the inputs at the commit found: a write handed to a peer whose answer was lost
+			// finds its own commit here, and its caller reads it without a fetch.
+			l.p.answer(r.withSnapshot(Result{Commit: l.replay.commit.String(), Replayed: true, Attempts: max(l.p.heads, 1)}), nil)
 		default:
 			live = append(live, l.p)
 		}
@@ -326,16 +328,22 @@ func (r *Repo) answerAll(chain []link, head *object.Commit, count int) {
 		default:
 			res.Commit, res.Changed = l.commit.String(), l.changed
 		}
-		// The change is written whatever this says: without a snapshot the caller fetches.
-		if res.Commit != "" {
-			snap, err := r.snapshotAt(res.Commit)
-			if err != nil {
-				r.opts.Logger.Warn("inputs: reading the commit just written failed", "commit", res.Commit, "error", err)
-			}
-			res.Snapshot = snap
-		}
-		l.p.answer(res, nil)
+		l.p.answer(r.withSnapshot(res), nil)
 	}
+}
+
+// withSnapshot adds the inputs at res.Commit (a commit this replica holds) to a write's answer.
+// The change is written whatever this says: without a snapshot the caller fetches.
+func (r *Repo) withSnapshot(res Result) Result {
+	if res.Commit == "" {
+		return res
+	}
+	snap, err := r.snapshotAt(res.Commit)
+	if err != nil {
+		r.opts.Logger.Warn("inputs: reading the write's commit failed", "commit", res.Commit, "error", err)
+	}
+	res.Snapshot = snap
+	return res
 }
 
 func hashString(h plumbing.Hash) string {

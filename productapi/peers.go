@@ -113,11 +113,37 @@ func (s *Server) writeVia(ctx context.Context, peer string, c inputsrepo.Change)
 			s.log.Warn("inputs: the writer replica could not be reached; writing here", "writer", peer, "error", err)
 			// Not followed for a while: this replica pushes, and the others follow it.
 			s.noFollowUntil.Store(s.opts.Now().Add(followFor).UnixNano())
-			res, err := s.opts.Inputs.Submit(ctx, p)
-			return res, p.Base, err
+			return s.submitHere(ctx, p)
 		}
 		return res, p.Base, err
 	}
+}
+
+// submitHere submits a prepared change to this replica's writer after the peer it was sent to
+// could not be reached or its answer was lost. That peer may have pushed it all the same (its
+// answer lost after the push): then the writer here finds the change's key, and the commit it
+// finds is this request's own write, which nobody published (a peer only commits what it is
+// handed). It is answered as written, not replayed (the client asked once), and the caller
+// publishes the tenant from this replica's render, as for any handed-over write. The commit
+// the peer made of this change holds the tenant as prepared (Holds: the peer took it only
+// where the Reads were as prepared), so that render is the commit's. A key an earlier request
+// wrote is found by Prepare, or by the peer when this replica had not fetched it yet; only when
+// that peer's answer is lost too does this see it: the same request (key and request match),
+// taken for this one when it left the tenant as this one would, a replay otherwise.
+// The commit is known here (found or written by this replica's writer).
+func (s *Server) submitHere(ctx context.Context, p inputsrepo.Prepared) (inputsrepo.Result, string, error) {
+	res, err := s.opts.Inputs.Submit(ctx, p)
+	if err != nil {
+		return res, p.Base, err
+	}
+	if res.Replayed {
+		holds, err := s.opts.Inputs.Holds(res.Commit, p)
+		if err != nil {
+			s.log.Warn("inputs: reading the commit a handed-over write found failed; answered as a replay", "commit", short(res.Commit), "error", err)
+		}
+		res.Replayed = !holds
+	}
+	return res, res.Commit, nil
 }
 
 // peerError is a peer that could not be asked (or did not answer): nothing is known of what
