@@ -220,6 +220,8 @@ func (r *Repo) fetch(ctx context.Context) (*object.Commit, error) {
 		return nil, err
 	}
 	spec := config.RefSpec(fmt.Sprintf("+%s:%s", r.branch, r.remote))
+	start := time.Now()
+	defer func() { r.opts.Logger.Debug("inputs: fetched", "took", time.Since(start)) }()
 	r.objMu.Lock()
 	err = repo.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: remoteName, RefSpecs: []config.RefSpec{spec}, Auth: r.auth, Force: true,
