@@ -181,11 +181,13 @@ func args(ops []Op, a, b func(Op) int64) (keys []string, argv []any) {
 
 // reserveSlots is how many reservations a replica's record holds: a reservation sent again is
 // recognised while fewer than that many were numbered after it. Between a failed reservation
-// and its retry the replica makes no new ones (the store counts as down until the retries
-// land), only those already under way, so the slots are not reused before the retry reads
-// them; if they were, the retry is applied as a new one, and the lost answer's units are lost
-// as they were before reservations were numbered.
-const reserveSlots = 1024
+// and its retry the replica starts no new ones (the store counts as down until the retries
+// land), so only those it started before the timeout was seen, within SyncTimeout, can take
+// the slot (4,096 at 40,000 reservations a second); if one did, the retry is applied as a new
+// reservation, and the lost answer's units are lost as they were before reservations were
+// numbered. A replica's record is at most about 230 KB in Redis (MEMORY USAGE of 4,096
+// records of two counters, Redis 7).
+const reserveSlots = 4096
 
 // Reserve runs reserveScript over ops; granted and values are filled per op. id numbers the
 // reservation, so that one sent again after an error (id.Again) is applied once.
@@ -236,9 +238,9 @@ type CallID struct {
 func (id CallID) guard(sort string) string { return "ipl:" + sort + ":" + id.Replica }
 
 // Push adds ops' deltas to their counters and reads them back, in batches of pushBatch; values
-// are filled per op. A push takes one number per batch (pushNumbers): batch i carries id.Seq + i
-// and records it in the replica's guard in the same transaction, so a push sent again after its first batches landed applies
-// only the rest. A first attempt without floors (the store did not go away: nearly every push)
+// are filled per op. A push takes one number per batch (pushNumbers): batch i carries id.Seq +
+// i and records it in the replica's guard in the same transaction, so a push sent again after
+// its first batches landed applies only the rest. A first attempt without floors (the store did not go away: nearly every push)
 // is a MULTI of INCRBYs; one sent again, or with floors, is pushScript, which reads the guard.
 func (r *Redis) Push(ctx context.Context, id CallID, ops []Op, values []int64) error {
 	floors := false
