@@ -226,12 +226,13 @@ func TestReadDuringAPushCountsItOnce(t *testing.T) {
 func TestReservationAppliedOnceAfterATimeout(t *testing.T) {
 	for _, tc := range losses {
 		t.Run(tc.name, func(t *testing.T) {
-			p, st, readKey := behindProxy(t, 200*time.Millisecond)
+			p, st, readKey := behindProxy(t, time.Second)
 			clk := newClock(time.Date(2026, 12, 1, 10, 0, 5, 0, time.UTC))
 			// 40 a minute, a lease of 40/8 = 5 units.
 			const limit = 40
 			set := Set{RequestsPerMinute: {Value: limit}}
-			l := New(Options{Store: st, Now: clk.Now, SyncTimeout: 50 * time.Millisecond, LeaseDivisor: 8})
+			// A timeout far above a round trip on a loaded machine: only the held one times out.
+			l := New(Options{Store: st, Now: clk.Now, SyncTimeout: 300 * time.Millisecond, LeaseDivisor: 8})
 			ctx := context.Background()
 			key := counterKey("acme", "k1", RequestsPerMinute, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 			read := func() int64 { t.Helper(); return readKey(key) }
