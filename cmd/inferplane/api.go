@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -121,8 +122,9 @@ Prometheus. SIGTERM finishes requests in flight (--shutdown-timeout).`,
 	fl.StringVar(&f.c.Meter, "meter", "", "the meter: base URL of inferplane meter serve's admin address (the usage route's GPU-seconds, groupBy and what the quota leaves)")
 	fl.DurationVar(&f.c.RefreshInterval, "refresh-interval", 2*time.Second, "how often the inputs are fetched for reads")
 	fl.DurationVar(&f.c.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often every tenant repository is compared with the inputs and rendered when behind")
-	fl.StringVar(&f.c.PeerURL, "peer-url", "", "where the other API replicas reach this one (the install: http://$(POD_NAME).inferplane-api-pods.<namespace>.svc:8080): with --peer-token-file, writes are handed to the replica that pushed last (docs/design.md)")
+	fl.StringVar(&f.c.PeerURL, "peer-url", "", "where the other API replicas reach this one's --peer-listen (the install: http://$(POD_NAME).inferplane-api-pods.<namespace>.svc:8081): with --peer-token-file, writes are handed to the replica that pushed last (docs/design.md)")
 	fl.StringVar(&f.c.PeerTokenFile, "peer-token-file", "", "file with the secret the API replicas share to hand writes to each other (with --peer-url)")
+	fl.StringVar(&f.c.PeerListen, "peer-listen", "", "address the other replicas hand writes to, apart from --listen (host:port; default "+productapi.DefaultPeerListen+" with --peer-url; nothing listens without it)")
 	fl.DurationVar(&f.c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long in-flight requests may take to finish after SIGINT or SIGTERM")
 	fl.IntVar(&f.c.Bounds.Conns.MaxPerClient, "max-connections-per-client", 0, "connections one client IP address may hold open (0: no bound, for an API behind a proxy, where every client has the proxy's address)")
 	f.console.register(fl)
@@ -145,7 +147,7 @@ func runAPIServe(cmd *cobra.Command, f *apiServeFlags) error {
 	if f.inCluster && (f.kube.Path != "" || f.kube.HostContext != "") {
 		errs = append(errs, errors.New("--in-cluster reads no kubeconfig: drop --kubeconfig and --context"))
 	}
-	errs = append(errs, checkPeer(f.c.PeerURL, f.c.PeerTokenFile)...)
+	errs = append(errs, checkPeer(f.c)...)
 	reg, err := f.registry.options()
 	if err != nil {
 		errs = append(errs, err)
@@ -258,17 +260,23 @@ func apiInstallWanted(o apiinstall.Options) bool {
 	return strings.TrimSpace(o.Issuer+o.ClientID+o.InputsRepo) != ""
 }
 
-// checkPeer checks the write hand-over's flags: both or neither, and a URL the other replicas
-// can post to.
-func checkPeer(peerURL, tokenFile string) []error {
-	if (peerURL == "") != (tokenFile == "") {
+// checkPeer checks the write hand-over's flags: URL and token both or neither, a URL the other
+// replicas can post to, and a peer listener apart from the customers' only when there are peers.
+func checkPeer(c productapi.Config) []error {
+	if (c.PeerURL == "") != (c.PeerTokenFile == "") {
 		return []error{errors.New("--peer-url and --peer-token-file go together: give both to hand writes to the replica that pushed last, or neither")}
 	}
-	if peerURL == "" {
+	if c.PeerURL == "" {
+		if c.PeerListen != "" {
+			return []error{fmt.Errorf("--peer-listen %s without --peer-url: nothing listens for peers when there are none", c.PeerListen)}
+		}
 		return nil
 	}
-	if u, err := url.Parse(peerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return []error{fmt.Errorf("--peer-url %q: expected http(s)://host:port where the other replicas reach this one, without credentials", peerURL)}
+	if u, err := url.Parse(c.PeerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return []error{fmt.Errorf("--peer-url %q: expected http(s)://host:port where the other replicas reach this one, without credentials", c.PeerURL)}
+	}
+	if pl := cmp.Or(c.PeerListen, productapi.DefaultPeerListen); pl == c.Listen {
+		return []error{fmt.Errorf("--peer-listen %s is --listen's address: the peers' route is served on a port of its own, which customers do not reach", pl)}
 	}
 	return nil
 }
