@@ -9,12 +9,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/inferplane/inferplane/e2e/gitserver"
 	"github.com/inferplane/inferplane/inputsrepo"
+	"github.com/inferplane/inferplane/internal/serve"
+	"github.com/inferplane/inferplane/internal/serve/servetest"
 	"github.com/inferplane/inferplane/internal/testnet"
 	"github.com/inferplane/inferplane/productapi"
 	"github.com/inferplane/inferplane/productapi/apitest"
@@ -37,17 +40,11 @@ func (consoleAnswersAll) Shutdown() {}
 func TestPeerRouteOnItsOwnPort(t *testing.T) {
 	for _, console := range []bool{false, true} {
 		t.Run("console "+strconv.FormatBool(console), func(t *testing.T) {
-			r := apitest.Remotes{Dir: t.TempDir()}
-			inputs := apitest.BundledInputs(t, r)
-			tokenFile := filepath.Join(t.TempDir(), "token")
-			require.NoError(t, os.WriteFile(tokenFile, []byte("peers-secret\n"), 0o400))
-			peer := "127.0.0.1:" + strconv.Itoa(testnet.FreePort(t))
-			c := productapi.Config{Listen: "127.0.0.1:0", Inputs: inputsrepo.Options{URL: inputs},
-				PeerListen: peer, PeerURL: "http://" + peer, PeerTokenFile: tokenFile}
+			var cons productapi.Console
 			if console {
-				c.Console = func(http.Handler, string) (productapi.Console, error) { return consoleAnswersAll{}, nil }
+				cons = consoleAnswersAll{}
 			}
-			addr := serveConfig(t, c)
+			r, addr, peer := servePeers(t, cons, serve.HTTP{})
 
 			head := gitserver.Git(t, r.Path("inputs"), "rev-parse", "main")
 			const file = "notes/handed-over.txt"
@@ -86,6 +83,47 @@ func TestPeerRouteOnItsOwnPort(t *testing.T) {
 			assert.True(t, strings.HasPrefix(writer, "http://"+peer+" "), "the writer named: %q", writer)
 		})
 	}
+}
+
+// servePeers runs productapi.Serve with peers (token "peers-secret", the peer route on a
+// 127.0.0.1 port of its own within pb) and cons at / (none: nil) over the bundled inputs in a
+// file:// repository; it returns the repositories, the customers' and the peers' addresses.
+func servePeers(t *testing.T, cons productapi.Console, pb serve.HTTP) (apitest.Remotes, string, string) {
+	t.Helper()
+	r := apitest.Remotes{Dir: t.TempDir()}
+	inputs := apitest.BundledInputs(t, r)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("peers-secret\n"), 0o400))
+	peer := "127.0.0.1:" + strconv.Itoa(testnet.FreePort(t))
+	c := productapi.Config{Listen: "127.0.0.1:0", Inputs: inputsrepo.Options{URL: inputs},
+		PeerListen: peer, PeerURL: "http://" + peer, PeerTokenFile: tokenFile, PeerBounds: pb}
+	if cons != nil {
+		c.Console = func(http.Handler, string) (productapi.Console, error) { return cons, nil }
+	}
+	return r, serveConfig(t, c), peer
+}
+
+// TestPeerPortHoldsAgainstHostileClients attacks the peer port with its bounds set short
+// through Config.PeerBounds, the attacks that carry a body holding the peers' token (as a
+// replica whose token leaked would): every attack is answered or cut, the port answers
+// meanwhile, and nothing is pushed.
+func TestPeerPortHoldsAgainstHostileClients(t *testing.T) {
+	r, _, peer := servePeers(t, nil, serve.HTTP{ReadHeaderTimeout: time.Second, ReadTimeout: 2 * time.Second,
+		WriteTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second, MaxBodyBytes: 1 << 20, Conns: serve.Conns{MaxPerClient: 50}})
+	head := func() string { return gitserver.Git(t, r.Path("inputs"), "rev-parse", "main") }
+	before := head()
+	nothingPushed := func(t *testing.T) { assert.Equal(t, before, head(), "nothing pushed") }
+	target := servetest.Target{Addr: peer, Method: http.MethodPost, Path: "/internal/v1/inputs/submit", ContentType: "application/json",
+		Header: http.Header{"Authorization": {"Bearer peers-secret"}},
+		Normal: servetest.Request(http.MethodPost, "http://"+peer+"/internal/v1/inputs/submit", nil, http.StatusUnauthorized)}
+	servetest.Run(t, target, servetest.Options{}, []servetest.Case{
+		{Name: "slow header", Attack: servetest.SlowHeader(200 * time.Millisecond), Status: []int{400, 408}, Cut: true},
+		{Name: "slow prepared change", Attack: servetest.SlowBody(200 * time.Millisecond), Status: []int{400, 408}, Cut: true, After: nothingPushed},
+		{Name: "500 idle connections from another client", Attack: servetest.IdleConns(500), Cut: true, Target: servetest.From("127.0.0.2")},
+		{Name: "1 MiB header", Attack: servetest.BigHeader(1 << 20), Status: []int{431}, Cut: true},
+		{Name: "10 MB prepared changes, four at once", Attack: servetest.BigBody(10_000_000, 4), Status: []int{400, 413}, Cut: true, After: nothingPushed},
+		{Name: "a prepared change nested 100,000 deep", Attack: servetest.DeepJSON("edits", 100_000), Status: []int{400}, After: nothingPushed},
+	})
 }
 
 // peerRequest sends body with a bearer token (none when empty) and returns the answer and its body.

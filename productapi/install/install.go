@@ -1,6 +1,7 @@
 // Package install renders the product API's install manifests for the host cluster: a
 // StatefulSet of `inferplane api serve` (2 replicas: the server keeps no state, but each replica
-// has a name the others reach it at, to hand it their writes), its Services, PodDisruptionBudget,
+// has a name the others reach it at, to hand it their writes on a port of their own, which a
+// NetworkPolicy keeps to the API's pods), its Services, PodDisruptionBudget,
 // ServiceAccount and the Roles it needs (read the cluster registry and the
 // Argo CD Applications, keep APIKey objects in its namespace), with the web console served as
 // `api serve` serves it: at the console's URL, signing in with the provider, its sessions
