@@ -181,8 +181,8 @@ func Ctx(t testing.TB) context.Context {
 	return ctx
 }
 
-// Replica is a product API replica served over loopback HTTP: the API at URL and, with peers,
-// the peer route at PeerURL (a listener of its own, as api serve's --peer-listen).
+// Replica is a product API replica served over loopback HTTP: the API at URL and, with a peer
+// token, the peer route at PeerURL (a listener of its own, as api serve's --peer-listen).
 type Replica struct {
 	Server  *productapi.Server
 	URL     string
@@ -192,8 +192,9 @@ type Replica struct {
 // StartReplica runs a replica over its own clone of the inputs at inputsURL (with the git
 // server's token when r has one) and its own work folder, signed in by v, with o's other
 // options; it has fetched the inputs once it returns. Its reconcile loop does not run unless o
-// says so (tests call Reconcile). With a peer token and no peer URL, its peers reach it at a
-// loopback listener of its own serving the peer route.
+// says so (tests call Reconcile). With a peer token it serves the peer route at a loopback
+// listener of its own (Replica.PeerURL), where its peers reach it unless o names another peer
+// URL (a proxy in front of it).
 func StartReplica(t testing.TB, r Remotes, inputsURL string, v productapi.Verifier, o productapi.Options) Replica {
 	t.Helper()
 	return StartReplicaWith(t, r, inputsrepo.Options{URL: inputsURL}, v, o)
@@ -235,7 +236,7 @@ func StartReplicaWith(t testing.TB, r Remotes, opts inputsrepo.Options, v produc
 	hs.Config.Handler, peers.Config.Handler = s.Handler(), s.PeerHandler()
 	hs.Start()
 	rep := Replica{Server: s, URL: hs.URL}
-	if o.PeerURL != "" {
+	if o.PeerToken != "" {
 		peers.Start()
 		rep.PeerURL = peers.URL
 	}
