@@ -72,7 +72,6 @@ func (s *Server) newAPI(mux *http.ServeMux) huma.API {
 	s.health.AddReadyzCheck("inputs", s.inputsFetched)
 	s.health.Register(mux)
 	mux.Handle("GET /metrics", s.metrics.handler())
-	mux.HandleFunc("POST "+peerPath, s.takeSubmit)
 	return api
 }
 

@@ -32,21 +32,27 @@ func (consoleStandIn) Shutdown() {}
 // and returns its address once it is ready.
 func serveAPI(t *testing.T, inputs string, b serve.HTTP, cons productapi.Console) string {
 	t.Helper()
+	return serveConfig(t, productapi.Config{Listen: "127.0.0.1:0", Inputs: inputsrepo.Options{URL: inputs}, Bounds: b,
+		Console: func(http.Handler, string) (productapi.Console, error) { return cons, nil }})
+}
+
+// serveConfig runs productapi.Serve with c (signed in by people, no reconcile loop, no logs)
+// until the test ends, and returns its address once it is ready.
+func serveConfig(t *testing.T, c productapi.Config) string {
+	t.Helper()
 	listening := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- productapi.Serve(ctx, productapi.Config{Listen: "127.0.0.1:0", Verifier: people,
-			Inputs: inputsrepo.Options{URL: inputs}, ReconcileInterval: -1, Bounds: b,
-			Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Listening: func(addr string) { listening <- addr },
-			Console:   func(http.Handler, string) (productapi.Console, error) { return cons, nil }})
-	}()
+	c.Verifier, c.ReconcileInterval = people, -1
+	c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	c.Listening = func(addr string) { listening <- addr }
+	go func() { done <- productapi.Serve(ctx, c) }()
 	t.Cleanup(func() { cancel(); <-done })
 	var addr string
 	select {
 	case addr = <-listening:
 	case err := <-done:
+		done <- err // for the clean-up's wait
 		t.Fatalf("api serve: %v", err)
 	case <-time.After(60 * time.Second):
 		t.Fatal("api serve did not listen")

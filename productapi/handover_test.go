@@ -25,7 +25,7 @@ import (
 // instead of passing the answer on, as when the writer dies or the network breaks right after
 // its push.
 type answerLost struct {
-	to string // the writer's URL
+	to string // the writer's peer listener (Replica.PeerURL)
 
 	mu      sync.Mutex
 	answers []string // what the writer answered, never delivered
@@ -77,7 +77,7 @@ func startLostAnswerSetup(t *testing.T) *lostAnswerSetup {
 	t.Cleanup(proxy.Close)
 	writerURL := "http://" + proxy.Listener.Addr().String()
 	w := apitest.StartReplica(t, r, inputs, people, productapi.Options{PeerToken: "peers-secret", PeerURL: writerURL})
-	lost.to = w.URL // where it serves the peer route
+	lost.to = w.PeerURL // where it serves the peer route
 	proxy.Start()
 	writer := replica{srv: w.Server, url: w.URL}
 	// The first URL of the recent writers is followed: the follower's sorts after the writer's

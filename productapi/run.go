@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -31,6 +32,10 @@ import (
 // DefaultKeysNamespace is where API keys minted through the API are kept as APIKey objects
 // when there is a host cluster: the gateway install's namespace, whose xDS servers watch it.
 const DefaultKeysNamespace = "inferplane-system"
+
+// DefaultPeerListen is where a replica with peers takes their writes: a port of its own, apart
+// from the customers' (the install's Service exposes only that one).
+const DefaultPeerListen = ":8081"
 
 // Config is one `inferplane api serve` process.
 type Config struct {
@@ -72,6 +77,11 @@ type Config struct {
 	// PeerURL is where the other replicas reach this one, PeerTokenFile a file with the secret
 	// they share: with both, writes are handed to the replica that pushed last (Options.PeerURL).
 	PeerURL, PeerTokenFile string
+	// PeerListen is the address of the peer route's own listener (host:port; default
+	// DefaultPeerListen), served only with PeerURL; PeerBounds bound it, zero fields taking
+	// serve.PeerHTTP.
+	PeerListen string
+	PeerBounds serve.HTTP
 	// ShutdownTimeout is how long in-flight requests get after SIGTERM (default 20 s).
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -113,9 +123,13 @@ type Console interface {
 }
 
 // Serve runs the API until ctx ends, then shuts it down gracefully: new connections are
-// refused, requests in flight (a write renders and pushes) get ShutdownTimeout.
+// refused, requests in flight (a write renders and pushes) get ShutdownTimeout. With peers
+// (PeerURL) the peer route is served on PeerListen only, drained with the rest.
 func Serve(ctx context.Context, c Config) error {
 	log := cmp.Or(c.Logger, slog.Default())
+	if c.PeerListen != "" && c.PeerURL == "" {
+		return errors.New("--peer-listen without --peer-url: nothing listens for peers when there are none")
+	}
 	// The Kubernetes libraries' own logs (watches failing and retrying) go to the same log.
 	ctrllog.SetLogger(logr.FromSlogHandler(log.Handler()))
 	o, cleanup, err := c.options(ctx, log)
@@ -127,44 +141,33 @@ func Serve(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	bounds := c.bounds()
-	ln, err := bounds.Listen(c.Listen)
+	servers, cons, err := c.listen(srv)
 	if err != nil {
-		return fmt.Errorf("--listen %s: %w", c.Listen, err)
+		return err
 	}
-	mux := http.NewServeMux()
-	srv.Mount(mux)
-	if c.Console == nil {
-		mux.Handle("/", securityHeaders(http.NotFoundHandler())) // the API's headers on every answer
-	}
-	var cons Console
-	if c.Console != nil {
-		if cons, err = c.Console(srv.Handler(), ln.Addr().String()); err != nil {
-			ln.Close()
-			return err
-		}
-		mux.Handle("/", cons)
-	}
-	hs := bounds.Server(mux)
-	hs.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(runCtx) }()
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	log.Info("product API listening", "address", ln.Addr().String(), "inputs", o.Inputs != nil, "clusters", o.Clusters != nil,
-		"keys", o.Keys != nil, "gateways", len(o.Gateways))
+	served := make(chan error, len(servers))
+	for _, s := range servers {
+		s.hs.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+		go func() { served <- s.hs.Serve(s.ln) }()
+	}
+	log.Info("product API listening", "address", servers[0].ln.Addr().String(), "peers", servers.addr(1), "inputs", o.Inputs != nil,
+		"clusters", o.Clusters != nil, "keys", o.Keys != nil, "gateways", len(o.Gateways))
 	if c.Listening != nil {
-		c.Listening(ln.Addr().String())
+		c.Listening(servers[0].ln.Addr().String())
 	}
 	select {
 	case err := <-served:
+		servers.close()
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: finishing requests in flight", "timeout", cmp.Or(c.ShutdownTimeout, 20*time.Second))
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(c.ShutdownTimeout, 20*time.Second))
+	timeout := cmp.Or(c.ShutdownTimeout, 20*time.Second)
+	log.Info("shutting down: finishing requests in flight", "timeout", timeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	srv.Drain()
 	if cons != nil {
@@ -173,12 +176,83 @@ func Serve(ctx context.Context, c Config) error {
 	// The background fetches and reconciles stop at once, beside the requests' draining: a
 	// fetch stuck on a slow git server must not hold the exit past the requests' timeout.
 	stopRun()
-	err = hs.Shutdown(sctx)
+	err = servers.shutdown(sctx)
 	<-done
 	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("shutdown: requests still in flight after %s", cmp.Or(c.ShutdownTimeout, 20*time.Second))
+		return fmt.Errorf("shutdown: requests still in flight after %s", timeout)
 	}
 	return err
+}
+
+// server is one of api serve's HTTP servers on its listener.
+type server struct {
+	hs *http.Server
+	ln *serve.Listener
+}
+
+// servers are api serve's: the customers' first, then the peers' when there are peers.
+type servers []server
+
+// listen opens the customers' listener, serving the API and the console beside it (which it
+// returns), and with peers the peer route's own listener.
+func (c Config) listen(srv *Server) (servers, Console, error) {
+	bounds := c.bounds()
+	ln, err := bounds.Listen(c.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--listen %s: %w", c.Listen, err)
+	}
+	mux := http.NewServeMux()
+	srv.Mount(mux)
+	var cons Console
+	if c.Console == nil {
+		mux.Handle("/", securityHeaders(http.NotFoundHandler())) // the API's headers on every answer
+	} else {
+		if cons, err = c.Console(srv.Handler(), ln.Addr().String()); err != nil {
+			ln.Close()
+			return nil, nil, err
+		}
+		mux.Handle("/", cons)
+	}
+	out := servers{{bounds.Server(mux), ln}}
+	if c.PeerURL == "" {
+		return out, cons, nil
+	}
+	addr, pb := cmp.Or(c.PeerListen, DefaultPeerListen), c.PeerBounds.Over(serve.PeerHTTP())
+	pln, err := pb.Listen(addr)
+	if err != nil {
+		ln.Close()
+		if cons != nil {
+			cons.Shutdown()
+		}
+		return nil, nil, fmt.Errorf("--peer-listen %s: %w", addr, err)
+	}
+	return append(out, server{pb.Server(srv.PeerHandler()), pln}), cons, nil
+}
+
+// addr is the address server i listens on, "" when there is none.
+func (ss servers) addr(i int) string {
+	if i >= len(ss) {
+		return ""
+	}
+	return ss[i].ln.Addr().String()
+}
+
+func (ss servers) close() {
+	for _, s := range ss {
+		_ = s.hs.Close()
+	}
+}
+
+// shutdown shuts every server down at once: each refuses new connections and finishes its
+// requests in flight within ctx.
+func (ss servers) shutdown(ctx context.Context) error {
+	errs := make([]error, len(ss))
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		wg.Go(func() { errs[i] = s.hs.Shutdown(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // options turn a Config into a Server's options.

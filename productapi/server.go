@@ -107,9 +107,10 @@ type Options struct {
 	RefreshInterval   time.Duration
 	ReconcileInterval time.Duration
 
-	// PeerURL is where the other replicas reach this one (e.g. http://<pod IP>:8080), and
-	// PeerToken the secret the replicas share: with both, writes are handed to the replica that
-	// pushed last (peers.go). Empty: every write is pushed by the replica that got it.
+	// PeerURL is where the other replicas reach this one's PeerHandler (e.g.
+	// http://<pod name>.<headless Service>:8081), and PeerToken the secret the replicas share:
+	// with both, writes are handed to the replica that pushed last (peers.go). Empty: every
+	// write is pushed by the replica that got it.
 	PeerURL, PeerToken string
 
 	Logger   *slog.Logger
@@ -125,6 +126,7 @@ type Server struct {
 	log     *slog.Logger
 	api     huma.API
 	mux     *http.ServeMux
+	peerMux *http.ServeMux // the peer route alone, served apart from the customers' port
 	metrics *metrics
 
 	view    atomic.Pointer[view]
@@ -196,6 +198,8 @@ func New(o Options) (*Server, error) {
 	s.mux = http.NewServeMux()
 	s.api = s.newAPI(s.mux)
 	s.register()
+	s.peerMux = http.NewServeMux()
+	s.peerMux.HandleFunc("POST "+peerPath, s.takeSubmit)
 	return s, nil
 }
 
@@ -204,13 +208,21 @@ func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
 
 // Handler serves the API, /healthz, /readyz and /metrics, each answer with the headers that
 // keep browsers from framing or sniffing it (securityHeaders). The root path is free: mount a
-// console beside it with Mount.
+// console beside it with Mount. The peer route is not among them (PeerHandler).
 func (s *Server) Handler() http.Handler { return securityHeaders(s.metrics.wrap(s.mux)) }
 
-// Mount adds the API's routes to mux (which may serve a console at /).
+// PeerHandler serves the peer route alone (the prepared changes the other replicas hand this
+// one, behind the peers' token), on a listener of its own that customers never reach: the
+// customers' port answers it 404, as any path it does not serve. Its requests are counted in
+// /metrics with the API's.
+func (s *Server) PeerHandler() http.Handler { return securityHeaders(s.metrics.wrap(s.peerMux)) }
+
+// Mount adds the API's routes to mux (which may serve a console at /). /internal/ goes to the
+// API too, which serves nothing there: whatever serves / never answers a replicas' route on
+// the customers' port.
 func (s *Server) Mount(mux *http.ServeMux) {
 	mux.Handle(Prefix+"/", s.Handler())
-	for _, p := range []string{"/healthz", "/readyz", "/metrics", peerPath} {
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/internal/"} {
 		mux.Handle(p, s.Handler())
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -80,8 +81,14 @@ the same provider (auth code with PKCE, as the client --console-client-id, defau
 writes through this API in process, with the same roles and refusals. --console-dev signs in
 whoever types a name, on 127.0.0.1 only; make console runs it on the bundled examples.
 
+Several replicas with --peer-url and --peer-token-file hand their writes to the one that pushed
+last: the others post them to its --peer-listen (default :8081 with --peer-url), a port of its
+own that serves that route only, to holders of the token; --listen answers it 404 like any path
+it does not serve. Let only the replicas reach the peer port (api manifests' NetworkPolicy).
+
 /healthz answers while the process runs, /readyz once the inputs were fetched, /metrics is
-Prometheus. SIGTERM finishes requests in flight (--shutdown-timeout).`,
+Prometheus (all on --listen). SIGTERM finishes requests in flight on both ports
+(--shutdown-timeout).`,
 		Example: `  # On a laptop: inputs in a local bare repository, Dex on localhost, no cluster
   inferplane api serve --oidc-issuer http://127.0.0.1:5556/dex --oidc-client-id inferplane \
       --inputs-repo file:///srv/git/inputs.git --keys-file ~/.local/share/inferplane/keys.db \
@@ -121,8 +128,9 @@ Prometheus. SIGTERM finishes requests in flight (--shutdown-timeout).`,
 	fl.StringVar(&f.c.Meter, "meter", "", "the meter: base URL of inferplane meter serve's admin address (the usage route's GPU-seconds, groupBy and what the quota leaves)")
 	fl.DurationVar(&f.c.RefreshInterval, "refresh-interval", 2*time.Second, "how often the inputs are fetched for reads")
 	fl.DurationVar(&f.c.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often every tenant repository is compared with the inputs and rendered when behind")
-	fl.StringVar(&f.c.PeerURL, "peer-url", "", "where the other API replicas reach this one (the install: http://$(POD_NAME).inferplane-api-pods.<namespace>.svc:8080): with --peer-token-file, writes are handed to the replica that pushed last (docs/design.md)")
+	fl.StringVar(&f.c.PeerURL, "peer-url", "", "where the other API replicas reach this one's --peer-listen (the install: http://$(POD_NAME).inferplane-api-pods.<namespace>.svc:8081): with --peer-token-file, writes are handed to the replica that pushed last (docs/design.md)")
 	fl.StringVar(&f.c.PeerTokenFile, "peer-token-file", "", "file with the secret the API replicas share to hand writes to each other (with --peer-url)")
+	fl.StringVar(&f.c.PeerListen, "peer-listen", "", "address the other replicas hand writes to, a port apart from --listen (host:port; default "+productapi.DefaultPeerListen+"); only with --peer-url: without peers nothing listens")
 	fl.DurationVar(&f.c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long in-flight requests may take to finish after SIGINT or SIGTERM")
 	fl.IntVar(&f.c.Bounds.Conns.MaxPerClient, "max-connections-per-client", 0, "connections one client IP address may hold open (0: no bound, for an API behind a proxy, where every client has the proxy's address)")
 	f.console.register(fl)
@@ -145,7 +153,7 @@ func runAPIServe(cmd *cobra.Command, f *apiServeFlags) error {
 	if f.inCluster && (f.kube.Path != "" || f.kube.HostContext != "") {
 		errs = append(errs, errors.New("--in-cluster reads no kubeconfig: drop --kubeconfig and --context"))
 	}
-	errs = append(errs, checkPeer(f.c.PeerURL, f.c.PeerTokenFile)...)
+	errs = append(errs, checkPeer(f.c)...)
 	reg, err := f.registry.options()
 	if err != nil {
 		errs = append(errs, err)
@@ -211,10 +219,13 @@ a ServiceAccount and Roles (APIKey objects in its namespace; read the cluster re
 and Argo CD's Applications). Its Secrets are not in them (the header says how to create them).
 
 With more than one replica, the replicas hand their writes to the one that pushed last (api
-serve --peer-url --peer-token-file): each is reached at its pod's name under <name>-pods
-(http://<name>-<i>.<name>-pods.<namespace>.svc:8080), and all share the token of one Secret
-(<name>-peers, key token), mounted as a file. --replicas 1 has no peers and needs no such
-Secret. An install that ran the API as a Deployment: delete it once the StatefulSet runs.
+serve --peer-listen --peer-url --peer-token-file): each takes them on a port of its own, 8081
+(container port "peers"), which the headless Service carries and the customers' Service does
+not, reached at its pod's name (http://<name>-<i>.<name>-pods.<namespace>.svc:8081), and all
+share the token of one Secret (<name>-peers, key token), mounted as a file. A NetworkPolicy
+(<name>) lets only the API's own pods reach 8081 and leaves 8080 open to all. --replicas 1 has
+no peers: no peer port, no NetworkPolicy, no such Secret. An install that ran the API as a
+Deployment: delete it once the StatefulSet runs.
 
 The web console is served with the API, as api serve serves it: at --console-url (default
 https://api.<domain>, where the API answers), signing in with the provider as
@@ -258,17 +269,23 @@ func apiInstallWanted(o apiinstall.Options) bool {
 	return strings.TrimSpace(o.Issuer+o.ClientID+o.InputsRepo) != ""
 }
 
-// checkPeer checks the write hand-over's flags: both or neither, and a URL the other replicas
-// can post to.
-func checkPeer(peerURL, tokenFile string) []error {
-	if (peerURL == "") != (tokenFile == "") {
+// checkPeer checks the write hand-over's flags: URL and token both or neither, a URL the other
+// replicas can post to, and a peer listener apart from the customers' only when there are peers.
+func checkPeer(c productapi.Config) []error {
+	if (c.PeerURL == "") != (c.PeerTokenFile == "") {
 		return []error{errors.New("--peer-url and --peer-token-file go together: give both to hand writes to the replica that pushed last, or neither")}
 	}
-	if peerURL == "" {
+	if c.PeerURL == "" {
+		if c.PeerListen != "" {
+			return []error{fmt.Errorf("--peer-listen %s without --peer-url: nothing listens for peers when there are none", c.PeerListen)}
+		}
 		return nil
 	}
-	if u, err := url.Parse(peerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return []error{fmt.Errorf("--peer-url %q: expected http(s)://host:port where the other replicas reach this one, without credentials", peerURL)}
+	if u, err := url.Parse(c.PeerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return []error{fmt.Errorf("--peer-url %q: expected http(s)://host:port where the other replicas reach this one, without credentials", c.PeerURL)}
+	}
+	if pl := cmp.Or(c.PeerListen, productapi.DefaultPeerListen); pl == c.Listen {
+		return []error{fmt.Errorf("--peer-listen %s is --listen's address: the peers' route is served on a port of its own, which customers do not reach", pl)}
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/inferplane/inferplane/e2e/dex"
 	"github.com/inferplane/inferplane/e2e/gitserver"
 	"github.com/inferplane/inferplane/inputsrepo"
+	"github.com/inferplane/inferplane/productapi"
 	"github.com/inferplane/inferplane/productapi/apitest"
 	"github.com/inferplane/inferplane/productapi/apiv1"
 	apiclient "github.com/inferplane/inferplane/productapi/client"
@@ -73,9 +74,10 @@ func TestManifestsConsoleAcrossReplicas(t *testing.T) {
 		if i == 2 {
 			keys = own
 		}
+		peer := freePort(t)
 		local := localArgs(args, map[string]string{"--listen": a, "--oidc-issuer": d.Issuer, "--inputs-repo": inputs,
 			"--tenant-credentials-dir": t.TempDir(), "--work-dir": t.TempDir(), "--keys-secret-file": secret, "--server": "http://127.0.0.1:1", "--meter": "http://127.0.0.1:1",
-			"--console-url": "http://" + a, "--console-session-keys": keys, "--peer-url": "http://" + a, "--peer-token-file": token},
+			"--console-url": "http://" + a, "--console-session-keys": keys, "--peer-listen": peer, "--peer-url": "http://" + peer, "--peer-token-file": token},
 			"--in-cluster", "--inputs-credentials-file")
 		startAPIServe(t, a, local)
 	}
@@ -188,30 +190,41 @@ func TestManifestsPeerFlagsAsServeReadsThem(t *testing.T) {
 	for i := range *sts.Spec.Replicas {
 		pod := fmt.Sprintf("%s-%d", sts.Name, i) // a StatefulSet's pod names
 		args := kubeletArgs(t, c, pod)
-		require.Equal(t, []string{"api", "serve"}, args[:2])
-		cmd := newAPIServeCmd()
-		require.NoError(t, cmd.ParseFlags(args[2:]), "the install's flags are api serve's")
-		peerURL, tokenFile := cmd.Flags().Lookup("peer-url").Value.String(), cmd.Flags().Lookup("peer-token-file").Value.String()
-		assert.Equal(t, "http://"+pod+"."+sts.Spec.ServiceName+".inferplane-system.svc:8080", peerURL)
-		assert.Empty(t, checkPeer(peerURL, tokenFile))
-		assert.Equal(t, "inferplane-api-peers/"+apiinstall.PeerTokenKey, files[tokenFile], "the token file is the peers' Secret's")
-		assert.False(t, seen[peerURL], "two replicas at one URL")
-		seen[peerURL] = true
+		c := serveConfig(t, args)
+		assert.Equal(t, "http://"+pod+"."+sts.Spec.ServiceName+".inferplane-system.svc:8081", c.PeerURL)
+		assert.Equal(t, ":8080", c.Listen, "customers reach the Service's port")
+		assert.Equal(t, ":8081", c.PeerListen, "the peers reach a port of their own, the peer URL's")
+		assert.Empty(t, checkPeer(c))
+		assert.Equal(t, "inferplane-api-peers/"+apiinstall.PeerTokenKey, files[c.PeerTokenFile], "the token file is the peers' Secret's")
+		assert.False(t, seen[c.PeerURL], "two replicas at one URL")
+		seen[c.PeerURL] = true
 	}
 
 	o.Replicas = 1
-	c = installStatefulSet(t, o).Spec.Template.Spec.Containers[0]
+	one := serveConfig(t, kubeletArgs(t, installStatefulSet(t, o).Spec.Template.Spec.Containers[0], "inferplane-api-0"))
+	assert.Empty(t, one.PeerURL, "one replica has no peers")
+	assert.Empty(t, one.PeerTokenFile)
+	assert.Empty(t, one.PeerListen, "nothing listens for peers")
+	assert.Empty(t, checkPeer(one))
+}
+
+// serveConfig is what api serve's own flags read of a pod's command line (api serve ...).
+func serveConfig(t *testing.T, args []string) productapi.Config {
+	t.Helper()
+	require.Equal(t, []string{"api", "serve"}, args[:2])
 	cmd := newAPIServeCmd()
-	require.NoError(t, cmd.ParseFlags(kubeletArgs(t, c, "inferplane-api-0")[2:]))
-	assert.Empty(t, cmd.Flags().Lookup("peer-url").Value.String(), "one replica has no peers")
-	assert.Empty(t, cmd.Flags().Lookup("peer-token-file").Value.String())
+	require.NoError(t, cmd.ParseFlags(args[2:]), "the install's flags are api serve's")
+	flag := func(name string) string { return cmd.Flags().Lookup(name).Value.String() }
+	return productapi.Config{Listen: flag("listen"), PeerURL: flag("peer-url"), PeerTokenFile: flag("peer-token-file"), PeerListen: flag("peer-listen")}
 }
 
 // TestManifestsHandOverAcrossReplicas runs the install's command line as two replicas, each
 // given the same token file (what every pod mounts from the peers' Secret) and, for its pod's
-// name, a 127.0.0.1 address (the rest replaced as in TestManifestsConsoleAcrossReplicas): a
-// write through the replica that did not push last is handed to the one that did, which
-// pushes it and names itself in the commit.
+// name and its two ports, 127.0.0.1 addresses (the rest replaced as in
+// TestManifestsConsoleAcrossReplicas): a write through the replica that did not push last is
+// handed to the one that did, at its peer port, which pushes it and names itself in the
+// commit. The customers' port answers the peer route 404; the peer port takes no post without
+// the token.
 func TestManifestsHandOverAcrossReplicas(t *testing.T) {
 	o := apiinstall.Options{Domain: "models.example.com", Issuer: "https://login.example.com", ClientID: "inferplane",
 		InputsRepo: "https://git.example.com/ops/inputs.git", NoConsole: true}
@@ -223,13 +236,32 @@ func TestManifestsHandOverAcrossReplicas(t *testing.T) {
 	remotes := apitest.Remotes{Dir: filepath.Join(t.TempDir(), "git")}
 	inputs := apitest.BundledInputs(t, remotes)
 	secret, token := writeKeySecret(t), writePeerToken(t)
-	addrs := []string{freePort(t), freePort(t)}
-	// The writer is the replica whose URL sorts first among those that pushed lately.
-	slices.SortFunc(addrs, func(a, b string) int { return strings.Compare("http://"+a, "http://"+b) })
-	for _, a := range addrs {
+	addrs, peers := []string{freePort(t), freePort(t)}, []string{freePort(t), freePort(t)}
+	// The writer is the replica whose peer URL sorts first among those that pushed lately.
+	if "http://"+peers[1] < "http://"+peers[0] {
+		peers[0], peers[1] = peers[1], peers[0]
+	}
+	for i, a := range addrs {
 		startAPIServe(t, a, localArgs(args, map[string]string{"--listen": a, "--oidc-issuer": d.Issuer, "--inputs-repo": inputs,
 			"--tenant-credentials-dir": t.TempDir(), "--work-dir": t.TempDir(), "--keys-secret-file": secret, "--server": "http://127.0.0.1:1", "--meter": "http://127.0.0.1:1",
-			"--peer-url": "http://" + a, "--peer-token-file": token}, "--in-cluster", "--inputs-credentials-file"))
+			"--peer-listen": peers[i], "--peer-url": "http://" + peers[i], "--peer-token-file": token}, "--in-cluster", "--inputs-credentials-file"))
+	}
+	tok, err := os.ReadFile(token)
+	require.NoError(t, err)
+	for _, rq := range []struct {
+		addr      string
+		withToken bool
+		want      int
+	}{{addrs[0], false, http.StatusNotFound}, {addrs[0], true, http.StatusNotFound}, {peers[0], false, http.StatusUnauthorized}} {
+		req, err := http.NewRequest(http.MethodPost, "http://"+rq.addr+"/internal/v1/inputs/submit", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		if rq.withToken {
+			req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		}
+		resp, err := noRedirects.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, rq.want, resp.StatusCode, "the peer route at %s (token: %t)", rq.addr, rq.withToken)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -238,7 +270,7 @@ func TestManifestsHandOverAcrossReplicas(t *testing.T) {
 
 	first, err := writer.CreateJob(ctx, "acme", apiv1.JobCreate{Name: "first", Model: "Qwen/Qwen3-32B"}, apiclient.WriteOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, "http://"+addrs[0], writerOf(t, remotes.Path("inputs"), first.Write.InputsCommit))
+	assert.Equal(t, "http://"+peers[0], writerOf(t, remotes.Path("inputs"), first.Write.InputsCommit))
 	// The other replica hands writes over once it has read the writer's commit (its reads
 	// fetch every --refresh-interval).
 	require.Eventually(t, func() bool {
@@ -247,7 +279,7 @@ func TestManifestsHandOverAcrossReplicas(t *testing.T) {
 	}, time.Minute, 200*time.Millisecond)
 	second, err := other.CreateJob(ctx, "acme", apiv1.JobCreate{Name: "second", Model: "Qwen/Qwen3-32B"}, apiclient.WriteOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, "http://"+addrs[0], writerOf(t, remotes.Path("inputs"), second.Write.InputsCommit), "pushed by the writer")
+	assert.Equal(t, "http://"+peers[0], writerOf(t, remotes.Path("inputs"), second.Write.InputsCommit), "pushed by the writer")
 	assert.Equal(t, 1.0, metricValue(t, "http://"+addrs[0], "inferplane_api_writes_taken_total"), "the writer took one write")
 	assert.Equal(t, 0.0, metricValue(t, "http://"+addrs[1], "inferplane_api_writes_taken_total"))
 }

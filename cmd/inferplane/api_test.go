@@ -30,6 +30,9 @@ func TestAPIServeUsage(t *testing.T) {
 		{[]string{"--peer-url", "http://10.0.0.7:8080"}, "--peer-url and --peer-token-file go together"},
 		{[]string{"--peer-token-file", "/etc/peer"}, "--peer-url and --peer-token-file go together"},
 		{[]string{"--peer-url", "10.0.0.7:8080", "--peer-token-file", "/etc/peer"}, `--peer-url "10.0.0.7:8080": expected http(s)://host:port`},
+		{[]string{"--peer-listen", ":8081"}, "--peer-listen :8081 without --peer-url"},
+		{[]string{"--peer-url", "http://10.0.0.7:8081", "--peer-token-file", "/etc/peer", "--listen", ":8081"}, "--peer-listen :8081 is --listen's address"},
+		{[]string{"--peer-url", "http://10.0.0.7:8080", "--peer-token-file", "/etc/peer", "--listen", ":8080", "--peer-listen", ":8080"}, "--peer-listen :8080 is --listen's address"},
 	} {
 		_, _, err := execCLI(context.Background(), append([]string{"api", "serve", "--oidc-issuer", "https://login.example.com", "--oidc-client-id", "x",
 			"--inputs-repo", "file:///nowhere"}, tc.args...)...)

@@ -49,6 +49,31 @@ func AdminHTTP() HTTP {
 	}
 }
 
+// PeerHTTP bounds the product API's peer port (`api serve --peer-listen`): the other API
+// replicas, in the cluster, posting the writes they prepared to the one that pushes
+// (productapi/peers.go). Only they reach it (the install's NetworkPolicy, and the peers' token).
+func PeerHTTP() HTTP {
+	return HTTP{
+		ReadHeaderTimeout: 10 * time.Second,
+		// A prepared change (its edits) up to the body limit, from inside the cluster.
+		ReadTimeout: 60 * time.Second,
+		// The answer is a few hundred bytes, written once the writer pushed (counted from
+		// its first byte, so the push's wait is not cut).
+		WriteTimeout:       30 * time.Second,
+		StreamWriteTimeout: 30 * time.Second,
+		// Longer than Go's client keeps an idle connection (90 s), so the peer closes first.
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: 32 << 10,
+		// The peer route reads a prepared change of at most 64 MiB (its edits, base64 in JSON);
+		// nothing is read before the peers' token is checked.
+		MaxBodyBytes: 64 << 20,
+		// A replica holds a connection per write it hands over while the writer pushes: a
+		// burst of writes at one replica must not be cut (a cut write is pushed by the replica
+		// that got it, racing the writer), while one client cannot take every connection.
+		Conns: Conns{Max: 1024, MaxPerClient: 256},
+	}
+}
+
 // LoopbackHTTP bounds the CLI's sign-in redirect listener on 127.0.0.1: one browser, once.
 func LoopbackHTTP() HTTP {
 	return HTTP{

@@ -181,16 +181,20 @@ func Ctx(t testing.TB) context.Context {
 	return ctx
 }
 
-// Replica is a product API replica served over loopback HTTP.
+// Replica is a product API replica served over loopback HTTP: the API at URL and, with a peer
+// token, the peer route at PeerURL (a listener of its own, as api serve's --peer-listen).
 type Replica struct {
-	Server *productapi.Server
-	URL    string
+	Server  *productapi.Server
+	URL     string
+	PeerURL string
 }
 
 // StartReplica runs a replica over its own clone of the inputs at inputsURL (with the git
 // server's token when r has one) and its own work folder, signed in by v, with o's other
 // options; it has fetched the inputs once it returns. Its reconcile loop does not run unless o
-// says so (tests call Reconcile).
+// says so (tests call Reconcile). With a peer token it serves the peer route at a loopback
+// listener of its own (Replica.PeerURL), where its peers reach it unless o names another peer
+// URL (a proxy in front of it).
 func StartReplica(t testing.TB, r Remotes, inputsURL string, v productapi.Verifier, o productapi.Options) Replica {
 	t.Helper()
 	return StartReplicaWith(t, r, inputsrepo.Options{URL: inputsURL}, v, o)
@@ -217,21 +221,24 @@ func StartReplicaWith(t testing.TB, r Remotes, opts inputsrepo.Options, v produc
 	if o.NoClusterReason == "" {
 		o.NoClusterReason = "this API server runs without a host cluster (api serve without --kubeconfig)"
 	}
-	hs := httptest.NewUnstartedServer(nil)
-	if o.PeerToken != "" && o.PeerURL == "" { // its peers reach it where it listens
-		o.PeerURL = "http://" + hs.Listener.Addr().String()
+	hs, peers := httptest.NewUnstartedServer(nil), httptest.NewUnstartedServer(nil)
+	t.Cleanup(func() { hs.Close(); peers.Close() })
+	if o.PeerToken != "" && o.PeerURL == "" { // its peers reach it at its peer listener
+		o.PeerURL = "http://" + peers.Listener.Addr().String()
 	}
 	s, err := productapi.New(o)
 	if err != nil {
-		hs.Close()
 		t.Fatal(err)
 	}
 	if err := s.Refresh(context.Background()); err != nil {
-		hs.Close()
 		t.Fatal(err)
 	}
-	hs.Config.Handler = s.Handler()
+	hs.Config.Handler, peers.Config.Handler = s.Handler(), s.PeerHandler()
 	hs.Start()
-	t.Cleanup(hs.Close)
-	return Replica{Server: s, URL: hs.URL}
+	rep := Replica{Server: s, URL: hs.URL}
+	if o.PeerToken != "" {
+		peers.Start()
+		rep.PeerURL = peers.URL
+	}
+	return rep
 }

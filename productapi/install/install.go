@@ -1,6 +1,7 @@
 // Package install renders the product API's install manifests for the host cluster: a
 // StatefulSet of `inferplane api serve` (2 replicas: the server keeps no state, but each replica
-// has a name the others reach it at, to hand it their writes), its Services, PodDisruptionBudget,
+// has a name the others reach it at, to hand it their writes on a port of their own, which a
+// NetworkPolicy keeps to the API's pods), its Services, PodDisruptionBudget,
 // ServiceAccount and the Roles it needs (read the cluster registry and the
 // Argo CD Applications, keep APIKey objects in its namespace), with the web console served as
 // `api serve` serves it: at the console's URL, signing in with the provider, its sessions
@@ -23,6 +24,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -41,7 +43,10 @@ import (
 const (
 	DefaultName           = "inferplane-api"
 	DefaultReplicas int32 = 2
-	Port                  = 8080
+	// Port is the customers' (the Service's); PeerPort the replicas' own, where they hand each
+	// other writes (api serve --peer-listen), reached at each pod's name, never the Service.
+	Port     = 8080
+	PeerPort = 8081
 )
 
 // Where the Secrets are mounted in the pods.
@@ -124,7 +129,7 @@ func (o Options) peers() bool { return o.Replicas > 1 }
 // the kubelet puts in its command line) under the headless Service, a name only that pod answers
 // at, for as long as it runs, whatever its IP address.
 func (o Options) PeerURL() string {
-	return fmt.Sprintf("http://$(%s).%s.%s.svc:%d", podNameEnv, o.podsService(), o.Namespace, Port)
+	return fmt.Sprintf("http://$(%s).%s.%s.svc:%d", podNameEnv, o.podsService(), o.Namespace, PeerPort)
 }
 
 // podsService is the headless Service that names each replica.
@@ -201,6 +206,9 @@ func Manifests(o Options) ([]client.Object, error) {
 		ObjectMeta: meta(o, o.Name, o.Namespace), AutomountServiceAccountToken: ptr(true)}}
 	out = append(out, rbac(o)...)
 	out = append(out, statefulSet(o), service(o), podsService(o), pdb(o))
+	if o.peers() {
+		out = append(out, networkPolicy(o))
+	}
 	return out, nil
 }
 
@@ -258,7 +266,7 @@ func Args(o Options) []string {
 		args = append(args, "--meter", gw.MeterURL())
 	}
 	if o.peers() {
-		args = append(args, "--peer-url", o.PeerURL(), "--peer-token-file", peerDir+"/"+PeerTokenKey)
+		args = append(args, "--peer-listen", ":"+strconv.Itoa(PeerPort), "--peer-url", o.PeerURL(), "--peer-token-file", peerDir+"/"+PeerTokenKey)
 	}
 	return append(args, consoleArgs(o)...)
 }
@@ -320,6 +328,7 @@ func statefulSet(o Options) *appsv1.StatefulSet {
 		peersVol.Secret.Items = []corev1.KeyToPath{{Key: PeerTokenKey, Path: PeerTokenKey}}
 		volumes = append(volumes, peersVol)
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "peers", MountPath: peerDir, ReadOnly: true})
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: "peers", ContainerPort: PeerPort})
 	}
 	var uid int64 = 65532
 	return &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "StatefulSet"},
@@ -379,13 +388,38 @@ func service(o Options) *corev1.Service {
 			TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}}}
 }
 
-// podsService is headless: a DNS name for each replica (<pod>.<name>-pods), the peer URLs.
-// Not-ready replicas keep theirs: a writer busy enough to miss a readiness probe is still the
-// one the others hand writes to.
+// podsService is headless: a DNS name for each replica (<pod>.<name>-pods), the peer URLs, on
+// the peer port when there are peers. Not-ready replicas keep theirs: a writer busy enough to
+// miss a readiness probe is still the one the others hand writes to.
 func podsService(o Options) *corev1.Service {
+	ports := []corev1.ServicePort{{Name: "http", Port: Port, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}
+	if o.peers() {
+		ports = append(ports, corev1.ServicePort{Name: "peers", Port: PeerPort, TargetPort: intstr.FromString("peers"), Protocol: corev1.ProtocolTCP})
+	}
 	return &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: meta(o, o.podsService(), o.Namespace),
-		Spec: corev1.ServiceSpec{Selector: selector(o), ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true,
-			Ports: []corev1.ServicePort{{Name: "http", Port: Port, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}}}
+		Spec: corev1.ServiceSpec{Selector: selector(o), ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true, Ports: ports}}
+}
+
+// networkPolicy lets only the API's own pods reach the peer port, and everyone the customers'
+// port as before. Policies only add what they allow, so the customers' port is a rule of its
+// own, open to any source, beside the peers' rule; once a policy selects the pods, nothing
+// else reaches them (nothing else listens there).
+func networkPolicy(o Options) *networkingv1.NetworkPolicy {
+	tcp := corev1.ProtocolTCP
+	port := func(p int32) []networkingv1.NetworkPolicyPort {
+		n := intstr.FromInt32(p)
+		return []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &n}}
+	}
+	return &networkingv1.NetworkPolicy{TypeMeta: metav1.TypeMeta{APIVersion: networkingv1.SchemeGroupVersion.String(), Kind: "NetworkPolicy"},
+		ObjectMeta: meta(o, o.Name, o.Namespace),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: selector(o)},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{
+				{Ports: port(Port)},
+				{Ports: port(PeerPort), From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: selector(o)}}}},
+			},
+		}}
 }
 
 func pdb(o Options) *policyv1.PodDisruptionBudget {

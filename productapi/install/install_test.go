@@ -13,6 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
@@ -39,7 +42,8 @@ func TestManifests(t *testing.T) {
 		}
 		assert.NotEqual(t, "Secret", o.GetObjectKind().GroupVersionKind().Kind, "no secret in the manifests")
 	}
-	assert.Equal(t, map[string]int{"ServiceAccount": 1, "Role": 3, "RoleBinding": 3, "StatefulSet": 1, "Service": 2, "PodDisruptionBudget": 1}, kinds)
+	assert.Equal(t, map[string]int{"ServiceAccount": 1, "Role": 3, "RoleBinding": 3, "StatefulSet": 1, "Service": 2, "PodDisruptionBudget": 1,
+		"NetworkPolicy": 1}, kinds)
 	require.NotNil(t, dep)
 	assert.Equal(t, int32(2), *dep.Spec.Replicas)
 	assert.Equal(t, gwinstall.DefaultImage, dep.Spec.Template.Spec.Containers[0].Image, "this build's image, as the gateway's")
@@ -71,16 +75,58 @@ func TestManifests(t *testing.T) {
 		assert.Contains(t, err.Error(), want)
 	}
 	assertConsole(t, dep, "https://api.models.example.com", "inferplane-api-console", false)
-	services := map[string]*corev1.Service{}
-	for _, o := range objs {
-		if s, ok := o.(*corev1.Service); ok {
-			services[s.Name] = s
-		}
-	}
+	services, policies := objectsOf(t, opts)
 	require.Contains(t, services, "inferplane-api")
-	assert.Equal(t, int32(Port), services["inferplane-api"].Spec.Ports[0].Port)
+	assert.Equal(t, []corev1.ServicePort{{Name: "http", Port: Port, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}},
+		services["inferplane-api"].Spec.Ports, "the customers' Service carries the customers' port only, never the peers'")
 	assert.Empty(t, services["inferplane-api"].Spec.ClusterIP, "the customers' Service balances over the replicas")
 	assertPeers(t, dep, services["inferplane-api-pods"], "inferplane-api-peers")
+	require.Len(t, policies, 1)
+	assertPeersPolicy(t, dep, policies[0])
+}
+
+// objectsOf are the install's Services by name, and its NetworkPolicies.
+func objectsOf(t *testing.T, o Options) (map[string]*corev1.Service, []*networkingv1.NetworkPolicy) {
+	t.Helper()
+	objs, err := Manifests(o)
+	require.NoError(t, err)
+	services := map[string]*corev1.Service{}
+	var policies []*networkingv1.NetworkPolicy
+	for _, obj := range objs {
+		switch v := obj.(type) {
+		case *corev1.Service:
+			services[v.Name] = v
+		case *networkingv1.NetworkPolicy:
+			policies = append(policies, v)
+		}
+	}
+	return services, policies
+}
+
+// assertPeersPolicy: the API's pods take the customers' port from anyone (as without the
+// policy) and the peer port only from the API's own pods. A policy's rules only add, so each
+// port is a rule of its own: a rule with both ports and the pods as its source would close the
+// customers' port to everyone else.
+func assertPeersPolicy(t *testing.T, sts *appsv1.StatefulSet, np *networkingv1.NetworkPolicy) {
+	t.Helper()
+	assert.Equal(t, sts.Namespace, np.Namespace)
+	assert.Equal(t, sts.Spec.Selector.MatchLabels, np.Spec.PodSelector.MatchLabels, "the policy holds the API's pods")
+	assert.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, np.Spec.PolicyTypes, "what the pods send is not restricted")
+	tcp := corev1.ProtocolTCP
+	ports := func(p int) []networkingv1.NetworkPolicyPort {
+		n := intstr.FromInt(p)
+		return []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &n}}
+	}
+	require.Len(t, np.Spec.Ingress, 2)
+	assert.Equal(t, networkingv1.NetworkPolicyIngressRule{Ports: ports(Port)}, np.Spec.Ingress[0], "the customers' port: from anywhere")
+	assert.Equal(t, networkingv1.NetworkPolicyIngressRule{Ports: ports(PeerPort), From: []networkingv1.NetworkPolicyPeer{
+		{PodSelector: &metav1.LabelSelector{MatchLabels: sts.Spec.Selector.MatchLabels}}}}, np.Spec.Ingress[1],
+		"the peer port: from the API's pods in its namespace only")
+	for _, c := range sts.Spec.Template.Spec.Containers {
+		for _, p := range c.Ports {
+			assert.Contains(t, []int32{Port, PeerPort}, p.ContainerPort, "a port the policy closes")
+		}
+	}
 }
 
 // assertPeers: every replica hands its writes to the others at its own pod's name under the
@@ -96,7 +142,12 @@ func assertPeers(t *testing.T, sts *appsv1.StatefulSet, pods *corev1.Service, se
 	assert.Equal(t, appsv1.ParallelPodManagement, sts.Spec.PodManagementPolicy)
 	c := sts.Spec.Template.Spec.Containers[0]
 	args := strings.Join(c.Args, " ")
-	assert.Contains(t, args, "--peer-url http://$(POD_NAME)."+pods.Name+"."+sts.Namespace+".svc:8080")
+	assert.Contains(t, args, "--peer-url http://$(POD_NAME)."+pods.Name+"."+sts.Namespace+".svc:8081")
+	assert.Contains(t, args, "--listen :8080")
+	assert.Contains(t, args, "--peer-listen :8081", "the peer route on a port of its own")
+	assert.Contains(t, c.Ports, corev1.ContainerPort{Name: "peers", ContainerPort: PeerPort})
+	assert.Contains(t, pods.Spec.Ports, corev1.ServicePort{Name: "peers", Port: PeerPort, TargetPort: intstr.FromString("peers"), Protocol: corev1.ProtocolTCP},
+		"the peer URLs' port")
 	assert.Contains(t, args, "--peer-token-file "+peerDir+"/"+PeerTokenKey)
 	assert.NotContains(t, args, "openssl", "no token in the command line")
 	env := map[string]corev1.EnvVar{}
@@ -152,23 +203,31 @@ func TestManifestsPeers(t *testing.T) {
 	for _, v := range s.Spec.Template.Spec.Volumes {
 		assert.NotEqual(t, "peers", v.Name)
 	}
+	for _, p := range s.Spec.Template.Spec.Containers[0].Ports {
+		assert.NotEqual(t, int32(PeerPort), p.ContainerPort, "one replica has no peer port")
+	}
+	services, policies := objectsOf(t, one)
+	assert.Empty(t, policies, "one replica: no peer port to close")
+	for _, svc := range services {
+		for _, p := range svc.Spec.Ports {
+			assert.NotEqual(t, int32(PeerPort), p.Port, svc.Name)
+		}
+	}
 	y, err := YAML(one)
 	require.NoError(t, err)
 	assert.NotContains(t, string(y), "-peers --from-file")
+	assert.NotContains(t, string(y), "NetworkPolicy")
 
 	three := opts
 	three.Replicas, three.Name, three.PeerSecret = 3, "api", "api-writers"
-	objs, err := Manifests(three)
-	require.NoError(t, err)
-	var pods *corev1.Service
-	for _, obj := range objs {
-		if o, ok := obj.(*corev1.Service); ok && o.Name == "api-pods" {
-			pods = o
-		}
-	}
+	services, policies = objectsOf(t, three)
 	sts := statefulSetOf(t, three)
 	assert.Equal(t, int32(3), *sts.Spec.Replicas)
-	assertPeers(t, sts, pods, "api-writers")
+	assertPeers(t, sts, services["api-pods"], "api-writers")
+	require.Len(t, services["api"].Spec.Ports, 1, "the customers' Service: the customers' port only")
+	assert.Equal(t, int32(Port), services["api"].Spec.Ports[0].Port)
+	require.Len(t, policies, 1)
+	assertPeersPolicy(t, sts, policies[0])
 	y, err = YAML(three)
 	require.NoError(t, err)
 	assert.Contains(t, string(y), "create secret generic api-writers --from-file=token=<(openssl rand -hex 32)")
