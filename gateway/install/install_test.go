@@ -222,8 +222,8 @@ func TestManifestsTenantLimits(t *testing.T) {
 	_, err = Manifests(Options{Domain: "inference.example.com", TenantLimits: map[string][]byte{
 		"tier": []byte(tenantWithLimits), "tiers/jobs.x": []byte("kind: Tier\n")}})
 	assert.ErrorContains(t, err, "tiers/jobs.x: its file tier.jobs.x.yaml of the tenant limits would be read as tier/jobs/x.yaml")
-	_, err = Manifests(Options{Domain: "inference.example.com", TenantLimits: map[string][]byte{"acme": make([]byte, 1<<20)}})
-	assert.ErrorContains(t, err, "acme.yaml is 1048585 bytes: a ConfigMap of the tenant limits holds at most")
+	_, err = Manifests(Options{Domain: "inference.example.com", TenantLimits: map[string][]byte{"acme": []byte(strings.Repeat("x", 300<<10))}})
+	assert.ErrorContains(t, err, "acme.yaml is 307215 bytes as JSON: a ConfigMap of the tenant limits holds at most 204544")
 }
 
 func TestManifestsErrors(t *testing.T) {

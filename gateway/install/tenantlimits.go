@@ -20,12 +20,15 @@ const tenantsMount = "/etc/inferplane/tenants"
 // `kubectl apply --prune -l` selects to delete those a smaller fleet no longer needs.
 const LabelTenantLimits = "inferplane.io/tenant-limits"
 
-// Bounds of one ConfigMap of the tenants' limits: Kubernetes refuses one over 1 MiB of data.
-// The files are spread over as many as keep each at most maxShardBytes (names and contents),
-// about shardTarget each so that the hash's unevenness rarely adds one.
+// Bounds of one ConfigMap of the tenants' limits. The API server refuses a ConfigMap over 1 MiB
+// of data, and an object whose annotations pass 256 KiB: `kubectl apply` (and Argo CD, unless
+// told to apply on the server) keeps the whole object, as JSON, in its last-applied annotation.
+// So a ConfigMap holds at most maxShardBytes of its files as JSON (names and contents, escaped),
+// which leaves room for its metadata in the annotation, and about shardTarget, so that the
+// hash's unevenness rarely adds one.
 const (
-	maxShardBytes = 900 << 10
-	shardTarget   = 768 << 10
+	maxShardBytes = 200 << 10
+	shardTarget   = 160 << 10
 )
 
 // tenantLimitsConfigMaps hold Options.TenantLimits as a flat folder (limits.FlatName: a key
@@ -72,7 +75,7 @@ func tenantLimitsConfigMaps(o Options) ([]*corev1.ConfigMap, error) {
 func tenantLimitsName(o Options, i int) string { return o.Name + "-tenant-limits-" + strconv.Itoa(i) }
 
 // splitFiles spreads files over the fewest shards, from total/target up, in which the hash of
-// each file's name puts at most limit bytes (names and contents, and room for a shard file).
+// each file's name puts at most limit bytes (jsonSize, and room for a shard file).
 // Pure and deterministic: the same files give the same shards.
 func splitFiles(files map[string][]byte, limit, target int) ([]map[string][]byte, error) {
 	const shardFileRoom = 256
@@ -80,12 +83,13 @@ func splitFiles(files map[string][]byte, limit, target int) ([]map[string][]byte
 		return nil, nil
 	}
 	total := 0
+	sizes := make(map[string]int, len(files))
 	for _, n := range slices.Sorted(maps.Keys(files)) {
-		size := len(n) + len(files[n])
-		if size > limit-shardFileRoom {
-			return nil, fmt.Errorf("%s is %d bytes: a ConfigMap of the tenant limits holds at most %d", n, size, limit-shardFileRoom)
+		sizes[n] = jsonSize(n, files[n])
+		if sizes[n] > limit-shardFileRoom {
+			return nil, fmt.Errorf("%s is %d bytes as JSON: a ConfigMap of the tenant limits holds at most %d", n, sizes[n], limit-shardFileRoom)
 		}
-		total += size
+		total += sizes[n]
 	}
 	hashes := make(map[string]uint64, len(files))
 	for n := range files {
@@ -97,11 +101,11 @@ func splitFiles(files map[string][]byte, limit, target int) ([]map[string][]byte
 	// counts do, so a count that fits comes soon.
 	first := max(1, (total+target-1)/target)
 	for count := first; count <= first+len(files); count++ {
-		sizes := make([]int, count)
-		for n, b := range files {
-			sizes[hashes[n]%uint64(count)] += len(n) + len(b)
+		shardSizes := make([]int, count)
+		for n := range files {
+			shardSizes[hashes[n]%uint64(count)] += sizes[n]
 		}
-		if slices.Max(sizes) > limit-shardFileRoom {
+		if slices.Max(shardSizes) > limit-shardFileRoom {
 			continue
 		}
 		shards := make([]map[string][]byte, count)
@@ -114,6 +118,13 @@ func splitFiles(files map[string][]byte, limit, target int) ([]map[string][]byte
 		return shards, nil
 	}
 	return nil, fmt.Errorf("%d files of %d bytes: no spread over %d to %d ConfigMaps keeps each under %d bytes", len(files), total, first, first+len(files), limit)
+}
+
+// jsonSize is what a file takes in a ConfigMap as JSON: "name":"content", both escaped.
+func jsonSize(name string, content []byte) int {
+	n, _ := json.Marshal(name)
+	c, _ := json.Marshal(string(content))
+	return len(n) + len(c) + 2
 }
 
 // tenantLimitsVolume mounts the ConfigMaps as one folder: a projected volume with every key of
