@@ -70,6 +70,11 @@ func scanFolder(dir string) (*folder, error) {
 		}
 	}
 	c := classifyFlat(flat)
+	for _, t := range f.tenants {
+		if n, ok := c.tenants[t.name]; ok {
+			return nil, fmt.Errorf("tenants folder %s: tenant %s twice, in %s and in %s", dir, t.name, t.path, n)
+		}
+	}
 	for _, t := range slices.Sorted(maps.Keys(c.tenants)) {
 		f.tenants = append(f.tenants, file{t, filepath.Join(dir, c.tenants[t])})
 	}

@@ -157,10 +157,17 @@ func TestFlatFolder(t *testing.T) {
 	require.Eventually(t, func() bool { return f.Tenant("acme").Limits[RequestsPerMinute].Value == 99 }, 5*time.Second, 10*time.Millisecond,
 		"the change is taken once every shard is of its render")
 
+	// A tenant in both forms is refused.
+	both := t.TempDir()
+	writeTenant(t, both, "acme", "")
+	require.NoError(t, os.WriteFile(filepath.Join(both, "acme.yaml"), []byte(tenant("acme", "")), 0o644))
+	_, _, _, err := readTenants(both, nil)
+	assert.ErrorContains(t, err, "tenant acme twice, in "+filepath.Join(both, "acme", "tenant.yaml")+" and in acme.yaml")
+
 	// Without shard files (a flat folder made by hand) nothing is checked.
 	delete(files, ShardFileName(0))
 	delete(files, ShardFileName(1))
 	writeFlat(t, root, files)
-	_, _, _, err := readTenants(root, nil)
+	_, _, _, err = readTenants(root, nil)
 	require.NoError(t, err)
 }

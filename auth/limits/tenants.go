@@ -21,8 +21,9 @@ import (
 
 // TenantFiles reads the tenants' limits from a tenants folder, the generator's input tree
 // (<tenant>/tenant.yaml, spec.limits, over the limits of the tier it names, tiers/<tier>.yaml,
-// whose keyLimits are its keys' defaults), and reloads it when a file changes. A folder with
-// an error at start is refused; a bad edit later is logged and the last good limits stay.
+// whose keyLimits are its keys' defaults), or from the flat folder the gateway's install
+// mounts (folder.go), and reloads it when a file changes. A folder with an error at start is
+// refused; a bad edit later is logged and the last good limits stay.
 type TenantFiles struct {
 	Dir string
 	// Interval between checks for changes (default 10 s).
