@@ -44,10 +44,10 @@ func (s *Sharing) Shared(fn func(provider, job, model string)) {
 	}
 }
 
-// add records tenant name of the folder dir (its tier applied) and, for a provider, its jobs.
+// add records tenant name (its tier applied) and, for a provider, its jobs.
 // A tenant whose own lists widen its tier gets the tier's (the generator refuses such a file;
 // here the wider list is never the one applied).
-func (s *Sharing) add(dir, name string, t *v1alpha1.Tenant, tier *v1alpha1.Tier) error {
+func (s *Sharing) add(name string, t *v1alpha1.Tenant, tier *v1alpha1.Tier, jobFiles []file) error {
 	inForce := t.DeepCopy()
 	if tier != nil {
 		inForce, _ = policy.ApplyTier(t, tier)
@@ -58,7 +58,8 @@ func (s *Sharing) add(dir, name string, t *v1alpha1.Tenant, tier *v1alpha1.Tier)
 		return nil
 	}
 	jobs := map[string]string{}
-	for _, p := range jobFiles(dir, name) {
+	for _, f := range jobFiles {
+		p := f.path
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return err
@@ -79,7 +80,8 @@ func (s *Sharing) add(dir, name string, t *v1alpha1.Tenant, tier *v1alpha1.Tier)
 // jobsDir is the folder of a tenant's jobs (generator/inputs.JobsDir).
 const jobsDir = "jobs"
 
-// jobFiles are the job files of a tenant of the folder dir.
+// jobFiles are the job files of a tenant of the tenants folder dir (folder.jobFiles reads
+// both forms).
 func jobFiles(dir, tenant string) []string {
 	entries, err := os.ReadDir(filepath.Join(dir, tenant, jobsDir))
 	if err != nil {
@@ -87,7 +89,7 @@ func jobFiles(dir, tenant string) []string {
 	}
 	var out []string
 	for _, e := range entries {
-		if n := e.Name(); !strings.HasPrefix(n, ".") && (strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+		if n := e.Name(); !strings.HasPrefix(n, ".") && isYAML(n) {
 			out = append(out, filepath.Join(dir, tenant, jobsDir, n))
 		}
 	}

@@ -1,9 +1,9 @@
 package limits
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -21,8 +21,9 @@ import (
 
 // TenantFiles reads the tenants' limits from a tenants folder, the generator's input tree
 // (<tenant>/tenant.yaml, spec.limits, over the limits of the tier it names, tiers/<tier>.yaml,
-// whose keyLimits are its keys' defaults), and reloads it when a file changes. A folder with
-// an error at start is refused; a bad edit later is logged and the last good limits stay.
+// whose keyLimits are its keys' defaults), or from the flat folder the gateway's install
+// mounts (folder.go), and reloads it when a file changes. A folder with an error at start is
+// refused; a bad edit later is logged and the last good limits stay.
 type TenantFiles struct {
 	Dir string
 	// Interval between checks for changes (default 10 s).
@@ -82,7 +83,11 @@ func (f *TenantFiles) Watch(done <-chan struct{}) {
 		m, sh, stamp, err := readTenants(f.Dir, providers)
 		if err != nil {
 			if err.Error() != lastErr {
-				log.Error("tenant limits not reloaded: the last good ones stay", "err", err)
+				level := slog.LevelError
+				if errors.Is(err, errChanging) {
+					level = slog.LevelInfo // passes by itself, at the kubelet's next update
+				}
+				log.Log(context.Background(), level, "tenant limits not reloaded: the last good ones stay", "err", err)
 				lastErr = err.Error()
 			}
 			continue
@@ -95,29 +100,6 @@ func (f *TenantFiles) Watch(done <-chan struct{}) {
 	}
 }
 
-func tenantFiles(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("tenants folder: %w", err)
-	}
-	var out []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
-			continue // a mounted ConfigMap's ..data and its versions
-		}
-		// A ConfigMap volume's folders are symbolic links: follow them.
-		if st, err := os.Stat(filepath.Join(dir, e.Name())); err != nil || !st.IsDir() {
-			continue
-		}
-		p := filepath.Join(dir, e.Name(), "tenant.yaml")
-		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-			continue // nodetypes/, masters/: not tenants
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
 // tierFiles are the tier files of a tenants folder (tiers/*.yaml; none without the folder).
 func tierFiles(dir string) []string {
 	entries, err := os.ReadDir(filepath.Join(dir, tiersDir))
@@ -126,7 +108,7 @@ func tierFiles(dir string) []string {
 	}
 	var out []string
 	for _, e := range entries {
-		if n := e.Name(); !strings.HasPrefix(n, ".") && (strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+		if n := e.Name(); !strings.HasPrefix(n, ".") && isYAML(n) {
 			out = append(out, filepath.Join(dir, tiersDir, n))
 		}
 	}
@@ -136,11 +118,11 @@ func tierFiles(dir string) []string {
 // tiersDir is the folder of the tiers in a tenants folder (generator/inputs.TiersDir).
 const tiersDir = "tiers"
 
-// readTiers reads the tier files of a tenants folder, by tier name.
-func readTiers(dir string) (map[string]*v1alpha1.Tier, []error) {
+// readTiers reads tier files, by tier name.
+func readTiers(files []string) (map[string]*v1alpha1.Tier, []error) {
 	out := map[string]*v1alpha1.Tier{}
 	var errs []error
-	for _, p := range tierFiles(dir) {
+	for _, p := range files {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			errs = append(errs, err)
@@ -167,16 +149,16 @@ func readTiers(dir string) (map[string]*v1alpha1.Tier, []error) {
 // tenant that becomes one changes its tenant.yaml, so the stamp changes with it, and the next
 // stamp counts its jobs too. No file is parsed here.
 func stampTenants(dir string, providers []string) (string, error) {
-	files, err := tenantFiles(dir)
+	f, err := scanFolder(dir)
 	if err != nil {
 		return "", err
 	}
-	files = append(files, tierFiles(dir)...)
-	for _, p := range providers {
-		files = append(files, jobFiles(dir, p)...)
-	}
+	return f.stamp(providers)
+}
+
+func (f *folder) stamp(providers []string) (string, error) {
 	var b strings.Builder
-	for _, p := range files {
+	for _, p := range f.stampFiles(providers) {
 		st, err := os.Stat(p)
 		if err != nil {
 			return "", err
@@ -200,15 +182,22 @@ func readTenants(dir string, providers []string) (map[string]Tenant, *Sharing, s
 // readStamped reads the folder; its stamp (stampTenants with providers) is taken first, so that
 // a change made while it reads is a change the next stamp sees.
 func readStamped(dir string, providers []string) (map[string]Tenant, *Sharing, string, error) {
-	stamp, err := stampTenants(dir, providers)
+	f, err := scanFolder(dir)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	files, _ := tenantFiles(dir)
+	stamp, err := f.stamp(providers)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if err := f.checkShards(); err != nil {
+		return nil, nil, "", err
+	}
 	out := map[string]Tenant{}
 	sh := &Sharing{tenants: map[string]*v1alpha1.Tenant{}, models: map[string]map[string]string{}}
-	tiers, errs := readTiers(dir)
-	for _, p := range files {
+	tiers, errs := readTiers(f.tiers)
+	for _, tf := range f.tenants {
+		p, name := tf.path, tf.name
 		data, err := os.ReadFile(p)
 		if err != nil {
 			errs = append(errs, err)
@@ -219,8 +208,7 @@ func readStamped(dir string, providers []string) (map[string]Tenant, *Sharing, s
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 			continue
 		}
-		name := filepath.Base(filepath.Dir(p))
-		if err := sh.add(dir, name, &t, tiers[t.Spec.Tier]); err != nil {
+		if err := sh.add(name, &t, tiers[t.Spec.Tier], f.jobFiles(name)); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 			continue
 		}
@@ -269,21 +257,12 @@ func TenantFilesWithLimits(dir string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	jobs := map[string]string{}
-	if sh.hasProviders() {
-		for name := range sh.tenants {
-			if _, ok := m[name]; !ok {
-				m[name] = Tenant{}
-			}
-			if sh.tenants[name].Spec.Provider {
-				for _, p := range jobFiles(dir, name) {
-					jobs[name+"/"+jobsDir+"/"+filepath.Base(p)] = p
-				}
-			}
-		}
+	f, err := scanFolder(dir)
+	if err != nil {
+		return nil, err
 	}
 	tiers := map[string]string{}
-	for _, p := range tierFiles(dir) {
+	for _, p := range f.tiers {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return nil, err
@@ -293,29 +272,30 @@ func TenantFilesWithLimits(dir string) (map[string][]byte, error) {
 			tiers[t.Name] = p
 		}
 	}
-	out := map[string][]byte{}
-	for name := range m {
-		p := filepath.Join(dir, name, "tenant.yaml")
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil, err
+	want := map[string]string{} // entry -> path
+	for _, t := range f.tenants {
+		_, limited := m[t.name]
+		read := sh.tenants[t.name]
+		if read == nil || !limited && !sh.hasProviders() {
+			continue // (nil: a tenant added since the read above, read next time)
 		}
-		out[name] = b
-		var t v1alpha1.Tenant
-		if yaml.Unmarshal(b, &t) == nil && tiers[t.Spec.Tier] != "" {
-			tb, err := os.ReadFile(tiers[t.Spec.Tier])
-			if err != nil {
-				return nil, err
+		want[t.name] = t.path
+		if p := tiers[read.Spec.Tier]; p != "" {
+			want[tiersDir+"/"+read.Spec.Tier] = p
+		}
+		if _, provider := sh.models[t.name]; provider {
+			for _, j := range f.jobFiles(t.name) {
+				want[t.name+"/"+jobsDir+"/"+j.name] = j.path
 			}
-			out[tiersDir+"/"+t.Spec.Tier] = tb
 		}
 	}
-	for name, p := range jobs {
+	out := map[string][]byte{}
+	for entry, p := range want {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return nil, err
 		}
-		out[name] = b
+		out[entry] = b
 	}
 	return out, nil
 }

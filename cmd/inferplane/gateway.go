@@ -76,10 +76,13 @@ func newGatewayManifestsCmd() *cobra.Command {
 
   the limits store a StatefulSet of one Redis (its append-only file on a volume) and its
                     Service, which every xDS server shares for rate limits and token budgets;
-                    with --limits-tenants, a ConfigMap of the tenants' limits (their tenant.yaml)
-                    mounted as the xDS servers' --limits-tenants folder; with a provider tenant
-                    (the shared serving tier) every tenant's file and the provider's jobs, from
-                    which the key checks learn who may call its shared endpoints
+                    with --limits-tenants, the tenants' limits (their tenant.yaml) in ConfigMaps
+                    <name>-tenant-limits-<i> (as many as keep each under 200 KiB, labelled
+                    inferplane.io/tenant-limits=<name> for kubectl apply --prune -l) mounted as
+                    one flat folder, the --limits-tenants of the xDS servers and key checks; with
+                    a provider tenant (the shared serving tier) every tenant's file and the
+                    provider's jobs, from which the key checks learn who may call its shared
+                    endpoints
 
 The API key secret is not in them (secrets never go to git): the header says how to create it.
 TLS certificates are the kubernetes.io/tls Secrets of the gateway's namespace (e.g. written by
@@ -108,7 +111,7 @@ cert-manager): one for *.<tenant>.<domain> per tenant, or per endpoint host.`,
 	addDomainFlag(f, &o.Domain, true)
 	registerInstallFlags(f, &o, "")
 	addFileFlag(cmd, &output)
-	f.StringVar(&limitsTenants, "limits-tenants", "", limitsTenantsUsage+" (mounted from a ConfigMap)")
+	f.StringVar(&limitsTenants, "limits-tenants", "", limitsTenantsUsage+" (mounted from ConfigMaps)")
 	_ = cmd.MarkFlagRequired("domain")
 	return cmd
 }

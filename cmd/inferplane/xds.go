@@ -202,7 +202,7 @@ func registerAPIKeyFlags(fs *pflag.FlagSet, k *gateway.APIKeys) {
 func registerLimitFlags(fs *pflag.FlagSet, l *gateway.Limits) {
 	fs.StringVar(&l.Redis, "limits-redis", "",
 		"host:port of the Redis every gateway replica shares for rate limits and token budgets (password: $"+gateway.RedisPasswordEnv+"); default: counted in this process only")
-	fs.StringVar(&l.TenantsDir, "limits-tenants", "", limitsTenantsUsage+" (reloaded on change)")
+	fs.StringVar(&l.TenantsDir, "limits-tenants", "", limitsTenantsUsage+"; or the flat folder gateway manifests mounts (<tenant>.yaml, tier.<tier>.yaml); reloaded on change")
 	fs.DurationVar(&l.TenantsInterval, "limits-tenants-interval", 10*time.Second, "how often --limits-tenants is checked for changes")
 	fs.DurationVar(&l.Grace, "limits-grace", 30*time.Second,
 		"how long the last counts are enforced while Redis is unreachable, before each tenant's onStoreDown (open or closed) applies")
@@ -338,5 +338,5 @@ func xdsLogger(cmd *cobra.Command, level, format string) (*slog.Logger, error) {
 }
 
 // limitsTenantsUsage is --limits-tenants' meaning wherever it is a flag (xds serve reads the
-// folder, gateway manifests mounts it from a ConfigMap for the xDS servers).
+// folder, gateway manifests mounts it from ConfigMaps for the xDS servers).
 const limitsTenantsUsage = "tenants folder whose <tenant>/tenant.yaml spec.limits cap each tenant's keys together (and whose provider tenants' endpoints take the keys of tenants whose catalogue offers their model)"

@@ -85,8 +85,9 @@ type Options struct {
 	NoMeter   bool
 	MeterSize string
 	// TenantLimits are the tenant.yaml files of the tenants with limits, by tenant, and the
-	// files of the tiers they name, by "tiers/<tier>" (limits.TenantFilesWithLimits): mounted from a
-	// ConfigMap as the xDS servers' --limits-tenants folder (none: keys' own limits only).
+	// files of the tiers they name, by "tiers/<tier>" (limits.TenantFilesWithLimits): spread
+	// over ConfigMaps mounted as one flat folder, the --limits-tenants folder of the xDS servers
+	// and the key checks (none: keys' own limits only).
 	TenantLimits map[string][]byte
 	// LoadBalancerClass and ServiceAnnotations shape Envoy's Service.
 	LoadBalancerClass  string
@@ -142,11 +143,15 @@ func Manifests(o Options) ([]client.Object, error) {
 	objs = append(objs, rbac(o)...)
 	objs = append(objs, xdsServices(o)...)
 	objs = append(objs, redisObjects(o)...)
-	if len(o.TenantLimits) > 0 {
-		objs = append(objs, tenantLimitsConfigMap(o))
+	shards, err := tenantLimitsConfigMaps(o)
+	if err != nil {
+		return nil, fmt.Errorf("gateway manifests: %w", err)
 	}
-	objs = append(objs, xdsStatefulSet(o), pdb(o, "xds"))
-	objs = append(objs, keyCheckObjects(o)...)
+	for _, cm := range shards {
+		objs = append(objs, cm)
+	}
+	objs = append(objs, xdsStatefulSet(o, len(shards)), pdb(o, "xds"))
+	objs = append(objs, keyCheckObjects(o, len(shards))...)
 	if !o.NoMeter {
 		objs = append(objs, meterObjects(o)...)
 	}

@@ -2,6 +2,7 @@ package install
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/inferplane/inferplane/auth/limits"
 	"github.com/inferplane/inferplane/e2e/kubeenv"
 )
 
@@ -164,14 +166,16 @@ spec:
     requestsPerMinute: {value: 60}
 `
 
-// TestManifestsTenantLimits: the tenants' limits in a ConfigMap, mounted as a tenants folder
-// (<tenant>/tenant.yaml, tiers/<tier>.yaml) that the xDS servers and the key checks read with
-// --limits-tenants.
+// TestManifestsTenantLimits: the tenants' limits in ConfigMaps under flat keys (<tenant>.yaml,
+// tier.<tier>.yaml, <tenant>.jobs.<file>), each with its shard file, mounted through one
+// projected volume without items as the flat folder that the xDS servers and the key checks
+// read with --limits-tenants.
 func TestManifestsTenantLimits(t *testing.T) {
 	objs, err := Manifests(Options{Domain: "inference.example.com", TenantLimits: map[string][]byte{
-		"acme": []byte(tenantWithLimits), "tiers/h100-dedicated": []byte("kind: Tier\n")}})
+		"acme": []byte(tenantWithLimits), "tiers/h100-dedicated": []byte("kind: Tier\n"),
+		"platform/jobs/qwen.yaml": []byte("kind: ManagedInferenceJob\n")}})
 	require.NoError(t, err)
-	var cm *corev1.ConfigMap
+	var cms []*corev1.ConfigMap
 	var sts *appsv1.StatefulSet
 	var kc *appsv1.Deployment
 	for _, o := range objs {
@@ -181,8 +185,8 @@ func TestManifestsTenantLimits(t *testing.T) {
 				kc = v
 			}
 		case *corev1.ConfigMap:
-			if v.Name == "inferplane-gateway-tenant-limits" {
-				cm = v
+			if v.Labels[LabelTenantLimits] == "inferplane-gateway" {
+				cms = append(cms, v)
 			}
 		case *appsv1.StatefulSet:
 			if v.Name == "inferplane-gateway-xds" {
@@ -190,37 +194,36 @@ func TestManifestsTenantLimits(t *testing.T) {
 			}
 		}
 	}
-	require.NotNil(t, cm)
+	require.Len(t, cms, 1)
 	require.NotNil(t, sts)
 	require.NotNil(t, kc)
+	cm := cms[0]
+	assert.Equal(t, "inferplane-gateway-tenant-limits-0", cm.Name)
 	assert.Equal(t, tenantWithLimits, cm.Data["acme.yaml"])
 	assert.Equal(t, "kind: Tier\n", cm.Data["tier.h100-dedicated.yaml"])
-	vol := sts.Spec.Template.Spec.Volumes[0]
-	assert.Equal(t, "acme/tenant.yaml", vol.ConfigMap.Items[0].Path)
-	assert.Equal(t, corev1.KeyToPath{Key: "tier.h100-dedicated.yaml", Path: "tiers/h100-dedicated.yaml"}, vol.ConfigMap.Items[1])
-	assert.Contains(t, strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " "), "--limits-tenants /etc/inferplane/tenants")
-	// The key checks enforce the limits: the same folder, from the same ConfigMap.
-	require.Len(t, kc.Spec.Template.Spec.Volumes, 1)
-	assert.Equal(t, cm.Name, kc.Spec.Template.Spec.Volumes[0].ConfigMap.Name)
-	assert.Equal(t, "acme/tenant.yaml", kc.Spec.Template.Spec.Volumes[0].ConfigMap.Items[0].Path)
-	assert.Equal(t, "/etc/inferplane/tenants", kc.Spec.Template.Spec.Containers[0].VolumeMounts[0].MountPath)
-	assert.Contains(t, strings.Join(kc.Spec.Template.Spec.Containers[0].Args, " "), "--limits-tenants /etc/inferplane/tenants")
-	// A provider's job (the shared serving tier) keeps its file name in the folder.
-	shared, err := Manifests(Options{Domain: "inference.example.com", TenantLimits: map[string][]byte{
-		"acme": []byte(tenantWithLimits), "platform/jobs/qwen.yaml": []byte("kind: ManagedInferenceJob\n")}})
-	require.NoError(t, err)
-	for _, o := range shared {
-		if v, ok := o.(*corev1.ConfigMap); ok && v.Name == "inferplane-gateway-tenant-limits" {
-			assert.Equal(t, "kind: ManagedInferenceJob\n", v.Data["platform.jobs.qwen.yaml"])
-		}
-		if v, ok := o.(*appsv1.StatefulSet); ok && v.Name == "inferplane-gateway-xds" {
-			assert.Contains(t, v.Spec.Template.Spec.Volumes[0].ConfigMap.Items,
-				corev1.KeyToPath{Key: "platform.jobs.qwen.yaml", Path: "platform/jobs/qwen.yaml"})
-		}
+	assert.Equal(t, "kind: ManagedInferenceJob\n", cm.Data["platform.jobs.qwen.yaml"], "a provider's job keeps its file name")
+	var shard limits.ShardFile
+	require.NoError(t, json.Unmarshal([]byte(cm.Data[".shard-0"]), &shard))
+	assert.Equal(t, 1, shard.Of)
+	assert.Len(t, cm.Data, 4)
+	for _, pod := range []corev1.PodSpec{sts.Spec.Template.Spec, kc.Spec.Template.Spec} {
+		require.Len(t, pod.Volumes, 1)
+		assert.Nil(t, pod.Volumes[0].ConfigMap)
+		assert.Equal(t, []corev1.VolumeProjection{{ConfigMap: &corev1.ConfigMapProjection{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}}, pod.Volumes[0].Projected.Sources)
+		assert.Equal(t, corev1.VolumeMount{Name: "tenant-limits", MountPath: "/etc/inferplane/tenants", ReadOnly: true},
+			pod.Containers[0].VolumeMounts[len(pod.Containers[0].VolumeMounts)-1])
+		assert.Contains(t, strings.Join(pod.Containers[0].Args, " "), "--limits-tenants /etc/inferplane/tenants")
 	}
 	without, err := Manifests(Options{Domain: "inference.example.com"})
 	require.NoError(t, err)
 	assert.Len(t, without, len(objs)-1, "no tenant limits, no ConfigMap")
+
+	_, err = Manifests(Options{Domain: "inference.example.com", TenantLimits: map[string][]byte{
+		"tier": []byte(tenantWithLimits), "tiers/jobs.x": []byte("kind: Tier\n")}})
+	assert.ErrorContains(t, err, "tiers/jobs.x: its file tier.jobs.x.yaml of the tenant limits would be read as tier/jobs/x.yaml")
+	_, err = Manifests(Options{Domain: "inference.example.com", TenantLimits: map[string][]byte{"acme": []byte(strings.Repeat("x", 300<<10))}})
+	assert.ErrorContains(t, err, "acme.yaml is 307215 bytes as JSON: a ConfigMap of the tenant limits holds at most 204544")
 }
 
 func TestManifestsErrors(t *testing.T) {

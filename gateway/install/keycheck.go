@@ -20,7 +20,7 @@ import (
 // Service that Envoy's inferplane_services cluster resolves to every ready one (it spreads
 // checks over them and health-checks each over gRPC), a PodDisruptionBudget, and a
 // ServiceAccount that may only read the APIKey objects.
-func keyCheckObjects(o Options) []client.Object {
+func keyCheckObjects(o Options, limitShards int) []client.Object {
 	name := o.Name + "-keys"
 	role := &rbacv1.Role{TypeMeta: typeRole, ObjectMeta: meta(o, name, "keys"), Rules: []rbacv1.PolicyRule{readAPIKeys}}
 	binding := &rbacv1.RoleBinding{TypeMeta: typeRoleBinding, ObjectMeta: meta(o, name, "keys"),
@@ -30,10 +30,10 @@ func keyCheckObjects(o Options) []client.Object {
 		Spec: corev1.ServiceSpec{Selector: selector(o, "keys"), ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{
 			{Name: "grpc", Port: KeysGRPCPort, TargetPort: intstr.FromString("grpc"), Protocol: corev1.ProtocolTCP, AppProtocol: ptr("kubernetes.io/h2c")},
 		}}}
-	return []client.Object{serviceAccount(o, name, true), role, binding, svc, keyCheckDeployment(o), pdb(o, "keys")}
+	return []client.Object{serviceAccount(o, name, true), role, binding, svc, keyCheckDeployment(o, limitShards), pdb(o, "keys")}
 }
 
-func keyCheckDeployment(o Options) *appsv1.Deployment {
+func keyCheckDeployment(o Options, limitShards int) *appsv1.Deployment {
 	var uid int64 = 65532
 	c := corev1.Container{
 		Name: "keys", Image: o.Image,
@@ -51,10 +51,7 @@ func keyCheckDeployment(o Options) *appsv1.Deployment {
 		SecurityContext: restricted(),
 	}
 	var volumes []corev1.Volume
-	if len(o.TenantLimits) > 0 {
-		volumes = append(volumes, tenantLimitsVolume(o))
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tenant-limits", MountPath: tenantsMount, ReadOnly: true})
-	}
+	mountTenantLimits(o, limitShards, &c, &volumes)
 	return &appsv1.Deployment{TypeMeta: typeDeployment, ObjectMeta: meta(o, o.Name+"-keys", "keys"),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &o.KeyCheckReplicas,

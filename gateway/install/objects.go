@@ -114,7 +114,7 @@ func xdsArgs(o Options) []string {
 // (usage is what tenants are billed from; the replicas are what it serves when a tenant's API
 // server is down as it starts: the volume is there exactly when an API server is not), and
 // has a name `keys usage` can address.
-func xdsStatefulSet(o Options) *appsv1.StatefulSet {
+func xdsStatefulSet(o Options, limitShards int) *appsv1.StatefulSet {
 	var uid int64 = 65532
 	c := corev1.Container{
 		Name: "xds", Image: o.Image, Args: xdsArgs(o),
@@ -134,10 +134,7 @@ func xdsStatefulSet(o Options) *appsv1.StatefulSet {
 	}
 	claim := volumeClaim(o, "usage", "xds", o.UsageSize)
 	var volumes []corev1.Volume
-	if len(o.TenantLimits) > 0 {
-		volumes = append(volumes, tenantLimitsVolume(o))
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tenant-limits", MountPath: tenantsMount, ReadOnly: true})
-	}
+	mountTenantLimits(o, limitShards, &c, &volumes)
 	return &appsv1.StatefulSet{TypeMeta: typeStatefulSet, ObjectMeta: meta(o, o.Name+"-xds", "xds"),
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: &o.Replicas, ServiceName: o.Name + "-xds-pods", PodManagementPolicy: appsv1.ParallelPodManagement,

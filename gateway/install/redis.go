@@ -1,10 +1,7 @@
 package install
 
 import (
-	"maps"
-	"slices"
 	"strconv"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,51 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// tenantsMount is where the xDS servers find the tenants' limits.
-const tenantsMount = "/etc/inferplane/tenants"
-
-// tenantLimitsConfigMap holds each tenant's tenant.yaml under <tenant>.yaml, each tier's
-// under tier.<tier>.yaml (a tenant's name has no dot) and each provider's job file under
-// <tenant>.jobs.<file>; the volume maps them to <tenant>/tenant.yaml, tiers/<tier>.yaml and
-// <tenant>/jobs/<file>, the layout of a tenants folder. The kubelet
-// updates a mounted ConfigMap in place, and the xDS servers reload it.
-func tenantLimitsConfigMap(o Options) *corev1.ConfigMap {
-	cm := &corev1.ConfigMap{TypeMeta: typeConfigMap, ObjectMeta: meta(o, o.Name+"-tenant-limits", "xds"), Data: map[string]string{}}
-	for t, b := range o.TenantLimits {
-		key, _ := limitsFile(t)
-		cm.Data[key] = string(b)
-	}
-	return cm
-}
-
-// limitsFile is where an entry of Options.TenantLimits goes: its ConfigMap key and its path in
-// the tenants folder.
-func limitsFile(name string) (key, path string) {
-	if tier, ok := strings.CutPrefix(name, tiersPrefix); ok {
-		return "tier." + tier + ".yaml", "tiers/" + tier + ".yaml"
-	}
-	if tenant, file, ok := strings.Cut(name, "/jobs/"); ok {
-		// A provider's job (the shared serving tier): a job file's name may hold dots, a
-		// tenant's never does.
-		return tenant + ".jobs." + file, name
-	}
-	return name + ".yaml", name + "/tenant.yaml"
-}
-
-// tiersPrefix marks a tier's file among Options.TenantLimits.
-const tiersPrefix = "tiers/"
-
-// tenantLimitsVolume is the ConfigMap as a tenants folder.
-func tenantLimitsVolume(o Options) corev1.Volume {
-	var items []corev1.KeyToPath
-	for _, t := range slices.Sorted(maps.Keys(o.TenantLimits)) {
-		key, path := limitsFile(t)
-		items = append(items, corev1.KeyToPath{Key: key, Path: path})
-	}
-	return corev1.Volume{Name: "tenant-limits", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-		LocalObjectReference: corev1.LocalObjectReference{Name: o.Name + "-tenant-limits"}, Items: items}}}
-}
 
 // DefaultRedisImage is the store of the rate limits' shared counts: an exact release, never a
 // tag that moves.
