@@ -185,12 +185,11 @@ bench-xds:
 # and the Lua usage filter's cost per response (gopher-lua here; LuaJIT, Envoy's runtime,
 # when luajit is installed). Limits (a real redis-server, hack/redis.sh): the check with limits
 # against without (p50/p99, a key far from its limits and one whose every check is a round trip
-# to Redis), the counting cost per access-log entry, and one reservation's round trip (with
-# its script's time in Redis).
+# to Redis), and the counting cost per access-log entry.
 bench-keys:
 	@hack/redis.sh > /dev/null
 	$(GO) test -run '^$$' -bench 'Verify100k|CheckGRPCPaced2000|CheckLimits' -benchtime 20000x -count 1 ./auth/extauthz/
-	$(GO) test -run '^$$' -bench 'CountEntry|ReserveRoundTrip' -benchtime 50000x -count 1 ./auth/limits/
+	$(GO) test -run '^$$' -bench 'CountEntry' -benchtime 50000x -count 1 ./auth/limits/
 	$(GO) test -run '^$$' -bench 'IngestGRPC' -benchtime 500000x -count 1 ./usage/
 	$(GO) test -run '^$$' -bench 'UsageScript' -count 1 ./usage/envoylua/
 	@if command -v luajit >/dev/null 2>&1; then luajit usage/envoylua/testdata/bench.lua usage/envoylua; \

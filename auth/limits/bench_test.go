@@ -3,8 +3,6 @@ package limits
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -58,46 +56,3 @@ func BenchmarkCountEntry(b *testing.B) {
 }
 
 func tenantOf(id string) string { return fmt.Sprintf("tenant-%02d", id[len(id)-2:][0]%100) }
-
-// BenchmarkReserveRoundTrip is one reservation as a check near a hard limit makes it: one unit
-// of a key's requests a minute, with its tenant's token count read, in one script call to a
-// real Redis on loopback. ns/op is the round trip; redis-us is the script's own time in Redis
-// (INFO commandstats, EVALSHA's usec_per_call).
-func BenchmarkReserveRoundTrip(b *testing.B) {
-	r := redistest.Start(b)
-	st, err := NewRedis(RedisOptions{Addr: r.Addr(), IOTimeout: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	ctx := context.Background()
-	ops := []Op{{Key: "ipl:{acme}:k:1:rpm:0", Cap: 1e15, Want: 1, TTL: time.Hour},
-		{Key: "ipl:{acme}:t:tpd:0", Cap: 1e15, TTL: time.Hour}}
-	got, val := make([]int64, 2), make([]int64, 2)
-	l := New(Options{Store: st})
-	if err := st.Reserve(ctx, l.number(1), ops, got, val); err != nil { // loads the script
-		b.Fatal(err)
-	}
-	if err := st.c.ConfigResetStat(ctx).Err(); err != nil {
-		b.Fatal(err)
-	}
-	for b.Loop() {
-		if err := st.Reserve(ctx, l.number(1), ops, got, val); err != nil {
-			b.Fatal(err)
-		}
-	}
-	info, err := st.c.Info(ctx, "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(info, "cmdstat_evalsha:")
-	_, rest, ok2 := strings.Cut(rest, "usec_per_call=")
-	if !ok || !ok2 {
-		b.Fatalf("no EVALSHA in INFO commandstats: %s", info)
-	}
-	us, err := strconv.ParseFloat(rest[:strings.IndexByte(rest, ',')], 64)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(us, "redis-us")
-}

@@ -122,8 +122,7 @@ func (l *Limiter) needStore(refs []ref) bool {
 // reserve asks the store, in one round trip, for a lease for every request counter without
 // units and for the value of every counter. One unit of each lease is this request's (bit i
 // of held for refs[i]); the rest is kept for the next requests. A failure marks the store
-// down and holds nothing: the request is decided from memory, and the reservation is sent
-// again at the next flush, its units then the replica's (lose).
+// down and holds nothing.
 func (l *Limiter) reserve(refs []ref, now time.Time) (held uint16) {
 	var opsBuf [2 * NumKinds]Op
 	var gotBuf, valBuf [2 * NumKinds]int64
@@ -150,9 +149,7 @@ func (l *Limiter) reserve(refs []ref, now time.Time) (held uint16) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opt.SyncTimeout)
 	defer cancel()
 	l.metrics.syncCalls.Inc()
-	id := l.number(1)
-	if err := l.opt.Store.Reserve(ctx, id, ops, gotBuf[:len(refs)], valBuf[:len(refs)]); err != nil {
-		l.lose(id, ops, refs)
+	if err := l.opt.Store.Reserve(ctx, ops, gotBuf[:len(refs)], valBuf[:len(refs)]); err != nil {
 		l.markDown(err)
 		return 0
 	}
@@ -279,36 +276,23 @@ func (l *Limiter) refill(r ref) {
 	c.mu.Unlock()
 	var got, val [1]int64
 	ctx, cancel := context.WithTimeout(context.Background(), l.opt.SyncTimeout)
-	id := l.number(1)
-	err := l.opt.Store.Reserve(ctx, id, []Op{op}, got[:], val[:])
+	err := l.opt.Store.Reserve(ctx, []Op{op}, got[:], val[:])
 	cancel()
-	if err != nil {
-		l.lose(id, []Op{op}, []ref{r})
-		l.markDown(err)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.refilling = false
-	if err == nil {
-		c.take(op, r.rule, got[0], val[0])
-	}
-}
-
-// take puts what the store answered to a reservation made for no request in particular (a
-// refill, or one sent again) in c's view: the value read, and the units granted, all in the
-// lease. The caller holds c.mu.
-func (c *counter) take(op Op, rule Rule, got, val int64) {
-	if c.name != op.Key {
-		return // the window rolled meanwhile
-	}
-	c.shared = c.observe(val)
-	if op.Want == 0 {
+	if err != nil {
+		l.markDown(err)
 		return
 	}
-	c.lease += got
-	if got > 0 {
-		c.grant = got
-	} else if !rule.Soft && val >= rule.Value {
+	if c.name != op.Key {
+		return
+	}
+	c.shared = c.observe(val[0])
+	c.lease += got[0]
+	if got[0] > 0 {
+		c.grant = got[0]
+	} else if !r.rule.Soft && val[0] >= r.rule.Value {
 		c.grant = 0 // the rest is this replica's lease: spent, the next check asks the store
 	}
 }

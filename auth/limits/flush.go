@@ -94,13 +94,8 @@ func (l *Limiter) Flush(ctx context.Context) {
 			l.metrics.storeErrors.Inc()
 			return
 		}
+		l.markUp()
 	}
-	// Reservations whose answers were lost go first, before the store counts as up again: no
-	// check numbers a new reservation until they landed (reserveSlots).
-	if !l.resend(ctx) {
-		return
-	}
-	l.markUp()
 	// A push that failed goes first, as it was: its counts stay pending until it lands, and
 	// the store applies it once even if the failed attempt reached it.
 	if l.unacked != nil {
@@ -122,7 +117,8 @@ func (l *Limiter) Flush(ctx context.Context) {
 		}
 		return
 	}
-	b := &push{id: l.number(pushNumbers(len(ops))), cs: cs, ops: ops}
+	l.pushes++
+	b := &push{id: PushID{Replica: l.replica, Seq: l.pushes}, cs: cs, ops: ops}
 	if !l.push(ctx, b) {
 		l.unacked = b
 		if restore {
@@ -133,7 +129,7 @@ func (l *Limiter) Flush(ctx context.Context) {
 
 // push is one push of counts to the store, kept to be sent again when it fails.
 type push struct {
-	id  CallID
+	id  PushID
 	cs  []*counter
 	ops []Op
 }
@@ -157,58 +153,6 @@ func (l *Limiter) push(ctx context.Context, b *push) bool {
 			c.seen, c.readAt = true, read
 		}
 		c.mu.Unlock()
-	}
-	return true
-}
-
-// reservation is one reservation whose answer did not come, kept to be sent again with its
-// number: the store applies it once, whether the lost attempt reached it or not, and its
-// units go to the counters that asked.
-type reservation struct {
-	id   CallID
-	ops  []Op
-	refs []ref
-}
-
-// lose keeps a reservation that failed to be sent again, when it wanted units (one that only
-// read counts has nothing to give).
-func (l *Limiter) lose(id CallID, ops []Op, refs []ref) {
-	for _, o := range ops {
-		if o.Want > 0 {
-			l.lostMu.Lock()
-			l.lost = append(l.lost, &reservation{id: id, ops: append([]Op(nil), ops...), refs: append([]ref(nil), refs...)})
-			l.lostMu.Unlock()
-			return
-		}
-	}
-}
-
-// resend sends the reservations that failed again, in their order, and gives their units to
-// their counters' leases (the requests that asked were decided without them). It stops at the
-// first failure, which keeps the rest for the next flush.
-func (l *Limiter) resend(ctx context.Context) bool {
-	l.lostMu.Lock()
-	lost := l.lost
-	l.lost = nil
-	l.lostMu.Unlock()
-	for i, rv := range lost {
-		rv.id.Again = true
-		got, val := make([]int64, len(rv.ops)), make([]int64, len(rv.ops))
-		cctx, cancel := context.WithTimeout(ctx, l.opt.SyncTimeout)
-		err := l.opt.Store.Reserve(cctx, rv.id, rv.ops, got, val)
-		cancel()
-		if err != nil {
-			l.lostMu.Lock()
-			l.lost = append(lost[i:], l.lost...)
-			l.lostMu.Unlock()
-			l.markDown(err)
-			return false
-		}
-		for j, r := range rv.refs {
-			r.c.mu.Lock()
-			r.c.take(rv.ops[j], r.rule, got[j], val[j])
-			r.c.mu.Unlock()
-		}
 	}
 	return true
 }

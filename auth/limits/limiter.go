@@ -53,11 +53,9 @@ type Limiter struct {
 	// flushMu makes flushes one at a time: a push that failed must be sent again, as it was,
 	// before any later one.
 	flushMu sync.Mutex
-	replica string       // names this limiter's calls to the store
-	calls   atomic.Int64 // the last number a call took (CallID)
-	unacked *push        // a push that failed, sent again first
-	lostMu  sync.Mutex
-	lost    []*reservation // reservations that failed, sent again at the next flush
+	replica string // names this limiter's pushes to the store
+	pushes  int64  // the number of the last push
+	unacked *push  // a push that failed, sent again first
 
 	downSince atomic.Int64 // Unix nanoseconds of the first failure of an outage; 0: up
 	restore   atomic.Bool  // the store came back: push floors once
@@ -188,11 +186,6 @@ func (l *Limiter) markUp() {
 	}
 }
 
-// number returns the CallID of a call that takes n numbers.
-func (l *Limiter) number(n int64) CallID {
-	return CallID{Replica: l.replica, Seq: l.calls.Add(n) - n + 1}
-}
-
-// replicaID names a limiter's calls: random, so that no two replicas (nor a restarted one)
+// replicaID names a limiter's pushes: random, so that no two replicas (nor a restarted one)
 // share the store's guard.
 func replicaID() string { return rand.Text() }

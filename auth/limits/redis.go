@@ -72,59 +72,30 @@ func (r *Redis) Close() error { return r.c.Close() }
 func (r *Redis) Ping(ctx context.Context) error { return r.c.Ping(ctx).Err() }
 
 // reserveScript grants units of request counters and reads token counters, all or nothing:
-// per counter KEYS[i+1], ARGV holds cap (0: no hard cap), want (units wanted; 0: read only)
-// and the key's time to live in ms, after four values that number the reservation. If any
-// counter that wants units, or any capped read-only counter, is already at its cap, nothing is
-// granted anywhere. The reply is, per counter, the units granted and the counter's value after
-// the grant.
-//
-// KEYS[1] is the replica's record of its reservations, a hash of reserveSlots fields: a grant
-// is written in field ARGV[2] (its number modulo reserveSlots) as "<number> <units>...", in the
-// same script. A reservation sent again (ARGV[3] = 1) whose number the field holds was applied
-// already, only its answer was lost: the reply is the recorded units and the values as they are
-// now, and nothing is granted twice. One that is not recorded (its request never reached Redis,
-// or it granted nothing) is applied as a first one.
+// per key, ARGV holds cap (0: no hard cap), want (units wanted; 0: read only) and the key's
+// time to live in ms. If any counter that wants units, or any capped read-only counter, is
+// already at its cap, nothing is granted anywhere. The reply is, per key, the units granted
+// and the counter's value after the grant.
 var reserveScript = redis.NewScript(`
-local n, out = #KEYS - 1, {}
-if ARGV[3] == '1' then
-  local rec = redis.call('HGET', KEYS[1], ARGV[2])
-  if rec then
-    local f = {}
-    for w in string.gmatch(rec, '%S+') do f[#f+1] = w end
-    if f[1] == ARGV[1] and #f == n + 1 then
-      for i = 1, n do
-        out[2*i-1] = tonumber(f[i+1])
-        out[2*i] = tonumber(redis.call('GET', KEYS[i+1]) or '0')
-      end
-      return out
-    end
-  end
-end
 local cur, refuse = {}, false
-for i = 1, n do
-  local c = tonumber(redis.call('GET', KEYS[i+1]) or '0')
+for i = 1, #KEYS do
+  local c = tonumber(redis.call('GET', KEYS[i]) or '0')
   cur[i] = c
-  local cap = tonumber(ARGV[3*i+2])
+  local cap = tonumber(ARGV[3*i-2])
   if cap > 0 and c >= cap then refuse = true end
 end
-local rec, granted = {ARGV[1]}, false
-for i = 1, n do
-  local cap, want, ttl = tonumber(ARGV[3*i+2]), tonumber(ARGV[3*i+3]), tonumber(ARGV[3*i+4])
+local out = {}
+for i = 1, #KEYS do
+  local cap, want, ttl = tonumber(ARGV[3*i-2]), tonumber(ARGV[3*i-1]), tonumber(ARGV[3*i])
   local g = 0
   if not refuse and want > 0 then
     g = want
     if cap > 0 and cur[i] + g > cap then g = cap - cur[i] end
-    cur[i] = redis.call('INCRBY', KEYS[i+1], g)
-    redis.call('PEXPIRE', KEYS[i+1], ttl)
-    granted = granted or g > 0
+    cur[i] = redis.call('INCRBY', KEYS[i], g)
+    redis.call('PEXPIRE', KEYS[i], ttl)
   end
   out[2*i-1] = g
   out[2*i] = cur[i]
-  rec[i+1] = g
-end
-if granted then
-  redis.call('HSET', KEYS[1], ARGV[2], table.concat(rec, ' '))
-  redis.call('PEXPIRE', KEYS[1], ARGV[4])
 end
 return out
 `)
@@ -179,26 +150,9 @@ func args(ops []Op, a, b func(Op) int64) (keys []string, argv []any) {
 	return keys, argv
 }
 
-// reserveSlots is how many reservations a replica's record holds: a reservation sent again is
-// recognised while fewer than that many were numbered after it. Between a failed reservation
-// and its retry the replica starts no new ones (the store counts as down until the retries
-// land), so only those it started before the timeout was seen, within SyncTimeout, can take
-// the slot (4,096 at 40,000 reservations a second); if one did, the retry is applied as a new
-// reservation, and the lost answer's units are lost as they were before reservations were
-// numbered. A replica's record is at most about 230 KB in Redis (MEMORY USAGE of 4,096
-// records of two counters, Redis 7).
-const reserveSlots = 4096
-
-// Reserve runs reserveScript over ops; granted and values are filled per op. id numbers the
-// reservation, so that one sent again after an error (id.Again) is applied once.
-func (r *Redis) Reserve(ctx context.Context, id CallID, ops []Op, granted, values []int64) error {
+// Reserve runs reserveScript over ops; granted and values are filled per op.
+func (r *Redis) Reserve(ctx context.Context, ops []Op, granted, values []int64) error {
 	keys, argv := args(ops, func(o Op) int64 { return o.Cap }, func(o Op) int64 { return o.Want })
-	keys = append([]string{id.guard("lease")}, keys...)
-	again := 0
-	if id.Again {
-		again = 1
-	}
-	argv = append([]any{id.Seq, id.Seq % reserveSlots, again, guardTTL.Milliseconds()}, argv...)
 	res, err := reserveScript.Run(ctx, r.c, keys, argv...).Int64Slice()
 	if err != nil {
 		return err
@@ -216,41 +170,34 @@ func (r *Redis) Reserve(ctx context.Context, id CallID, ops []Op, granted, value
 // other replica's reservations.
 const pushBatch = 256
 
-// pushNumbers is how many numbers a push of n counters takes: one per batch.
-func pushNumbers(n int) int64 { return int64((n + pushBatch - 1) / pushBatch) }
-
-// guardTTL is how long the store remembers a replica's last push and its reservations: a call
-// that failed is sent again at the next flush, far sooner.
+// guardTTL is how long the store remembers a replica's last push: a push that failed is sent
+// again at the next flush, far sooner.
 const guardTTL = 24 * time.Hour
 
-// CallID names one call that changes counts, a push or a reservation: the replica that sends
-// it (random, one per limiter) and its number, one sequence for both, growing with each call. A
-// call sent again after an error keeps its number and says Again, so the store applies it once
-// even when the first attempt reached it and only its answer was lost.
-type CallID struct {
+// PushID names one push: the replica that sends it (random, one per limiter) and its number,
+// growing with each push. A push sent again after an error keeps its number and says Again,
+// so the store applies it once even when the first attempt reached it and only its answer was
+// lost.
+type PushID struct {
 	Replica string
 	Seq     int64
 	Again   bool
 }
 
-// guard names the replica's record in the store of what its calls of one sort applied:
-// ipl:push:<replica>, the number of its last push; ipl:lease:<replica>, its reservations.
-func (id CallID) guard(sort string) string { return "ipl:" + sort + ":" + id.Replica }
-
-// Push adds ops' deltas to their counters and reads them back, in batches of pushBatch; values
-// are filled per op. A push takes one number per batch (pushNumbers): batch i carries id.Seq +
-// i and records it in the replica's guard in the same transaction, so a push sent again after
-// its first batches landed applies only the rest. A first attempt without floors (the store did not go away: nearly every push)
+// Push adds ops' deltas to their counters and reads them back, in batches; values are filled
+// per op. Batch i of push seq carries the number seq<<20 + i and records it in the replica's
+// guard in the same transaction, so a push sent again after its first batches landed applies
+// only the rest. A first attempt without floors (the store did not go away: nearly every push)
 // is a MULTI of INCRBYs; one sent again, or with floors, is pushScript, which reads the guard.
-func (r *Redis) Push(ctx context.Context, id CallID, ops []Op, values []int64) error {
+func (r *Redis) Push(ctx context.Context, id PushID, ops []Op, values []int64) error {
 	floors := false
 	for _, o := range ops {
 		floors = floors || o.Floor > 0
 	}
-	guard := id.guard("push")
+	guard := "ipl:push:" + id.Replica
 	for from := 0; from < len(ops); from += pushBatch {
 		to := min(len(ops), from+pushBatch)
-		seq := id.Seq + int64(from/pushBatch)
+		seq := id.Seq<<20 + int64(from/pushBatch)
 		var err error
 		if floors || id.Again {
 			err = r.pushChecked(ctx, guard, seq, ops[from:to], values[from:to])
