@@ -1,6 +1,8 @@
 package inputsrepo
 
 import (
+	"context"
+	"fmt"
 	"maps"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -22,19 +24,7 @@ func (r *Repo) prebuild(p *pending) {
 	if !ok {
 		return
 	}
-	t := newTree(trees, root)
-	err := guard("apply", func() error { return p.ch.Apply(t) })
-	if err == nil && len(t.changes) > 0 {
-		tree, _, werr := t.write()
-		if werr != nil {
-			return // the writer meets it again, and says so
-		}
-		if tree != root && p.ch.Check != nil {
-			if err = guard("check", func() error { return p.ch.Check(p.ctx, t) }); err != nil {
-				err = &CheckError{Err: err}
-			}
-		}
-	}
+	t, err := applyChecked(p.ctx, p.ch, trees, root)
 	if p.ctx.Err() != nil {
 		return
 	}
@@ -43,6 +33,28 @@ func (r *Repo) prebuild(p *pending) {
 		deps[i] = entryHash(trees, root, path)
 	}
 	p.built, p.root, p.deps, p.edits, p.msg, p.err = true, root, deps, maps.Clone(t.changes), t.message, err
+}
+
+// applyChecked applies a change to the tree root and, when that changed the tree, runs the
+// change's check on it: how a write is first decided, in its caller's goroutine (prebuild) or
+// for another replica's writer (Prepare). The error is the change's refusal there (a
+// *CheckError for its check's) or the failure to build the new tree, which the writer's own
+// build (put) would meet the same way.
+func applyChecked(ctx context.Context, ch Change, trees *trees, root plumbing.Hash) (*Tree, error) {
+	t := newTree(trees, root)
+	if err := guard("apply", func() error { return ch.Apply(t) }); err != nil || len(t.changes) == 0 {
+		return t, err
+	}
+	tree, _, err := t.write()
+	if err != nil {
+		return t, fmt.Errorf("inputsrepo: %w", err)
+	}
+	if tree != root && ch.Check != nil {
+		if err := guard("check", func() error { return ch.Check(ctx, t) }); err != nil {
+			return t, &CheckError{Err: err}
+		}
+	}
+	return t, nil
 }
 
 // lastRoot is the tree of the branch's head as this replica last fetched or pushed it, and the

@@ -87,23 +87,13 @@ func (r *Repo) Prepare(ctx context.Context, ch Change, fresh bool) (Prepared, *R
 	if head != nil {
 		root, base = head.TreeHash, head.Hash.String()
 	}
-	t := newTree(trees, root)
-	if err := guard("apply", func() error { return ch.Apply(t) }); err != nil {
-		return Prepared{}, nil, err
+	t, err := applyChecked(ctx, ch, trees, root)
+	var ce *CheckError
+	if errors.As(err, &ce) && ctx.Err() != nil {
+		return Prepared{}, nil, ctx.Err() // the check stopped because the caller gave up
 	}
-	if len(t.changes) > 0 {
-		tree, _, err := t.write()
-		if err != nil {
-			return Prepared{}, nil, fmt.Errorf("inputsrepo: %w", err)
-		}
-		if tree != root && ch.Check != nil {
-			if err := guard("check", func() error { return ch.Check(ctx, t) }); err != nil {
-				if ctx.Err() != nil {
-					return Prepared{}, nil, ctx.Err()
-				}
-				return Prepared{}, nil, &CheckError{Err: err}
-			}
-		}
+	if err != nil {
+		return Prepared{}, nil, err
 	}
 	p := Prepared{Base: base, Author: ch.Author, Message: cmp.Or(t.message, ch.Message), Key: key, Request: request, Reads: ch.Reads,
 		Edits: maps.Clone(t.changes)}
